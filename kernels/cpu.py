@@ -1,0 +1,200 @@
+"""The multi-core CPU engine: numba kernels generated from the same op declarations.
+
+Each kernel is a loop skeleton written once below; the semiring's ops are
+rendered to scalar Python (``semiring.expr.render_python``), compiled by numba
+and inlined into the skeleton through a closure, so one skeleton serves every
+semiring and the compiled code has no per-element call overhead.
+
+Strategy (rows of X against rows of Y, no transpose of either):
+a worker takes a block of X rows; for each row it scatters the row into a dense
+scratch vector indexed by column (values, plus a stamp saying "stored in row
+i", so explicitly stored zeros count as stored), then streams the rows of Y
+through it.  Intersection semirings touch only Y's nonzeros; union semirings
+add a second pass over the X row for the columns Y's row did not hit.  Huge,
+sparse column spaces are first compacted to the columns that occur, so the
+scratch stays small (see ``compact_columns``).
+
+Values are accumulated in float64 whatever the input type.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+from semiring import expr as _expr
+
+JIT = dict(nogil=True, error_model="numpy", cache=False)
+
+
+def _compile_scalar(tree: _expr.Node, variables: tuple[str, ...], params: tuple[str, ...]):
+    return njit(inline="always", **JIT)(_expr.compile_python(tree, variables, params))
+
+
+@lru_cache(maxsize=None)
+def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
+    """Compile the pairwise kernels for one semiring key (expression + semantics)."""
+    union = key[2] == "union"
+    mult = _compile_scalar(mult_tree, ("x", "y"), param_names)
+    add = _compile_scalar(add_tree, ("x", "y"), ())
+
+    @njit(inline="always", **JIT)
+    def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, params):
+        acc = start
+        if union:
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                if stamp[c] == i:
+                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
+                    hit[c] = token
+                else:
+                    acc = add(acc, mult(0.0, np.float64(yv[t]), params), params)
+            for k in range(xp[i], xp[i + 1]):
+                if hit[xi[k]] != token:
+                    acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
+        else:
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                if stamp[c] == i:
+                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
+        return acc
+
+    @njit(parallel=True, **JIT)
+    def dense_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
+        m, p = xp.size - 1, yp.size - 1
+        nblocks = min(m, 8 * numba.get_num_threads())
+        for b in prange(nblocks):
+            dense = np.zeros(ncols, np.float64)
+            stamp = np.full(ncols, -1, np.int64)
+            hit = np.full(ncols if union else 0, -1, np.int64)
+            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
+                for k in range(xp[i], xp[i + 1]):
+                    dense[xi[k]] = xv[k]
+                    stamp[xi[k]] = i
+                for j in range(p):
+                    out[i, j] = row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, i * p + j, start, params)
+
+    @njit(parallel=True, **JIT)
+    def masked_kernel(xp, xi, xv, yp, yi, yv, mp, mi, ncols, start, params, out):
+        m = xp.size - 1
+        nblocks = min(m, 8 * numba.get_num_threads())
+        for b in prange(nblocks):
+            dense = np.zeros(ncols, np.float64)
+            stamp = np.full(ncols, -1, np.int64)
+            hit = np.full(ncols if union else 0, -1, np.int64)
+            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
+                if mp[i] == mp[i + 1]:
+                    continue
+                for k in range(xp[i], xp[i + 1]):
+                    dense[xi[k]] = xv[k]
+                    stamp[xi[k]] = i
+                for s in range(mp[i], mp[i + 1]):
+                    out[s] = row_pair(i, mi[s], xp, xi, xv, yp, yi, yv, dense, stamp, hit, s, start, params)
+
+    return dense_kernel, masked_kernel
+
+
+def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, int]:
+    """Column indices of X and Y renumbered onto the columns that occur in either.
+
+    The renumbering is monotone, so rows stay sorted; the scratch vectors then
+    have one slot per occurring column instead of one per column of the space.
+    Used only when the space is much wider than the data (a hashed feature
+    space of 2**30 columns, say).
+    """
+    ncols = X.shape[1]
+    if ncols <= max(1 << 16, 2 * (X.nnz + Y.nnz)):
+        return X.indices, Y.indices, ncols
+    used = np.union1d(X.indices[: X.nnz], Y.indices[: Y.nnz])
+    xi = np.searchsorted(used, X.indices).astype(X.indices.dtype)
+    yi = xi if Y is X else np.searchsorted(used, Y.indices).astype(Y.indices.dtype)
+    return xi, yi, max(int(used.size), 1)
+
+
+def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_matrix | None = None):
+    """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects.
+
+    Inputs are canonical CSR (checked by ``semiring.validation``).  Returns a
+    dense ``(m, p)`` array, or with ``mask`` the values at the mask's stored
+    entries in its CSR order.
+    """
+    dense_kernel, masked_kernel = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    xi, yi, ncols = compact_columns(X, Y)
+    start = sr.start(X.shape[1])
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data)
+    if mask is None:
+        out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
+        if out.size:
+            dense_kernel(*args, ncols, start, sr.params, out)
+        return out
+    out = np.empty(mask.nnz, dtype=out_dtype)
+    if out.size:
+        masked_kernel(*args, mask.indptr, mask.indices, ncols, start, sr.params, out)
+    return out
+
+
+# --------------------------------------------------------------------------- row norms and expansions
+
+
+@lru_cache(maxsize=None)
+def _row_reduce_kernel(tree: _expr.Node):
+    f = _compile_scalar(tree, ("x",), ())
+
+    @njit(parallel=True, **JIT)
+    def kernel(indptr, data, out):
+        empty = np.empty(0, np.float64)
+        for i in prange(indptr.size - 1):
+            acc = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                acc += f(np.float64(data[k]), empty)
+            out[i] = acc
+
+    return kernel
+
+
+def row_norm(A: sp.csr_matrix, tree: _expr.Node) -> np.ndarray:
+    """``Σ_k f(A[i, k])`` over each row's stored values, in float64."""
+    out = np.zeros(A.shape[0], np.float64)
+    if A.shape[0]:
+        _row_reduce_kernel(tree)(A.indptr, A.data, out)
+    return out
+
+
+EXPANSION_VARIABLES = ("c0", "c1", "nx0", "nx1", "ny0", "ny1", "n")
+
+
+@lru_cache(maxsize=None)
+def _expansion_kernel(tree: _expr.Node, param_names: tuple[str, ...]):
+    f = _compile_scalar(tree, EXPANSION_VARIABLES, param_names)
+
+    @njit(parallel=True, **JIT)
+    def kernel(c0, c1, nx0, nx1, ny0, ny1, n, params, out):
+        m, p = out.shape
+        for i in prange(m):
+            for j in range(p):
+                out[i, j] = f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params)
+
+    return kernel
+
+
+def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np.ndarray) -> np.ndarray:
+    """Apply an expansion elementwise: ``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)``."""
+    m, p = out.shape
+    zero_mp = np.zeros((1, 1))
+    c = [t for t in terms] + [np.broadcast_to(zero_mp, (m, p))] * (2 - len(terms))
+    nx = list(xnorms) + [np.zeros(m)] * (2 - len(xnorms))
+    ny = list(ynorms) + [np.zeros(p)] * (2 - len(ynorms))
+    if out.size:
+        _expansion_kernel(tree, tuple(param_names))(c[0], c[1], nx[0], nx[1], ny[0], ny[1], float(ncols), params, out)
+    return out
+
+
+def num_threads() -> int:
+    return numba.get_num_threads()
+
+
+__all__ = ["pairwise", "row_norm", "expand", "compact_columns", "num_threads", "EXPANSION_VARIABLES"]

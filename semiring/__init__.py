@@ -1,0 +1,31 @@
+"""GraphBLAS-style semirings defined in Python, run on sparse matrices.
+
+>>> import numpy as np, scipy.sparse as sp, semiring
+>>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))
+>>> semiring.pairwise(X, X, semiring.plus_times)
+array([[5., 0.],
+       [0., 9.]])
+>>> l1 = semiring.Semiring(semiring.monoid.plus, semiring.binary_op(lambda x, y: abs(x - y)))
+>>> semiring.pairwise(X, X, l1)
+array([[0., 6.],
+       [6., 0.]])
+"""
+
+from .ops import BINARY_OPS, BUILTIN_SEMIRINGS, BinaryOp, Monoid, Semiring, binary_op, monoid
+from .api import pairwise
+from .backend import available_backends
+
+globals().update(BUILTIN_SEMIRINGS)
+
+__all__ = [
+    "BinaryOp",
+    "Monoid",
+    "Semiring",
+    "binary_op",
+    "monoid",
+    "pairwise",
+    "available_backends",
+    "BINARY_OPS",
+    "BUILTIN_SEMIRINGS",
+    *BUILTIN_SEMIRINGS,
+]

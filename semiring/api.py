@@ -1,0 +1,58 @@
+"""``semiring.pairwise``: the generalised inner product of rows against rows."""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+
+from . import backend as _backend
+from . import validation
+from .ops import BUILTIN_SEMIRINGS, Semiring
+
+
+def as_semiring(sr) -> Semiring:
+    if isinstance(sr, Semiring):
+        return sr
+    if isinstance(sr, str) and sr in BUILTIN_SEMIRINGS:
+        return BUILTIN_SEMIRINGS[sr]
+    raise TypeError(
+        f"sr must be a Semiring or the name of a built-in one ({', '.join(BUILTIN_SEMIRINGS)}), got {sr!r}; "
+        "for example semiring.pairwise(X, Y, semiring.plus_times)"
+    )
+
+
+def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
+    """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` for every row ``i`` of X and row ``j`` of Y.
+
+    The columns ``k`` are those stored in both rows for an ``"intersection"``
+    semiring, in either row (a missing entry read as 0) for a ``"union"`` one;
+    see :class:`semiring.Semiring`.  Rows are compared against rows, so neither
+    input is transposed.  ``Y=None`` compares X with itself.
+
+    Without ``mask`` the result is a dense NumPy array of shape
+    ``(X.shape[0], Y.shape[0])``; where an intersection is empty it holds the
+    add monoid's identity.  With ``mask`` (a sparse matrix of that shape) only
+    the entries stored in the mask are computed and the result is a CSR matrix
+    with exactly the mask's pattern (mask values are ignored).
+
+    The result is float32 when both inputs are float32, else float64; values
+    are accumulated in float64 on the CPU.  Stored values may be ±inf, not NaN.
+
+    >>> import numpy as np, scipy.sparse as sp, semiring
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
+    >>> semiring.pairwise(X, None, semiring.min_plus)
+    array([[2., 3.],
+           [3., 2.]])
+    """
+    sr = as_semiring(sr)
+    engine = _backend.resolve(backend)
+    X, Y = validation.check_pair(X, Y, allow_inf=True)
+    dtype = validation.result_dtype(X, Y)
+    if mask is not None:
+        M = validation.check_mask(mask, (X.shape[0], Y.shape[0]))
+    if engine == "cpu":
+        from kernels import cpu as impl
+    values = impl.pairwise(X, Y, sr, dtype, mask=None if mask is None else M)
+    if mask is None:
+        return values
+    kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
+    return kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)

@@ -1,0 +1,36 @@
+"""Backends are explicit: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+
+``"auto"`` picks the GPU only when a GPU engine is present and usable; an
+explicit request that cannot run raises with the reason.  Nothing falls back
+silently.
+"""
+
+from __future__ import annotations
+
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why ``backend="cuda"`` cannot run here, or None when it can."""
+    return (
+        "the CUDA engine is not part of this version yet (the GPU kernels are rendered and "
+        "compile-tested, see kernels.cuda_source); use backend='cpu'"
+    )
+
+
+def resolve(backend: str) -> str:
+    """The concrete backend for a request, or an error naming the reason."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "cpu" if cuda_unavailable_reason() else "cuda"
+    if backend == "cuda":
+        reason = cuda_unavailable_reason()
+        if reason:
+            raise RuntimeError(f"backend='cuda' cannot run: {reason}")
+    return backend
+
+
+def available_backends() -> list[str]:
+    """The concrete backends usable on this machine."""
+    return ["cpu"] + ([] if cuda_unavailable_reason() else ["cuda"])

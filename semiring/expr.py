@@ -1,0 +1,303 @@
+"""The small expression language every op, norm and expansion is written in.
+
+One declaration (a Python function or an expression string) is parsed once into
+a tree; the tree is then *rendered* to Python source for the CPU engine (numba
+compiles it) and to CUDA C for the GPU kernels.  Both renderings come from the
+same tree, so the CPU and GPU forms of an op cannot drift apart.
+
+Rendering is a pure function of the tree: nothing here imports a GPU library.
+
+The language: numbers, the declared variable names, ``+ - * / **``, unary
+minus, comparisons (one operator per comparison), ``and``/``or``/``not``,
+conditional expressions ``a if cond else b`` and the functions ``abs``,
+``sqrt``, ``log``, ``exp``, ``pow``, ``min`` and ``max`` (also spelled
+``math.sqrt``, ``np.log`` ...), plus the constants ``inf``, ``nan`` and ``pi``.
+``min``/``max`` follow IEEE ``fmin``/``fmax``: a NaN argument is ignored.
+Comparisons and logical operators give 1.0 or 0.0 when used as numbers.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import textwrap
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+FUNCTIONS = {"abs": 1, "sqrt": 1, "log": 1, "exp": 1, "pow": 2, "min": 2, "max": 2}
+CONSTANTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
+_MODULE_PREFIXES = {"math", "np", "numpy", "cupy", "cp"}
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of an expression tree: ``kind`` names it, ``args`` are children or leaves."""
+
+    kind: str  # num | var | bin | neg | cmp | and | or | not | if | call
+    args: tuple
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind in ("cmp", "and", "or", "not")
+
+
+class ExpressionError(ValueError):
+    """A declaration uses something outside the expression language."""
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse(source: str | Callable, variables: Sequence[str]) -> tuple[Node, str]:
+    """Parse ``source`` (an expression string or a one-expression function) into a tree.
+
+    ``variables`` are the names the expression may use, in the order a function
+    declaration must take them.  Returns the tree and the canonical expression text.
+    """
+    if isinstance(source, str):
+        try:
+            tree = ast.parse(source.strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise ExpressionError(f"cannot parse expression {source!r}: {exc.msg}") from None
+        names = list(variables)
+    elif callable(source):
+        tree, names = _function_body(source, variables)
+    else:
+        raise TypeError(f"an op is declared by a function or an expression string, got {type(source).__name__}")
+    rename = dict(zip(names, variables))
+    node = _convert(tree, rename, tuple(variables))
+    return node, render_python(node, {v: v for v in variables}, plain=True)
+
+
+def _function_body(func: Callable, variables: Sequence[str]) -> tuple[ast.expr, list[str]]:
+    """The returned expression of a lambda or a one-statement ``def``, found from its source."""
+    try:
+        src = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError):
+        raise ExpressionError(
+            f"cannot read the source of {func!r}; declare the op as a string instead, "
+            "for example binary_op('abs(x - y)')"
+        ) from None
+    module = None
+    for candidate in (src, src.strip().rstrip(",)"), "(" + src.strip().rstrip(",") + ")"):
+        try:
+            module = ast.parse(candidate)
+            break
+        except SyntaxError:
+            continue
+    if module is None:
+        raise ExpressionError(f"cannot parse the source of {func!r}; declare the op as a string instead")
+    code = func.__code__
+    candidates = []
+    for fn in ast.walk(module):
+        if isinstance(fn, ast.Lambda) and func.__name__ == "<lambda>":
+            body = fn.body
+        elif isinstance(fn, ast.FunctionDef) and fn.name == func.__name__:
+            stmts = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(stmts) != 1 or not isinstance(stmts[0], ast.Return) or stmts[0].value is None:
+                raise ExpressionError(f"{func.__name__}() must consist of a single 'return <expression>'")
+            body = stmts[0].value
+        else:
+            continue
+        args = [a.arg for a in fn.args.args]
+        if len(args) == code.co_argcount and args == list(code.co_varnames[: code.co_argcount]):
+            candidates.append((fn, body, args))
+    if len(candidates) > 1:  # several lambdas on one line: keep the one whose bytecode is func's
+        same = [c for c in candidates if _lambda_code(c[0]) == (code.co_code, code.co_consts)]
+        candidates = same or candidates[:0]
+    if len(candidates) != 1:
+        raise ExpressionError(
+            f"cannot find the single expression of {func!r} in its source; declare it as a string instead"
+        )
+    _, body, args = candidates[0]
+    if len(args) != len(variables):
+        raise ExpressionError(f"the function must take {len(variables)} arguments ({', '.join(variables)}), got {args}")
+    return body, args
+
+
+def _lambda_code(fn: ast.AST):
+    expr = ast.Expression(fn if isinstance(fn, ast.Lambda) else ast.Lambda(fn.args, fn.body))
+    code = compile(ast.fix_missing_locations(expr), "<op>", "eval").co_consts[0]
+    return code.co_code, code.co_consts
+
+
+def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...]) -> Node:
+    def conv(e):
+        return _convert(e, rename, variables)
+
+    if isinstance(t, ast.Constant) and isinstance(t.value, (int, float, bool)) and not isinstance(t.value, complex):
+        return Node("num", (float(t.value),))
+    if isinstance(t, ast.Name):
+        if t.id in rename:
+            return Node("var", (rename[t.id],))
+        if t.id in CONSTANTS:
+            return Node("num", (CONSTANTS[t.id],))
+        raise ExpressionError(f"unknown name {t.id!r}; the expression may use {', '.join(variables)} and constants inf, nan, pi")
+    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in _MODULE_PREFIXES:
+        if t.attr in CONSTANTS:
+            return Node("num", (CONSTANTS[t.attr],))
+    if isinstance(t, ast.BinOp) and type(t.op) in _BINOPS:
+        return Node("bin", (_BINOPS[type(t.op)], conv(t.left), conv(t.right)))
+    if isinstance(t, ast.UnaryOp):
+        if isinstance(t.op, ast.USub):
+            return Node("neg", (conv(t.operand),))
+        if isinstance(t.op, ast.UAdd):
+            return conv(t.operand)
+        if isinstance(t.op, ast.Not):
+            return Node("not", (conv(t.operand),))
+    if isinstance(t, ast.Compare):
+        if len(t.ops) != 1 or type(t.ops[0]) not in _CMPOPS:
+            raise ExpressionError("write one comparison at a time, e.g. '(a < b) and (b < c)'")
+        return Node("cmp", (_CMPOPS[type(t.ops[0])], conv(t.left), conv(t.comparators[0])))
+    if isinstance(t, ast.BoolOp):
+        kind = "and" if isinstance(t.op, ast.And) else "or"
+        node = conv(t.values[0])
+        for v in t.values[1:]:
+            node = Node(kind, (node, conv(v)))
+        return node
+    if isinstance(t, ast.IfExp):
+        return Node("if", (conv(t.test), conv(t.body), conv(t.orelse)))
+    if isinstance(t, ast.Call) and not t.keywords:
+        f = t.func
+        name = f.id if isinstance(f, ast.Name) else (
+            f.attr if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in _MODULE_PREFIXES else None
+        )
+        if name == "fabs":
+            name = "abs"
+        if name in ("fmin", "fmax", "minimum", "maximum"):
+            name = "min" if name in ("fmin", "minimum") else "max"
+        if name == "power":
+            name = "pow"
+        if name in FUNCTIONS:
+            if len(t.args) != FUNCTIONS[name]:
+                raise ExpressionError(f"{name}() takes {FUNCTIONS[name]} argument(s), got {len(t.args)}")
+            return Node("call", (name, *(conv(a) for a in t.args)))
+        raise ExpressionError(f"unsupported function in op: {ast.unparse(f)}; known: {', '.join(FUNCTIONS)}")
+    raise ExpressionError(f"unsupported syntax in op: {ast.unparse(t)!r}")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> str:
+    """Scalar Python source for ``node`` (NumPy scalar semantics; numba compiles it).
+
+    ``names`` maps each variable to the Python text that reads it.  ``plain``
+    gives the readable form shown to users (``min``, ``sqrt``, ``inf``) instead
+    of the executable one (``np.fmin``, ``np.sqrt``, ``np.inf``).
+    """
+    np_ = "" if plain else "np."
+
+    def num(n: Node) -> str:
+        s = r(n)
+        return f"(1.0 if {s} else 0.0)" if n.is_bool else s
+
+    def cond(n: Node) -> str:
+        s = r(n)
+        return s if n.is_bool else f"({s} != 0.0)"
+
+    def r(n: Node) -> str:
+        k, a = n.kind, n.args
+        if k == "num":
+            v = a[0]
+            if v != v:
+                return f"{np_}nan"
+            return f"{np_}inf" if v == math.inf else f"(-{np_}inf)" if v == -math.inf else repr(v)
+        if k == "var":
+            return names[a[0]]
+        if k == "bin":
+            return f"({num(a[1])} {a[0]} {num(a[2])})"
+        if k == "neg":
+            return f"(-{num(a[0])})"
+        if k == "cmp":
+            return f"({num(a[1])} {a[0]} {num(a[2])})"
+        if k in ("and", "or"):
+            return f"({cond(a[0])} {k} {cond(a[1])})"
+        if k == "not":
+            return f"(not {cond(a[0])})"
+        if k == "if":
+            return f"({num(a[1])} if {cond(a[0])} else {num(a[2])})"
+        fn, *args = a
+        args = [num(x) for x in args]
+        if fn == "abs":
+            return f"abs({args[0]})"
+        if fn == "pow":
+            return f"({args[0]} ** {args[1]})"
+        if fn in ("min", "max"):
+            return f"{fn}({args[0]}, {args[1]})" if plain else f"np.f{fn}({args[0]}, {args[1]})"
+        return f"{np_}{fn}({args[0]})"
+
+    return num(node)
+
+
+def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> str:
+    """CUDA C source for ``node`` computing in ``value_type``.
+
+    ``names`` maps each variable to the C expression that reads it.  Special
+    values come from ``sr_inf``/``sr_nan``, defined in the kernels' preamble.
+    """
+    T = value_type
+
+    def num(n: Node) -> str:
+        s = r(n)
+        return f"({s} ? {T}(1) : {T}(0))" if n.is_bool else s
+
+    def cond(n: Node) -> str:
+        s = r(n)
+        return s if n.is_bool else f"({s} != {T}(0))"
+
+    def r(n: Node) -> str:
+        k, a = n.kind, n.args
+        if k == "num":
+            v = a[0]
+            if v != v:
+                return f"{T}(sr_nan())"
+            if math.isinf(v):
+                return f"{T}({'-' if v < 0 else ''}sr_inf())"
+            return f"{T}({v!r})"
+        if k == "var":
+            return names[a[0]]
+        if k == "bin":
+            if a[0] == "**":
+                return f"pow({num(a[1])}, {num(a[2])})"
+            return f"({num(a[1])} {a[0]} {num(a[2])})"
+        if k == "neg":
+            return f"(-{num(a[0])})"
+        if k == "cmp":
+            return f"({num(a[1])} {a[0]} {num(a[2])})"
+        if k in ("and", "or"):
+            return f"({cond(a[0])} {'&&' if k == 'and' else '||'} {cond(a[1])})"
+        if k == "not":
+            return f"(!{cond(a[0])})"
+        if k == "if":
+            return f"({cond(a[0])} ? {num(a[1])} : {num(a[2])})"
+        fn, *args = a
+        args = [num(x) for x in args]
+        c_name = {"abs": "fabs", "min": "fmin", "max": "fmax"}.get(fn, fn)
+        return f"{c_name}({', '.join(args)})"
+
+    return num(node)
+
+
+def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] = ()) -> Callable:
+    """A plain Python function ``f(*variables, params)`` evaluating ``node``.
+
+    Parameters are read from the array ``params`` by position, so one compiled
+    kernel serves every parameter value.  The same function is handed to numba.
+    """
+    names = {v: v for v in variables}
+    names.update({p: f"params[{i}]" for i, p in enumerate(params)})
+    src = f"lambda {', '.join(variables)}, params: {render_python(node, names)}"
+    return eval(src, {"np": np})  # noqa: S307 - src is rendered from a validated tree
+
+
+def variables_used(node: Node) -> set[str]:
+    if node.kind == "var":
+        return {node.args[0]}
+    return set().union(*(variables_used(a) for a in node.args if isinstance(a, Node)))

@@ -1,0 +1,313 @@
+"""Binary ops, monoids and semirings: plain declarations the kernels are rendered from.
+
+A semiring ``(add, mult)`` computes ``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]``.  Which
+columns ``k`` take part follows from the ops:
+
+* ``"intersection"`` — only columns stored in both rows.  This is the meaning of
+  the dense product whenever ``mult`` *annihilates* at zero (``x ⊗ 0`` and
+  ``0 ⊗ y`` leave every sum unchanged, as for ``times``).  It is also
+  GraphBLAS's structural meaning, used when ``0 ⊗ 0`` itself would change the
+  result (``min_plus``, ``plus_pair``): there a missing entry is not a zero.
+* ``"union"`` — every column stored in either row, a missing entry read as 0.
+  This is the dense meaning for *non-annihilating* multiplies (NAMM) such as
+  ``|x - y|``; it needs ``0 ⊗ 0`` to leave every sum unchanged, so that columns
+  stored in neither row add nothing.
+
+Both are derived by evaluating the declared ops on probe values; an explicit
+``semantics=`` overrides the derivation, and a declaration the ops contradict is
+refused with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping
+
+import numpy as np
+
+from . import expr as _expr
+
+# Values the ops are evaluated on to derive their zero semantics: both signs,
+# fractions, integers and a large value, no zero (zero is what is being tested).
+PROBES = (-100.0, -7.25, -3.0, -2.0, -1.0, -0.5, -0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.5, 10.0, 1e4)
+
+SEMANTICS = ("intersection", "union")
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)
+
+
+@dataclass(frozen=True, eq=False)
+class BinaryOp:
+    """An op of ``x`` and ``y`` (and optional named parameters), declared once.
+
+    Build one with :func:`binary_op`.  ``.cuda(...)`` and ``.python`` render the
+    same parsed expression for the GPU and the CPU engine.
+    """
+
+    name: str
+    text: str
+    tree: _expr.Node = field(repr=False)
+    params: tuple[tuple[str, float], ...] = ()
+
+    VARIABLES = ("x", "y")
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p for p, _ in self.params)
+
+    @property
+    def param_values(self) -> np.ndarray:
+        return np.array([v for _, v in self.params], dtype=np.float64)
+
+    @property
+    def key(self) -> tuple:
+        """What the generated code depends on: the expression, not parameter values."""
+        return (self.text, self.param_names)
+
+    @property
+    def python(self) -> str:
+        """The scalar Python form the CPU engine compiles (parameters read from ``params``)."""
+        names = {"x": "x", "y": "y", **{p: f"params[{i}]" for i, p in enumerate(self.param_names)}}
+        return _expr.render_python(self.tree, names)
+
+    def cuda(self, x: str = "x", y: str = "y", params: str = "params", value_type: str = "T") -> str:
+        """The CUDA C form, reading the operands from the C expressions ``x`` and ``y``."""
+        names = {"x": x, "y": y, **{p: f"{value_type}({params}[{i}])" for i, p in enumerate(self.param_names)}}
+        return _expr.render_cuda(self.tree, names, value_type)
+
+    def with_params(self, **values: float) -> "BinaryOp":
+        unknown = set(values) - set(self.param_names)
+        if unknown:
+            raise TypeError(f"op {self.name!r} has no parameter(s) {sorted(unknown)}; it takes {list(self.param_names)}")
+        return replace(self, params=tuple((p, float(values.get(p, v))) for p, v in self.params))
+
+    def __call__(self, x: float, y: float) -> float:
+        """Evaluate on two scalars with NumPy's IEEE semantics (x/0 = inf, no exceptions)."""
+        fn = _evaluator(self.tree, self.VARIABLES, self.param_names)
+        with np.errstate(all="ignore"):
+            return float(fn(np.float64(x), np.float64(y), self.param_values))
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {p}={v!r}" for p, v in self.params)
+        return f"binary_op({self.text!r}, name={self.name!r}{extra})"
+
+
+_EVALUATORS: dict = {}
+
+
+def _evaluator(tree: _expr.Node, variables, params) -> Callable:
+    key = (tree, tuple(variables), tuple(params))
+    if key not in _EVALUATORS:
+        _EVALUATORS[key] = _expr.compile_python(tree, variables, params)
+    return _EVALUATORS[key]
+
+
+def binary_op(op: str | Callable, name: str | None = None, **params: float) -> BinaryOp:
+    """Declare a binary op from a function or an expression of ``x`` and ``y``.
+
+    Keyword arguments declare named parameters with their default values; the
+    kernels read them at run time, so changing a value does not recompile.
+
+    >>> absdiff = binary_op(lambda x, y: abs(x - y))
+    >>> absdiff(1.0, 4.0)
+    3.0
+    >>> powdiff = binary_op("abs(x - y) ** p", p=3.0)
+    >>> powdiff(1.0, 3.0)
+    8.0
+    """
+    if isinstance(op, BinaryOp):
+        return op
+    variables = BinaryOp.VARIABLES + tuple(params)
+    if callable(op) and not isinstance(op, str):
+        tree, _ = _expr.parse(op, BinaryOp.VARIABLES)
+    else:
+        tree, _ = _expr.parse(op, variables)
+    text = _expr.render_python(tree, {v: v for v in variables}, plain=True)
+    if name is None:
+        name = getattr(op, "__name__", None) if callable(op) and not isinstance(op, str) else None
+        name = name if name and name != "<lambda>" else text
+    return BinaryOp(name=name, text=text, tree=tree, params=tuple((p, float(v)) for p, v in params.items()))
+
+
+@dataclass(frozen=True, eq=False)
+class Monoid:
+    """An associative, commutative op with an identity: the ``add`` of a semiring.
+
+    >>> Monoid(binary_op("max(x, y)"), -math.inf)
+    Monoid(max(x, y), identity=-inf)
+    """
+
+    op: BinaryOp
+    identity: float
+    name: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "op", binary_op(self.op))
+        object.__setattr__(self, "identity", float(self.identity))
+        if self.name is None:
+            object.__setattr__(self, "name", self.op.name)
+        if self.op.params:
+            raise ValueError(f"monoid {self.name!r}: a monoid's op takes no parameters")
+        for v in PROBES:
+            if not _same(self.op(self.identity, v), v) or not _same(self.op(v, self.identity), v):
+                raise ValueError(
+                    f"monoid {self.name!r}: {self.identity!r} is not an identity of {self.op.text!r} "
+                    f"(op(identity, {v}) = {self.op(self.identity, v)!r}, expected {v})"
+                )
+        for a in PROBES[::3]:
+            for b in PROBES[1::3]:
+                if not _same(self.op(a, b), self.op(b, a)):
+                    raise ValueError(f"monoid {self.name!r}: {self.op.text!r} is not commutative (a={a}, b={b})")
+                for c in PROBES[2::4]:
+                    left, right = self.op(self.op(a, b), c), self.op(a, self.op(b, c))
+                    if not math.isclose(left, right, rel_tol=1e-12, abs_tol=1e-300):
+                        raise ValueError(f"monoid {self.name!r}: {self.op.text!r} is not associative ({a}, {b}, {c})")
+
+    @property
+    def key(self) -> tuple:
+        return (self.op.key, self.identity)
+
+    def __repr__(self) -> str:
+        return f"Monoid({self.op.text}, identity={self.identity!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Semiring:
+    """A semiring ``(add, mult)``; see the module docstring for ``semantics``.
+
+    >>> l1 = Semiring(monoid.plus, binary_op(lambda x, y: abs(x - y)))
+    >>> l1.semantics
+    'union'
+    >>> Semiring(monoid.plus, binary_op("x * y")).semantics
+    'intersection'
+    """
+
+    add: Monoid
+    mult: BinaryOp
+    semantics: str | None = None
+    name: str | None = None
+    annihilates: bool = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "mult", binary_op(self.mult))
+        if not isinstance(self.add, Monoid):
+            raise TypeError(f"add must be a Monoid (for example semiring.monoid.plus), got {type(self.add).__name__}")
+        if self.name is None:
+            object.__setattr__(self, "name", f"{self.add.name}_{self.mult.name}")
+        derived, annihilates, reason = _derive_semantics(self.add, self.mult)
+        object.__setattr__(self, "annihilates", annihilates)
+        if self.semantics is None:
+            object.__setattr__(self, "semantics", derived)
+        elif self.semantics not in SEMANTICS:
+            raise ValueError(f"semantics must be one of {SEMANTICS} or None, got {self.semantics!r}")
+        elif self.semantics != derived and not annihilates:
+            raise ValueError(f"semiring {self.name!r}: semantics={self.semantics!r} contradicts its ops: {reason}")
+
+    @property
+    def is_union(self) -> bool:
+        return self.semantics == "union"
+
+    @property
+    def params(self) -> np.ndarray:
+        return self.mult.param_values
+
+    def start(self, ncols: int) -> float:
+        """The accumulator's start: for a union, what the columns stored in neither row contribute."""
+        if self.is_union and ncols > 0:
+            return self.mult(0.0, 0.0)
+        return self.add.identity
+
+    @property
+    def key(self) -> tuple:
+        """Everything the generated kernels depend on (not parameter values, not the name)."""
+        return (self.add.key, self.mult.key, self.semantics)
+
+    def with_params(self, **values: float) -> "Semiring":
+        return Semiring(self.add, self.mult.with_params(**values), self.semantics, self.name)
+
+    def __repr__(self) -> str:
+        return f"Semiring({self.name!r}: add={self.add.op.text}, mult={self.mult.text}, {self.semantics})"
+
+
+def _derive_semantics(add: Monoid, mult: BinaryOp) -> tuple[str, bool, str]:
+    """Which columns the ops need, whether mult annihilates, and why (for error messages)."""
+    products = [mult(a, b) for a in PROBES for b in PROBES]
+    products += [mult(a, 0.0) for a in PROBES] + [mult(0.0, a) for a in PROBES]
+
+    def neutral(u: float) -> bool:
+        return all(_same(add.op(u, v), v) for v in products)
+
+    zero = mult(0.0, 0.0)
+    if not neutral(zero):
+        return "intersection", False, (
+            f"mult(0, 0) = {zero!r} changes sums under {add.name!r}, so columns stored in neither row "
+            "would count and the union is not defined; only structural intersection semantics apply"
+        )
+    for a in PROBES:
+        for u, call in ((mult(a, 0.0), f"mult({a}, 0)"), (mult(0.0, a), f"mult(0, {a})")):
+            if not neutral(u):
+                return "union", False, (
+                    f"{call} = {u!r} is not neutral under {add.name!r}: zero does not annihilate, so "
+                    "columns stored in only one row change the result and the union is needed"
+                )
+    return "intersection", True, "mult annihilates at zero"
+
+
+class _MonoidNamespace:
+    """``semiring.monoid.plus`` and friends."""
+
+    def __init__(self, **monoids: Monoid):
+        self.__dict__.update(monoids)
+
+    def __iter__(self):
+        return iter(self.__dict__.values())
+
+    def __repr__(self) -> str:
+        return f"monoids: {', '.join(self.__dict__)}"
+
+
+monoid = _MonoidNamespace(
+    plus=Monoid(binary_op("x + y", name="plus"), 0.0),
+    times=Monoid(binary_op("x * y", name="times"), 1.0),
+    min=Monoid(binary_op("min(x, y)", name="min"), math.inf),
+    max=Monoid(binary_op("max(x, y)", name="max"), -math.inf),
+)
+
+BINARY_OPS: Mapping[str, BinaryOp] = {
+    op.name: op
+    for op in (
+        binary_op("x * y", name="times"),
+        binary_op("x + y", name="plus"),
+        binary_op("x - y", name="minus"),
+        binary_op("1", name="pair"),
+        binary_op("x", name="first"),
+        binary_op("y", name="second"),
+        binary_op("min(x, y)", name="min"),
+        binary_op("max(x, y)", name="max"),
+        binary_op("abs(x - y)", name="absdiff"),
+        binary_op("(x - y) * (x - y)", name="sqdiff"),
+    )
+}
+
+# Built-in semirings, named as in python-graphblas (add monoid _ multiply op).
+BUILTIN_SEMIRINGS: Mapping[str, Semiring] = {
+    f"{a}_{m}": Semiring(getattr(monoid, a), BINARY_OPS[m], name=f"{a}_{m}")
+    for a, m in (
+        ("plus", "times"),
+        ("plus", "pair"),
+        ("min", "plus"),
+        ("max", "plus"),
+        ("min", "times"),
+        ("max", "times"),
+        ("min", "max"),
+        ("max", "min"),
+        ("min", "first"),
+        ("max", "second"),
+        ("plus", "absdiff"),
+        ("max", "absdiff"),
+        ("plus", "sqdiff"),
+    )
+}

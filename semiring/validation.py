@@ -1,0 +1,146 @@
+"""Input validation, in one place: every message names the argument and the rule.
+
+Inputs are never modified: anything that must change (format, dtype, sorting,
+summing duplicates) happens on a copy.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+FLOAT_TYPES = (np.float32, np.float64)
+
+
+def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
+    """``A`` as a canonical CSR matrix (sorted, unique column indices), float32 or float64.
+
+    Accepts any SciPy sparse matrix or array and dense 2-D array-likes.  CSR
+    input in canonical form with float32/float64 values is used without a copy.
+    Integer and boolean values become float64.
+    """
+    if sp.issparse(A):
+        if A.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got a sparse array of shape {A.shape}")
+        dtype = _value_dtype(A.dtype, name)
+        if A.format != "csr":
+            A = A.tocsr()  # a new object: the caller's matrix is untouched
+            copied = True
+        else:
+            copied = False
+        if A.dtype != dtype:
+            A = A.astype(dtype)
+            copied = True
+        A = _as_csr_matrix(A)
+        _check_structure(A, name)
+        if not A.has_canonical_format:
+            if not copied:
+                A = A.copy()
+            A.sum_duplicates()  # sorts indices and sums repeats, on our copy
+    else:
+        if isinstance(A, (str, bytes)) or A is None:
+            raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__name__}")
+        try:
+            dense = np.asarray(A)
+        except Exception as exc:  # ragged lists and such
+            raise TypeError(f"{name} must be a sparse matrix or a 2-D array: {exc}") from None
+        if dense.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (rows are samples, columns features), got shape {dense.shape}; "
+                "reshape a single sample with x.reshape(1, -1)"
+            )
+        dtype = _value_dtype(dense.dtype, name)
+        A = sp.csr_matrix(dense.astype(dtype, copy=False))
+    if A.nnz and not np.isfinite(A.data).all():
+        if np.isnan(A.data).any():
+            raise ValueError(f"{name} contains NaN; stored values must be numbers")
+        if not allow_inf:
+            raise ValueError(f"{name} contains infinity; all stored values must be finite")
+    return A
+
+
+def _as_csr_matrix(A) -> sp.csr_matrix:
+    """A ``csr_matrix`` view sharing data with ``A`` (which may be a ``csr_array``)."""
+    if isinstance(A, sp.csr_matrix):
+        return A
+    return sp.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape, copy=False)
+
+
+def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype in FLOAT_TYPES:
+        return dtype
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    if dtype.kind in "biu":
+        return np.dtype(np.float64)
+    raise TypeError(
+        f"{name} has dtype {dtype}; values must be real numbers (float32, float64, integer or bool)"
+    )
+
+
+def _check_structure(A: sp.csr_matrix, name: str) -> None:
+    """Reject malformed CSR arrays, which would otherwise read out of bounds in a kernel."""
+    m, n = A.shape
+    indptr, indices = A.indptr, A.indices
+    if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
+        raise TypeError(f"{name}: CSR index arrays must be integers, got {indptr.dtype} and {indices.dtype}")
+    if indptr.shape != (m + 1,):
+        raise ValueError(f"{name}: indptr must have {m + 1} entries (rows + 1), got {indptr.shape[0]}")
+    if indptr[0] != 0 or indptr[-1] > indices.shape[0] or indptr[-1] > A.data.shape[0]:
+        raise ValueError(f"{name}: indptr must start at 0 and end at most at the number of stored values")
+    if m and (np.diff(indptr) < 0).any():
+        raise ValueError(f"{name}: indptr must be non-decreasing")
+    used = indices[: indptr[-1]]
+    if used.size and (used.min() < 0 or used.max() >= n):
+        raise ValueError(f"{name}: column indices must lie in [0, {n}), found {used.min()}..{used.max()}")
+
+
+def check_pair(X, Y, *, allow_inf: bool = False):
+    """Validate X and Y (``Y=None`` means X against itself) and their widths."""
+    X = check_matrix(X, "X", allow_inf=allow_inf)
+    Y = X if Y is None else check_matrix(Y, "Y", allow_inf=allow_inf)
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"X has {X.shape[1]} columns but Y has {Y.shape[1]}; rows are compared column by column, "
+            "so both must have the same number of columns (features)"
+        )
+    return X, Y
+
+
+def check_nonnegative(A: sp.csr_matrix, name: str, metric: str) -> None:
+    if A.nnz and A.data.min() < 0:
+        raise ValueError(
+            f"{name} contains negative values (min {A.data.min()!r}); metric {metric!r} is defined "
+            "for non-negative data (counts or probabilities) only"
+        )
+
+
+def check_mask(mask, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The mask's pattern as canonical CSR; its values are ignored (structural mask)."""
+    if not sp.issparse(mask):
+        raise TypeError(f"mask must be a SciPy sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}")
+    if mask.shape != shape:
+        raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
+    M = _as_csr_matrix(mask.tocsr() if mask.format != "csr" else mask)
+    _check_structure(M, "mask")
+    if not M.has_canonical_format:
+        M = M.copy()
+        M.sum_duplicates()
+    return M
+
+
+def check_positive(value, name: str, rule: str = "> 0") -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not value > 0:
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
+    return value
+
+
+def result_dtype(X: sp.csr_matrix, Y: sp.csr_matrix) -> np.dtype:
+    """float32 when both inputs are float32 (as scikit-learn does), else float64."""
+    return np.result_type(X.dtype, Y.dtype)
