@@ -61,17 +61,35 @@ def parse(source: str | Callable, variables: Sequence[str]) -> tuple[Node, str]:
     declaration must take them.  Returns the tree and the canonical expression text.
     """
     if isinstance(source, str):
-        try:
-            tree = ast.parse(source.strip(), mode="eval").body
-        except SyntaxError as exc:
-            raise ExpressionError(f"cannot parse expression {source!r}: {exc.msg}") from None
-        names = list(variables)
+        return _parse_bindings(source, tuple(variables))
     elif callable(source):
         tree, names = _function_body(source, variables)
     else:
         raise TypeError(f"an op is declared by a function or an expression string, got {type(source).__name__}")
     rename = dict(zip(names, variables))
     node = _convert(tree, rename, tuple(variables))
+    return node, render_python(node, {v: v for v in variables}, plain=True)
+
+
+def _parse_bindings(source: str, variables: tuple[str, ...]) -> tuple[Node, str]:
+    """An expression, optionally preceded by ``name = expression`` bindings (``;`` or newlines).
+
+    Bindings are substituted into what follows, so every rendering stays a
+    single expression: ``"d = 1 - x; 0 if d < 0 else d"``.
+    """
+    try:
+        module = ast.parse(textwrap.dedent(source).strip())
+    except SyntaxError as exc:
+        raise ExpressionError(f"cannot parse expression {source!r}: {exc.msg}") from None
+    *lets, last = module.body or [None]
+    if not isinstance(last, ast.Expr):
+        raise ExpressionError(f"expression {source!r} must end with an expression")
+    bound: dict[str, Node] = {}
+    for stmt in lets:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            raise ExpressionError(f"only 'name = expression' bindings may precede the expression in {source!r}")
+        bound[stmt.targets[0].id] = _convert(stmt.value, {v: v for v in variables}, variables, bound)
+    node = _convert(last.value, {v: v for v in variables}, variables, bound)
     return node, render_python(node, {v: v for v in variables}, plain=True)
 
 
@@ -127,13 +145,17 @@ def _lambda_code(fn: ast.AST):
     return code.co_code, code.co_consts
 
 
-def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...]) -> Node:
+def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...], bound=None) -> Node:
+    bound = bound or {}
+
     def conv(e):
-        return _convert(e, rename, variables)
+        return _convert(e, rename, variables, bound)
 
     if isinstance(t, ast.Constant) and isinstance(t.value, (int, float, bool)) and not isinstance(t.value, complex):
         return Node("num", (float(t.value),))
     if isinstance(t, ast.Name):
+        if t.id in bound:
+            return bound[t.id]
         if t.id in rename:
             return Node("var", (rename[t.id],))
         if t.id in CONSTANTS:

@@ -1,0 +1,12 @@
+"""Sparse pairwise distances on the semiring primitive.
+
+>>> import numpy as np, distances
+>>> distances.pairwise_distances(np.array([[1.0, 0.0], [0.0, 1.0]]), metric="cityblock")
+array([[0., 2.],
+       [2., 0.]])
+"""
+
+from .pairwise import pairwise_distances
+from .specs import DISTANCES, METRICS, Distance, get_metric
+
+__all__ = ["pairwise_distances", "DISTANCES", "METRICS", "Distance", "get_metric"]

@@ -1,0 +1,120 @@
+"""``pairwise_distances``: a measure from ``distances.specs`` run on an engine."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from semiring import backend as _backend
+from semiring import expr as _expr
+from semiring import validation
+from semiring.ops import Semiring
+
+from .specs import NORMS, Distance, get_metric
+
+
+def _engine(name: str):
+    if name == "cpu":
+        from kernels import cpu
+
+        return cpu
+    raise RuntimeError(f"no engine for backend {name!r}")  # resolve() refuses unusable backends first
+
+
+def _check_params(spec: Distance, params: dict) -> dict:
+    unknown = set(params) - set(spec.params)
+    if unknown:
+        takes = f"it takes {', '.join(spec.params)}" if spec.params else "it takes no parameters"
+        raise TypeError(f"metric {spec.name!r} got unexpected parameter(s) {sorted(unknown)}; {takes}")
+    values = {**spec.params, **params}
+    if "p" in values:
+        values["p"] = validation.check_positive(values["p"], "p", "> 0 for minkowski (p = inf gives chebyshev)")
+    return values
+
+
+def prepare(A: sp.csr_matrix, how: str) -> sp.csr_matrix:
+    """The rows as a measure reads them; a new matrix sharing A's index arrays, A untouched."""
+    if how == "none":
+        return A
+    if how == "binary":
+        data = (A.data != 0).astype(A.dtype)
+    elif how == "l1":
+        sums = np.add.reduceat(A.data.astype(np.float64), A.indptr[:-1]) if A.nnz else np.zeros(A.shape[0])
+        sums[np.diff(A.indptr) == 0] = 0.0  # reduceat repeats a value for empty rows
+        per_value = np.repeat(sums, np.diff(A.indptr))
+        data = np.divide(A.data, per_value, out=np.zeros(A.nnz), where=per_value != 0)
+    else:
+        raise ValueError(f"unknown row preparation {how!r}")
+    return sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape, copy=False)
+
+
+def _norm_tree(name: str) -> _expr.Node:
+    return _expr.parse(NORMS[name], ("x",))[0]
+
+
+def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "auto", **params) -> np.ndarray:
+    """Distances between the rows of X and the rows of Y (X itself when Y is None).
+
+    ``metric`` takes SciPy/scikit-learn names and aliases (see
+    ``distances.METRICS``); the result equals ``scipy.spatial.distance.cdist`` on
+    the densified input where SciPy defines the measure, except where the docs
+    state otherwise.  Inputs are SciPy sparse matrices/arrays or dense arrays;
+    the result is a dense array, float32 when both inputs are float32.
+
+    >>> import numpy as np, distances
+    >>> X = np.array([[0.0, 3.0, 4.0], [0.0, 0.0, 0.0]])
+    >>> distances.pairwise_distances(X, metric="euclidean")
+    array([[0., 5.],
+           [5., 0.]])
+    >>> distances.pairwise_distances(X, metric="minkowski", p=1)
+    array([[0., 7.],
+           [7., 0.]])
+    """
+    spec = get_metric(metric)
+    values = _check_params(spec, params)
+    if spec.name == "minkowski" and math.isinf(values["p"]):
+        spec, values = get_metric("chebyshev"), {}
+    engine = _engine(_backend.resolve(backend))
+    X, Y = validation.check_pair(X, Y)
+    if spec.nonnegative:
+        validation.check_nonnegative(X, "X", spec.name)
+        if Y is not X:
+            validation.check_nonnegative(Y, "Y", spec.name)
+    return _compute(engine, spec, values, X, Y, validation.result_dtype(X, Y))
+
+
+def _compute(engine, spec: Distance, values: dict, X, Y, dtype) -> np.ndarray:
+    m, p, n = X.shape[0], Y.shape[0], X.shape[1]
+    param_array = np.array(list(values.values()), dtype=np.float64)
+    Xp = prepare(X, spec.prepare)
+    Yp = Xp if Y is X else prepare(Y, spec.prepare)
+    xnorms = [engine.row_norm(Xp, _norm_tree(name)) for name in spec.norms]
+    ynorms = xnorms if Yp is Xp else [engine.row_norm(Yp, _norm_tree(name)) for name in spec.norms]
+    terms = [engine.pairwise(Xp, Yp, _bind(sr, values), np.float64) for sr in spec.terms]
+    flagged = None
+    if spec.refine is not None and m and p:
+        when = _expr.parse(spec.refine.when, engine.EXPANSION_VARIABLES)[0]
+        flag = engine.expand(when, (), param_array, terms, xnorms, ynorms, n, np.empty((m, p)))
+        flagged = sp.csr_matrix(flag != 0)
+    # One float64 term and a float64 result: expand in place, no second m×p buffer.
+    out = terms[0] if (len(terms) == 1 and dtype == np.float64) else np.empty((m, p), dtype)
+    engine.expand(spec.expansion_tree, spec.param_names, param_array, terms, xnorms, ynorms, n, out)
+    if flagged is not None and flagged.nnz:
+        _refine(engine, spec, Xp, Yp, flagged, out)
+    return out
+
+
+def _refine(engine, spec: Distance, X, Y, flagged: sp.csr_matrix, out: np.ndarray) -> None:
+    """Recompute the flagged entries exactly (see ``Refinement``)."""
+    exact = engine.pairwise(X, Y, spec.refine.semiring, np.float64, mask=flagged)
+    tree = _expr.parse(spec.refine.expansion, engine.EXPANSION_VARIABLES)[0]
+    fixed = engine.expand(tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], np.empty((1, exact.size)))
+    rows = np.repeat(np.arange(flagged.shape[0]), np.diff(flagged.indptr))
+    out[rows, flagged.indices] = fixed[0]
+
+
+def _bind(sr: Semiring, values: dict) -> Semiring:
+    own = {k: v for k, v in values.items() if k in sr.mult.param_names}
+    return sr.with_params(**own) if own else sr

@@ -1,0 +1,239 @@
+"""Every distance measure as a declaration: semiring products + row norms + an expansion.
+
+A measure is computed in four steps, each generated from this table:
+
+1. ``prepare`` the rows: ``"binary"`` (x ≠ 0 → 1) or ``"l1"`` (divide each
+   row by its sum), or leave them;
+2. ``terms``: one semiring product per term, ``c0[i, j]``, ``c1[i, j]``;
+3. ``norms``: row reductions of X (``nx0``, ``nx1``) and of Y (``ny0``, ``ny1``);
+4. ``expansion``: an elementwise expression of those and ``n`` (the number of
+   columns) that gives the result.
+
+``refine`` (euclidean, sqeuclidean) recomputes, exactly, the entries where the
+expanded form cancels catastrophically (near-duplicate rows): the reference
+implementation zeroed such results; we compute them over the union instead.
+
+The docs' table of measures is generated from ``DISTANCES`` (see
+``distances.describe``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from semiring import Semiring, binary_op, monoid
+from semiring import expr as _expr
+from semiring.ops import BUILTIN_SEMIRINGS as B
+from kernels.cpu import EXPANSION_VARIABLES
+
+# Row norms: Σ_k f(x_k) over each row's stored values.
+NORMS = {"sum": "x", "sumsq": "x * x"}
+
+def _sr(name: str, mult: str, add=monoid.plus, **params: float) -> Semiring:
+    return Semiring(add, binary_op(mult, name=name, **params), name=f"{add.name}_{name}")
+
+@dataclass(frozen=True)
+class Refinement:
+    """Where ``when`` holds, recompute the entry as ``expansion(c0)`` with ``c0`` from ``semiring``."""
+
+    when: str
+    semiring: Semiring
+    expansion: str
+
+@dataclass(frozen=True)
+class Distance:
+    name: str
+    terms: tuple[Semiring, ...]
+    expansion: str
+    norms: tuple[str, ...] = ()
+    prepare: str = "none"
+    aliases: tuple[str, ...] = ()
+    params: dict = field(default_factory=dict)
+    nonnegative: bool = False
+    similarity: bool = False
+    scipy: str | None = None
+    refine: Refinement | None = None
+    formula: str = ""
+    note: str = ""
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(self.params)
+
+    @property
+    def expansion_tree(self) -> _expr.Node:
+        return _expr.parse(self.expansion, EXPANSION_VARIABLES + self.param_names)[0]
+
+    @property
+    def family(self) -> str:
+        return "union" if any(t.is_union for t in self.terms) else "intersection"
+
+def _clip02(value: str) -> str:
+    """Clip to [0, 2] keeping NaN (as SciPy's np.clip does): rounding can step outside."""
+    return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
+
+_EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0)"
+
+DISTANCES: tuple[Distance, ...] = (
+    Distance(
+        "braycurtis",
+        (B["plus_absdiff"], _sr("abssum", "abs(x + y)")),
+        "c0 / c1",
+        scipy="braycurtis",
+        formula="Σ|x−y| / Σ|x+y|",
+        note="NaN for two empty rows (0/0), as SciPy.",
+    ),
+    Distance(
+        "canberra",
+        (_sr("canberra", "abs(x - y) / (abs(x) + abs(y)) if abs(x) + abs(y) > 0 else 0.0"),),
+        "c0",
+        scipy="canberra",
+        formula="Σ|x−y| / (|x|+|y|), 0/0 = 0",
+    ),
+    Distance("chebyshev", (B["max_absdiff"],), "c0", aliases=("linf",), scipy="chebyshev", formula="max|x−y|"),
+    Distance(
+        "cityblock", (B["plus_absdiff"],), "c0", aliases=("manhattan", "l1"), scipy="cityblock", formula="Σ|x−y|"
+    ),
+    Distance(
+        "correlation",
+        (B["plus_times"],),
+        "cov = c0 - nx0 * ny0 / n; vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; "
+        + _clip02("1.0 - cov / sqrt(vx * vy)"),
+        norms=("sum", "sumsq"),
+        scipy="correlation",
+        formula="1 − (x−x̄)·(y−ȳ) / (‖x−x̄‖‖y−ȳ‖)",
+        note="Expanded through row sums; NaN for constant rows, as SciPy. Clipped to [0, 2] as SciPy.",
+    ),
+    Distance(
+        "cosine",
+        (B["plus_times"],),
+        _clip02("1.0 - c0 / sqrt(nx0 * ny0)"),
+        norms=("sumsq",),
+        scipy="cosine",
+        formula="1 − x·y / (‖x‖‖y‖)",
+        note="NaN for an empty row (0/0), as SciPy. Clipped to [0, 2] as SciPy.",
+    ),
+    Distance(
+        "dice",
+        (B["plus_times"],),
+        "u = nx0 + ny0; (u - 2.0 * c0) / u if u > 0.0 else 0.0",
+        norms=("sum",),
+        prepare="binary",
+        scipy="dice",
+        formula="(|x|+|y|−2|x∩y|) / (|x|+|y|) on x≠0",
+        note="On the nonzero pattern (SciPy's boolean definition). 0 for two empty rows, where SciPy "
+        "gives NaN: identical rows are at distance 0, as SciPy's jaccard defines.",
+    ),
+    Distance(
+        "euclidean",
+        (B["plus_times"],),
+        "sqrt(max(nx0 + ny0 - 2.0 * c0, 0.0))",
+        norms=("sumsq",),
+        aliases=("l2",),
+        scipy="euclidean",
+        refine=Refinement(_EUCLID_WHEN, B["plus_sqdiff"], "sqrt(c0)"),
+        formula="√(‖x‖² + ‖y‖² − 2x·y)",
+        note="Entries where the expansion cancels (d² ≤ 1e-3·(‖x‖²+‖y‖²)) are recomputed exactly over the union.",
+    ),
+    Distance(
+        "hamming",
+        (_sr("ne", "x != y"),),
+        "c0 / n",
+        scipy="hamming",
+        formula="Σ[x≠y] / n",
+    ),
+    Distance(
+        "hellinger",
+        (_sr("sqrt_times", "sqrt(x * y)"),),
+        "sqrt(max(1.0 - c0, 0.0)) if nx0 > 0.0 and ny0 > 0.0 else nan",
+        norms=("sum",),
+        prepare="l1",
+        nonnegative=True,
+        refine=Refinement("1.0 - c0 <= 1e-3", _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"), "sqrt(c0 / 2.0)"),
+        formula="√(1 − Σ√(x̂ŷ)), x̂ = x/Σx",
+        note="Rows are L1-normalised first; NaN for an empty row (no distribution), as SciPy's jensenshannon. "
+        "Near-identical rows are recomputed exactly as √(½Σ(√x̂−√ŷ)²).",
+    ),
+    Distance(
+        "inner_product",
+        (B["plus_times"],),
+        "c0",
+        aliases=("dot",),
+        similarity=True,
+        formula="x·y",
+        note="A similarity: larger is closer.",
+    ),
+    Distance(
+        "jaccard",
+        (B["plus_times"],),
+        "u = nx0 + ny0 - c0; (u - c0) / u if u > 0.0 else 0.0",
+        norms=("sum",),
+        prepare="binary",
+        scipy="jaccard",
+        formula="1 − |x∩y| / |x∪y| on x≠0",
+        note="On the nonzero pattern, as SciPy ≥ 1.15; 0 for two empty rows, as SciPy.",
+    ),
+    Distance(
+        "jensenshannon",
+        (_sr("js", "(x * log(2.0 * x / (x + y)) if x > 0 else 0.0) + (y * log(2.0 * y / (x + y)) if y > 0 else 0.0)"),),
+        "sqrt(max(c0, 0.0) / 2.0) if nx0 > 0.0 and ny0 > 0.0 else nan",
+        norms=("sum",),
+        prepare="l1",
+        nonnegative=True,
+        scipy="jensenshannon",
+        formula="√(½ Σ x̂ log(2x̂/(x̂+ŷ)) + ŷ log(2ŷ/(x̂+ŷ)))",
+        note="Natural log; rows L1-normalised as SciPy; NaN for an empty row, as SciPy.",
+    ),
+    Distance(
+        "kldivergence",
+        (_sr("rel_entr", "x * log(x / y) if x > 0 else 0.0"),),
+        "c0",
+        nonnegative=True,
+        formula="Σ x log(x/y), 0·log 0 = 0, +inf where x > 0 = y",
+        note="Not normalised and not symmetric: KL(X[i] ‖ Y[j]) = Σ scipy.special.rel_entr(x, y).",
+    ),
+    Distance(
+        "minkowski",
+        (_sr("powdiff", "abs(x - y) ** p", p=2.0),),
+        "c0 ** (1.0 / p)",
+        params={"p": 2.0},
+        scipy="minkowski",
+        formula="(Σ|x−y|^p)^(1/p)",
+        note="Any p > 0 (p = inf is chebyshev), with the absolute value for odd p.",
+    ),
+    Distance(
+        "russellrao",
+        (B["plus_times"],),
+        "(n - c0) / n",
+        prepare="binary",
+        scipy="russellrao",
+        formula="(n − |x∩y|) / n on x≠0",
+        note="On the nonzero pattern (SciPy's boolean definition); the diagonal is not forced to 0.",
+    ),
+    Distance(
+        "sqeuclidean",
+        (B["plus_times"],),
+        "max(nx0 + ny0 - 2.0 * c0, 0.0)",
+        norms=("sumsq",),
+        scipy="sqeuclidean",
+        refine=Refinement(_EUCLID_WHEN, B["plus_sqdiff"], "c0"),
+        formula="‖x‖² + ‖y‖² − 2x·y",
+        note="Cancelling entries recomputed exactly, as euclidean.",
+    ),
+)
+
+METRICS: dict[str, Distance] = {}
+for _d in DISTANCES:
+    for _name in (_d.name, *_d.aliases):
+        METRICS[_name] = _d
+
+def get_metric(metric) -> Distance:
+    """The spec of ``metric`` (a name or alias), or an error listing the known names."""
+    if isinstance(metric, Distance):
+        return metric
+    if isinstance(metric, str) and metric.lower() in METRICS:
+        return METRICS[metric.lower()]
+    known = ", ".join(sorted(METRICS))
+    raise ValueError(f"unknown metric {metric!r}; known metrics: {known}")
+
+__all__ = ["Distance", "Refinement", "DISTANCES", "METRICS", "NORMS", "get_metric"]
