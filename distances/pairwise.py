@@ -41,10 +41,11 @@ def prepare(A: sp.csr_matrix, how: str) -> sp.csr_matrix:
     if how == "binary":
         data = (A.data != 0).astype(A.dtype)
     elif how == "l1":
-        sums = np.add.reduceat(A.data.astype(np.float64), A.indptr[:-1]) if A.nnz else np.zeros(A.shape[0])
-        sums[np.diff(A.indptr) == 0] = 0.0  # reduceat repeats a value for empty rows
-        per_value = np.repeat(sums, np.diff(A.indptr))
-        data = np.divide(A.data, per_value, out=np.zeros(A.nnz), where=per_value != 0)
+        counts = np.diff(A.indptr)
+        rows = np.repeat(np.arange(A.shape[0]), counts)
+        sums = np.bincount(rows, weights=A.data[: A.indptr[-1]], minlength=A.shape[0])
+        per_value = np.repeat(sums, counts)
+        data = np.divide(A.data[: A.indptr[-1]], per_value, out=np.zeros(per_value.size), where=per_value != 0)
     else:
         raise ValueError(f"unknown row preparation {how!r}")
     return sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape, copy=False)

@@ -182,7 +182,9 @@ DISTANCES: tuple[Distance, ...] = (
         nonnegative=True,
         scipy="jensenshannon",
         formula="√(½ Σ x̂ log(2x̂/(x̂+ŷ)) + ŷ log(2ŷ/(x̂+ŷ)))",
-        note="Natural log; rows L1-normalised as SciPy; NaN for an empty row, as SciPy.",
+        note="Natural log; rows L1-normalised as SciPy. NaN for an all-zero row (0/0 normalisation), as "
+        "scipy.spatial.distance.jensenshannon; cdist's loop returns inf there, which would rank an empty "
+        "row farthest rather than flag it undefined.",
     ),
     Distance(
         "kldivergence",
