@@ -183,8 +183,8 @@ DISTANCES: tuple[Distance, ...] = (
         scipy="jensenshannon",
         formula="√(½ Σ x̂ log(2x̂/(x̂+ŷ)) + ŷ log(2ŷ/(x̂+ŷ)))",
         note="Natural log; rows L1-normalised as SciPy. NaN for an all-zero row (0/0 normalisation), as "
-        "scipy.spatial.distance.jensenshannon; cdist's loop returns inf there, which would rank an empty "
-        "row farthest rather than flag it undefined.",
+        "scipy.spatial.distance.jensenshannon; cdist's loop returns inf there. Rounding below 0 is clamped "
+        "before the square root, where cdist returns NaN (e.g. [1, 0] against [843.5, 0]).",
     ),
     Distance(
         "kldivergence",
