@@ -1,0 +1,271 @@
+"""semiring.pairwise against python-graphblas (SuiteSparse:GraphBLAS) as the oracle.
+
+Intersection semirings are checked against ``mxm`` (GraphBLAS's structural
+semantics); union semirings against an independent formulation, per pair of
+rows: ``ewise_union`` (a missing entry read as 0) then ``reduce`` with the add
+monoid, plus the all-zero columns' contribution when the union leaves some out.
+User-defined ops reach graphblas as numba UDFs built from the *original* Python
+function, not from our parsed form.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import graphblas as gb
+import numba
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+import semiring
+from semiring import Monoid, Semiring, binary_op, monoid
+
+from strategies import sparse_pair
+
+gb_monoids = {"plus": gb.monoid.plus, "min": gb.monoid.min, "max": gb.monoid.max, "times": gb.monoid.times}
+
+
+def to_gb(A: sp.csr_matrix) -> gb.Matrix:
+    coo = A.tocoo()
+    return gb.Matrix.from_coo(coo.row, coo.col, coo.data.astype(np.float64), nrows=A.shape[0], ncols=A.shape[1],
+                              dtype=gb.dtypes.FP64)
+
+
+@functools.lru_cache(maxsize=None)
+def gb_op(func):
+    """A graphblas UDF (numba-compiled for every dtype: slow, so once per function)."""
+    return gb.binary.register_anonymous(func)
+
+
+@functools.lru_cache(maxsize=None)
+def gb_semiring(add: str, mult):
+    op = mult if isinstance(mult, gb.core.operator.BinaryOp) else gb_op(mult)
+    return gb.semiring.register_anonymous(gb_monoids[add], op)
+
+
+def gb_mxm(X, Y, add: str, mult) -> np.ndarray:
+    sr = gb_semiring(add, mult)
+    C = to_gb(X).mxm(to_gb(Y).T, sr[gb.dtypes.FP64]).new()
+    return C
+
+
+def gb_union(X, Y, add: str, mult, zero_zero: float) -> np.ndarray:
+    """Per pair of rows: ewise_union with missing entries = 0, reduced by the add monoid."""
+    op = gb_op(mult)
+    GX, GY = to_gb(X), to_gb(Y)
+    out = np.empty((X.shape[0], Y.shape[0]))
+    for i in range(X.shape[0]):
+        u = GX[i, :].new()
+        for j in range(Y.shape[0]):
+            v = GY[j, :].new()
+            w = u.ewise_union(v, op[gb.dtypes.FP64], 0.0, 0.0).new()
+            acc = w.reduce(gb_monoids[add]).new()
+            terms = [] if acc.value is None else [acc.value]
+            if w.nvals < X.shape[1]:  # columns stored in neither row contribute mult(0, 0)
+                terms.append(zero_zero)
+            out[i, j] = _fold(add, terms)
+    return out
+
+
+def _fold(add: str, terms):
+    identity = {"plus": 0.0, "times": 1.0, "min": math.inf, "max": -math.inf}[add]
+    f = {"plus": lambda a, b: a + b, "times": lambda a, b: a * b, "min": min, "max": max}[add]
+    acc = identity
+    for t in terms:
+        acc = f(acc, t)
+    return acc
+
+
+def assert_matches_structural(ours: np.ndarray, C: gb.Matrix, identity: float, rtol: float):
+    rows, cols, vals = C.to_coo()
+    want = np.full(ours.shape, identity)
+    want[rows, cols] = vals
+    np.testing.assert_allclose(ours, want, rtol=rtol, atol=1e-300)
+
+
+def rtol_for(X):
+    return 1e-5 if X.dtype == np.float32 else 1e-12
+
+
+BUILTIN_INTERSECTION = [name for name, s in semiring.BUILTIN_SEMIRINGS.items() if s.semantics == "intersection"]
+
+
+@pytest.mark.parametrize("name", BUILTIN_INTERSECTION)
+@given(data=st.data())
+def test_builtin_intersection_semirings_match_graphblas(name, data):
+    X, Y = data.draw(sparse_pair())
+    sr = getattr(semiring, name)
+    ours = semiring.pairwise(X, Y, sr)
+    add, mult = name.split("_", 1)
+    C = gb_mxm(X, Y, add, getattr(gb.binary, mult))
+    assert_matches_structural(ours, C, sr.add.identity, rtol_for(X))
+
+
+# A user-defined op in one line; its zero annihilates, so the intersection suffices.
+def damped_product(x, y):
+    return x * y / (1 + abs(x - y))
+
+
+@given(data=st.data())
+def test_custom_one_line_semiring_matches_graphblas(data):
+    X, Y = data.draw(sparse_pair())
+    sr = Semiring(monoid.plus, binary_op(lambda x, y: x * y / (1 + abs(x - y))))
+    assert sr.semantics == "intersection" and sr.annihilates
+    ours = semiring.pairwise(X, Y, sr)
+    C = gb_mxm(X, Y, "plus", damped_product)
+    assert_matches_structural(ours, C, 0.0, rtol_for(X))
+
+
+def shifted_max(x, y):
+    return max(x, y) + 1.0 if x > y else y - x
+
+
+_shifted_max_jit = numba.njit(shifted_max)
+
+
+def shifted_max_real(x, y):
+    # graphblas compiles UDFs for every dtype and numba fails to lower complex '>'
+    # with an error graphblas does not skip; float() makes complex a typing error it does skip.
+    return _shifted_max_jit(float(x), float(y))
+
+
+@given(data=st.data())
+def test_custom_structural_semiring_with_conditional_matches_graphblas(data):
+    X, Y = data.draw(sparse_pair())
+    sr = Semiring(monoid.min, binary_op(shifted_max))
+    assert sr.semantics == "intersection" and not sr.annihilates  # mult(0, 0) = 0 is not neutral under min
+    ours = semiring.pairwise(X, Y, sr)
+    assert_matches_structural(ours, gb_mxm(X, Y, "min", shifted_max_real), math.inf, rtol_for(X))
+
+
+def absdiff(x, y):
+    return abs(x - y)
+
+
+def sqdiff(x, y):
+    return (x - y) * (x - y)
+
+
+def clipped_gap(x, y):
+    return min(abs(x - y), 2.0) if x != y else 0.0
+
+
+UNION_CASES = [
+    ("plus", absdiff, lambda: semiring.plus_absdiff),
+    ("max", absdiff, lambda: semiring.max_absdiff),
+    ("plus", sqdiff, lambda: semiring.plus_sqdiff),
+    ("plus", clipped_gap, lambda: Semiring(monoid.plus, binary_op(clipped_gap))),
+    ("max", clipped_gap, lambda: Semiring(monoid.max, binary_op(clipped_gap))),
+]
+
+
+@pytest.mark.parametrize("add, func, make", UNION_CASES, ids=["plus_absdiff", "max_absdiff", "plus_sqdiff",
+                                                              "plus_custom", "max_custom"])
+@given(data=st.data())
+def test_union_semirings_match_graphblas_ewise_union(add, func, make, data):
+    X, Y = data.draw(sparse_pair(max_rows=5))
+    sr = make()
+    assert sr.semantics == "union"
+    ours = semiring.pairwise(X, Y, sr)
+    want = gb_union(X, Y, add, func, zero_zero=func(0.0, 0.0))
+    np.testing.assert_allclose(ours, want, rtol=rtol_for(X), atol=1e-300)
+
+
+@given(data=st.data())
+def test_union_counts_an_explicit_zero_once(data):
+    """A stored zero is a stored column: |x - 0| is added once, not twice (once per pass)."""
+    X = sp.csr_matrix((np.array([0.0, 2.0]), np.array([0, 1]), np.array([0, 2])), shape=(1, 3))
+    Y = sp.csr_matrix((np.array([0.0, 5.0]), np.array([0, 2]), np.array([0, 2])), shape=(1, 3))
+    # dense: |0-0| + |2-0| + |0-5| = 7; with a double-counted stored zero a hit would be added twice
+    assert semiring.pairwise(X, Y, semiring.plus_absdiff)[0, 0] == 7.0
+    counted = Semiring(monoid.plus, binary_op("1.0 if x != y else 0.0"))  # hamming numerator
+    assert semiring.pairwise(X, Y, counted)[0, 0] == 2.0
+    X2, Y2 = data.draw(sparse_pair())
+    dense = np.abs(X2.toarray()[:, None, :].astype(float) - Y2.toarray()[None, :, :]).sum(-1)
+    np.testing.assert_allclose(semiring.pairwise(X2, Y2, semiring.plus_absdiff), dense, rtol=rtol_for(X2))
+
+
+@given(data=st.data(), density=st.sampled_from([0.0, 0.3, 1.0]))
+def test_mask_computes_only_its_pattern(data, density):
+    X, Y = data.draw(sparse_pair(dtype=np.float64))
+    M = sp.random(X.shape[0], Y.shape[0], density=density, format="csr", random_state=7)
+    for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.min_plus):
+        full = semiring.pairwise(X, Y, sr)
+        got = semiring.pairwise(X, Y, sr, mask=M)
+        assert isinstance(got, sp.csr_matrix) and got.shape == full.shape
+        np.testing.assert_array_equal(got.indptr, M.indptr)
+        np.testing.assert_array_equal(got.indices, M.indices)
+        rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+        np.testing.assert_array_equal(got.data, full[rows, M.indices])
+
+
+def test_mask_kind_follows_the_mask():
+    X = sp.random(4, 5, density=0.5, format="csr", random_state=1)
+    M = sp.csr_array(np.eye(4))
+    assert isinstance(semiring.pairwise(X, X, semiring.plus_times, mask=M), sp.csr_array)
+
+
+def test_semantics_derived_from_ops():
+    assert semiring.plus_times.semantics == "intersection" and semiring.plus_times.annihilates
+    assert semiring.plus_pair.semantics == "intersection" and not semiring.plus_pair.annihilates
+    assert semiring.min_plus.semantics == "intersection"
+    assert semiring.plus_absdiff.semantics == "union"
+    assert Semiring(monoid.plus, binary_op("abs(x - y) ** p", p=3.0)).semantics == "union"
+    assert Semiring(monoid.plus, binary_op("sqrt(x * y)")).semantics == "intersection"
+
+
+def test_override_that_agrees_is_accepted():
+    forced = Semiring(monoid.plus, binary_op("x * y"), semantics="union")  # annihilating: same result, slower
+    X = sp.random(5, 6, density=0.5, format="csr", random_state=2)
+    np.testing.assert_allclose(semiring.pairwise(X, X, forced), semiring.pairwise(X, X, semiring.plus_times))
+
+
+def test_override_that_contradicts_the_ops_is_refused():
+    with pytest.raises(ValueError, match="contradicts its ops.*zero does not annihilate"):
+        Semiring(monoid.plus, binary_op(absdiff), semantics="intersection")
+    with pytest.raises(ValueError, match="contradicts its ops.*mult\\(0, 0\\)"):
+        Semiring(monoid.min, binary_op("x + y"), semantics="union")
+    with pytest.raises(ValueError, match="semantics must be one of"):
+        Semiring(monoid.plus, binary_op("x * y"), semantics="outer")
+
+
+def test_monoid_identity_is_checked():
+    with pytest.raises(ValueError, match="not an identity"):
+        Monoid(binary_op("x + y"), 1.0)
+    with pytest.raises(ValueError, match="not commutative"):
+        Monoid(binary_op("x if y == 0 else y"), 0.0)
+    assert Monoid(binary_op(lambda a, b: max(a, b)), -math.inf).identity == -math.inf
+
+
+def test_params_are_runtime_values():
+    powdiff = Semiring(monoid.plus, binary_op("abs(x - y) ** p", p=1.0))
+    X = sp.csr_matrix(np.array([[0.0, 2.0, -1.0]]))
+    Y = sp.csr_matrix(np.array([[1.0, 0.0, 1.0]]))
+    assert semiring.pairwise(X, Y, powdiff)[0, 0] == 5.0
+    assert semiring.pairwise(X, Y, powdiff.with_params(p=2.0))[0, 0] == 9.0
+    assert powdiff.key == powdiff.with_params(p=2.0).key  # one kernel for every p
+    with pytest.raises(TypeError, match="has no parameter"):
+        powdiff.with_params(q=1.0)
+
+
+def test_semiring_by_name_and_bad_semiring():
+    X = sp.random(3, 4, density=0.5, format="csr", random_state=3)
+    np.testing.assert_array_equal(semiring.pairwise(X, X, "plus_times"), semiring.pairwise(X, X, semiring.plus_times))
+    with pytest.raises(TypeError, match="sr must be a Semiring.*plus_times"):
+        semiring.pairwise(X, X, "plus_nothing")
+
+
+def test_empty_intersection_holds_the_identity():
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]]))
+    Y = sp.csr_matrix(np.array([[0.0, 2.0]]))
+    np.testing.assert_array_equal(semiring.pairwise(X, Y, semiring.min_plus), [[np.inf], [np.inf]])
+    np.testing.assert_array_equal(semiring.pairwise(X, Y, semiring.plus_times), [[0.0], [0.0]])
+
+
+def test_infinite_values_are_semiring_values():
+    X = sp.csr_matrix(np.array([[np.inf, 1.0]]))
+    assert semiring.pairwise(X, X, semiring.min_plus)[0, 0] == 2.0
