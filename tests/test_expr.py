@@ -1,0 +1,141 @@
+"""The op language: declarations in every form, refusals, and the CPU and CUDA forms agreeing.
+
+The CUDA form of every built-in op, distance op, norm and expansion is compiled
+as host C++ (its math functions are the same C library functions) and evaluated
+on the same inputs as the Python form the CPU engine compiles: one declaration,
+two renderings, one answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from distances.specs import DISTANCES, NORMS
+from kernels.cpu import EXPANSION_VARIABLES
+from semiring import BINARY_OPS, binary_op
+from semiring import expr as E
+from semiring.ops import PROBES
+
+
+def test_forms_of_one_declaration_agree():
+    def named(a, b):
+        """Docstrings are allowed."""
+        return a * b if a > b else -b
+
+    forms = [
+        binary_op("x * y if x > y else -y"),
+        binary_op(lambda x, y: x * y if x > y else -y),
+        binary_op(named),
+        binary_op(lambda p, q: p * q if p > q else -q),  # argument names are free
+    ]
+    assert len({f.text for f in forms}) == 1
+    assert forms[2].name == "named"
+
+
+def test_two_lambdas_on_one_line_are_told_apart():
+    ops = [binary_op(lambda x, y: x + y), binary_op(lambda x, y: x - y)]
+    assert [op(5.0, 3.0) for op in ops] == [8.0, 2.0]
+
+
+def test_math_spellings_and_constants():
+    op = binary_op(lambda x, y: math.sqrt(abs(x)) + np.log(math.exp(y)) + max(x, y) + min(x, np.inf) + pow(2.0, 3.0))
+    assert op(4.0, 1.0) == pytest.approx(2.0 + 1.0 + 4.0 + 4.0 + 8.0)
+
+
+def test_ieee_semantics_no_exceptions():
+    assert binary_op("x / y")(1.0, 0.0) == math.inf
+    assert math.isnan(binary_op("sqrt(x)")(-1.0, 0.0))
+    assert binary_op("log(x)")(0.0, 0.0) == -math.inf
+    assert binary_op("min(x, y)")(math.nan, 2.0) == 2.0  # fmin ignores NaN, as CUDA's fmin
+
+
+@pytest.mark.parametrize("source, match", [
+    ("x @ y", "unsupported syntax"),
+    ("foo(x)", "unsupported function"),
+    ("x < y < 1", "one comparison at a time"),
+    ("z + 1", "unknown name 'z'"),
+    ("x +", "cannot parse"),
+    ("sqrt(x, y)", "takes 1 argument"),
+    ("x.real", "unsupported syntax"),
+    ("'a'", "unsupported syntax"),
+])
+def test_refused_expressions(source, match):
+    with pytest.raises(E.ExpressionError, match=match):
+        binary_op(source)
+
+
+def test_refused_functions():
+    def two_statements(x, y):
+        z = x + y
+        return z
+
+    with pytest.raises(E.ExpressionError, match="single 'return <expression>'"):
+        binary_op(two_statements)
+    with pytest.raises(E.ExpressionError, match="must take 2 arguments"):
+        binary_op(lambda x: x)
+    with pytest.raises(TypeError, match="function or an expression string"):
+        binary_op(3.0)
+
+
+def test_bindings_substitute():
+    node, text = E.parse("d = x - y; d * d", ("x", "y"))
+    assert text == "((x - y) * (x - y))"
+
+
+# ----------------------------------------------------------------- CPU form == CUDA form
+
+def _cases():
+    """(label, tree, variables, params, input rows) for every expression the kernels render."""
+    grid = [0.0, *PROBES[::2]]
+    pairs = list(itertools.product(grid, grid))
+    cases = [(f"op {name}", op.tree, ("x", "y"), op.param_names, pairs, op.param_values) for name, op in BINARY_OPS.items()]
+    for d in DISTANCES:
+        for k, sr in enumerate(d.terms):
+            values = np.array([d.params.get(p, 2.0) for p in sr.mult.param_names])
+            cases.append((f"{d.name} term {k}", sr.mult.tree, ("x", "y"), sr.mult.param_names, pairs, values))
+        rng = np.random.default_rng(len(d.name))
+        rows = [tuple(r) for r in rng.uniform(-1, 3, size=(40, len(EXPANSION_VARIABLES)))]
+        rows += [tuple(0.0 for _ in EXPANSION_VARIABLES), tuple(1.0 for _ in EXPANSION_VARIABLES)]
+        cases.append((f"{d.name} expansion", d.expansion_tree, EXPANSION_VARIABLES, d.param_names, rows,
+                      np.array(list(d.params.values()) or [], dtype=float)))
+    for name, text in NORMS.items():
+        cases.append((f"norm {name}", E.parse(text, ("x",))[0], ("x",), (), [(v,) for v in grid], np.zeros(0)))
+    return cases
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_cuda_form_equals_python_form(tmp_path):
+    cases = _cases()
+    lines = ["#include <cmath>", "#include <cstdio>", "#include <limits>", "using namespace std;", "typedef double T;",
+             "static double sr_inf() { return numeric_limits<double>::infinity(); }",
+             "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }", "int main() {"]
+    for k, (label, tree, variables, params, rows, values) in enumerate(cases):
+        names = {v: v for v in variables}
+        names.update({p: f"T(params[{i}])" for i, p in enumerate(params)})
+        body = E.render_cuda(tree, names, "T")
+        lines.append(f"  {{ double params[] = {{{', '.join(repr(float(v)) for v in values) or '0'}}};")
+        for row in rows:
+            decl = " ".join(f"double {v} = {float(x)!r};" for v, x in zip(variables, row))
+            lines.append(f"    {{ {decl} printf(\"%.17g\\n\", (double)({body})); }}")
+        lines.append("  }")
+    lines.append("  return 0; }")
+    src = tmp_path / "forms.cpp"
+    src.write_text("\n".join(lines))
+    exe = tmp_path / "forms"
+    subprocess.run(["g++", "-O0", "-fno-fast-math", "-o", str(exe), str(src)], check=True, capture_output=True)
+    out = iter(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    with np.errstate(all="ignore"):
+        for label, tree, variables, params, rows, values in cases:
+            fn = E.compile_python(tree, variables, params)
+            for row in rows:
+                got = float(next(out))
+                want = float(fn(*(np.float64(x) for x in row), values))
+                assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-13, abs=0), (
+                    f"{label} at {row}: CUDA form {got!r}, Python form {want!r}"
+                )
