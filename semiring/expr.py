@@ -246,7 +246,7 @@ def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> 
         if k == "if":
             return f"({num(a[1])} if {cond(a[0])} else {num(a[2])})"
         fn, *args = a
-        args = [num(x) for x in args]
+        args = [_unwrap(num(x)) if plain else num(x) for x in args]
         if fn == "abs":
             return f"abs({args[0]})"
         if fn == "pow":
@@ -255,7 +255,20 @@ def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> 
             return f"{fn}({args[0]}, {args[1]})" if plain else f"np.f{fn}({args[0]}, {args[1]})"
         return f"{np_}{fn}({args[0]})"
 
-    return num(node)
+    return _unwrap(num(node)) if plain else num(node)
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without one pair of enclosing parentheses, when they enclose all of it."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(text) - 1:
+            return text
+    return text[1:-1]
 
 
 def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> str:

@@ -85,7 +85,7 @@ def test_refused_functions():
 
 def test_bindings_substitute():
     node, text = E.parse("d = x - y; d * d", ("x", "y"))
-    assert text == "((x - y) * (x - y))"
+    assert text == "(x - y) * (x - y)"
 
 
 # ----------------------------------------------------------------- CPU form == CUDA form

@@ -1,0 +1,195 @@
+"""Seeded synthetic sparse datasets shaped like the paper's benchmark data.
+
+The real datasets (MovieLens, NY Times bag of words, a mouse-brain scRNA
+atlas, SEC EDGAR access logs) are large downloads; what drives the cost of a
+sparse pairwise kernel is their *shape*: rows × columns, how many nonzeros a
+row has (and how much that varies), and how skewed column popularity is (a few
+very popular columns make long column lists, i.e. many row pairs that
+intersect).  ``make_dataset`` reproduces those four properties with a fixed
+seed, so CPU and GPU benchmarks can share identical inputs.
+
+>>> X = make_dataset("movielens", scale=0.01, seed=0)
+>>> X.shape, X.dtype, X.has_canonical_format
+((400, 20000), dtype('float32'), True)
+
+Only the number of rows is scaled: columns, mean row degree and skew are kept,
+so a scaled-down dataset has the same per-row sparsity structure (and, for
+EDGAR, the same very wide, mostly unused column space).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    rows: int
+    cols: int
+    mean_nnz: float  # mean stored values per row
+    zipf: float  # column popularity ∝ 1 / rank**zipf (0 = uniform)
+    degree_sigma: float  # lognormal sigma of the row degrees (row-to-row spread)
+    values: str  # how stored values are drawn, see _values
+    about: str
+
+
+SPECS: dict[str, DatasetSpec] = {
+    s.name: s
+    for s in (
+        DatasetSpec("movielens", 40_000, 20_000, 100, 1.1, 1.0, "ratings",
+                    "users × movies, 1–5 star ratings; a few blockbusters rated by most users"),
+        DatasetSpec("nytimes", 40_000, 100_000, 200, 1.0, 0.6, "tfidf",
+                    "documents × vocabulary, L2-normalised tf-idf"),
+        DatasetSpec("scrna", 16_000, 26_000, 1_600, 0.5, 0.4, "logcounts",
+                    "cells × genes, log1p(UMI counts), ~6 % dense, mild skew"),
+        DatasetSpec("edgar", 100_000, 858_000, 6, 1.0, 1.0, "counts",
+                    "users × documents, access counts; very wide and very sparse"),
+    )
+}
+
+DATASETS = tuple(SPECS)
+
+
+def make_dataset(name: str, scale: float = 1.0, seed: int = 0) -> sp.csr_matrix:
+    """A float32 canonical CSR matrix shaped like dataset ``name`` with ``scale`` × its rows.
+
+    Deterministic for a given (name, scale, seed).  Row degrees are lognormal
+    around the spec's mean (some rows may be empty); the columns of a row are
+    distinct, drawn without replacement with Zipf popularity over a random
+    permutation of the columns, and sorted.
+    """
+    if name not in SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
+    spec = SPECS[name]
+    # Each dataset gets its own stream, so adding one does not change the others.
+    rng = np.random.default_rng([seed, DATASETS.index(name)])
+    nrows = max(1, round(spec.rows * scale))
+
+    degrees = _row_degrees(rng, nrows, spec)
+    popularity = _column_popularity(rng, spec.cols, spec.zipf)
+    keys = _sample_unique_columns(rng, degrees, popularity, spec.cols)
+
+    rows, cols = np.divmod(keys, spec.cols)  # keys are sorted, so rows and each row's columns are too
+    indptr = np.zeros(nrows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=nrows), out=indptr[1:])
+    data = _values(rng, spec.values, rows, cols, nrows)
+    X = sp.csr_matrix((data, cols.astype(np.int32), indptr.astype(np.int32)), shape=(nrows, spec.cols))
+    X.has_canonical_format = True  # sorted, unique by construction; spares scipy the check
+    return X
+
+
+def describe(X: sp.csr_matrix) -> dict:
+    """The shape statistics the generator controls, to print next to timings."""
+    deg = np.diff(X.indptr)
+    col_counts = np.bincount(X.indices, minlength=X.shape[1])
+    top = np.sort(col_counts)[::-1]
+    return {
+        "rows": int(X.shape[0]),
+        "cols": int(X.shape[1]),
+        "nnz": int(X.nnz),
+        "mean_nnz_per_row": float(deg.mean()) if deg.size else 0.0,
+        "max_nnz_per_row": int(deg.max()) if deg.size else 0,
+        "empty_rows": int((deg == 0).sum()),
+        "density": float(X.nnz / max(1, X.shape[0] * X.shape[1])),
+        "used_cols": int((col_counts > 0).sum()),
+        # share of all stored values in the 1 % most popular columns: the skew the kernels feel
+        "top1pct_col_share": float(top[: max(1, X.shape[1] // 100)].sum() / max(1, X.nnz)),
+    }
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def _row_degrees(rng, nrows: int, spec: DatasetSpec) -> np.ndarray:
+    # Lognormal with the requested mean (mu = log(mean) - sigma²/2); stochastic
+    # rounding keeps the mean unbiased for small degrees (EDGAR's mean is 6).
+    sigma = spec.degree_sigma
+    raw = rng.lognormal(np.log(spec.mean_nnz) - sigma**2 / 2, sigma, nrows)
+    degrees = np.floor(raw + rng.random(nrows)).astype(np.int64)
+    # At most half the columns, so that drawing distinct columns always terminates quickly.
+    return np.clip(degrees, 0, spec.cols // 2)
+
+
+def _column_popularity(rng, ncols: int, exponent: float) -> np.ndarray:
+    """Cumulative sampling distribution over columns: Zipf by rank, ranks randomly placed."""
+    weights = 1.0 / np.arange(1, ncols + 1, dtype=np.float64) ** exponent
+    # Popular columns are scattered over the column space, as in real vocabularies,
+    # not packed at low indices (which would flatter cache behaviour).
+    weights = weights[rng.permutation(ncols)]
+    cdf = np.cumsum(weights)
+    return cdf / cdf[-1]
+
+
+def _sample_unique_columns(rng, degrees: np.ndarray, cdf: np.ndarray, ncols: int) -> np.ndarray:
+    """Sorted keys ``row * ncols + col``: ``degrees[row]`` distinct columns per row.
+
+    Weighted sampling without replacement, vectorised over all rows: draw with
+    replacement, drop columns a row already has, keep at most the missing
+    number per row (a random subset of the fresh ones), repeat for the rows
+    still short.  Heavy rows of a skewed dataset keep re-drawing the popular
+    columns they already hold, so each round draws more (``boost``).
+    """
+    keys = np.empty(0, np.int64)
+    have = np.zeros(degrees.size, np.int64)
+    boost = 1.25
+    for _ in range(60):
+        need = degrees - have
+        short = np.flatnonzero(need > 0)
+        if short.size == 0:
+            break
+        draws = np.ceil(need[short] * boost).astype(np.int64)
+        rows = np.repeat(short, draws)
+        cols = np.minimum(np.searchsorted(cdf, rng.random(rows.size), side="right"), ncols - 1)
+        cand = _sorted_unique(rows * ncols + cols)
+        if keys.size:
+            pos = np.minimum(np.searchsorted(keys, cand), keys.size - 1)
+            cand = cand[keys[pos] != cand]
+        # Keep a random subset of at most need[row] fresh columns per row: order the
+        # candidates by (row, random priority) and keep the first need[row] of each row.
+        cand_rows = cand // ncols
+        order = np.argsort((cand_rows << 24) | rng.integers(0, 1 << 24, cand.size))
+        cand, cand_rows = cand[order], cand_rows[order]
+        first = np.searchsorted(cand_rows, cand_rows, side="left")
+        keep = (np.arange(cand.size) - first) < need[cand_rows]
+        kept = cand[keep]
+        have += np.bincount(kept // ncols, minlength=degrees.size)
+        keys = np.sort(np.concatenate([keys, kept]))
+        boost = min(boost * 2.0, 64.0)
+    return keys
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    # np.unique on int64 goes through a hash table in NumPy ≥ 2.3, several times slower here
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if a.size else a
+
+
+def _values(rng, kind: str, rows: np.ndarray, cols: np.ndarray, nrows: int) -> np.ndarray:
+    """Positive float32 values of the stored entries (in CSR order)."""
+    n = rows.size
+    if kind == "ratings":
+        # MovieLens' star distribution: most ratings are 3–4.
+        return rng.choice(np.arange(1, 6, dtype=np.float32), size=n, p=[0.06, 0.11, 0.27, 0.34, 0.22])
+    if kind == "counts":
+        return rng.geometric(0.5, n).astype(np.float32)  # 1, 2, 3, ... (mostly single accesses)
+    if kind == "logcounts":
+        return np.log1p(rng.geometric(0.35, n)).astype(np.float32)  # log1p of UMI counts ≥ 1
+    if kind == "tfidf":
+        # Term frequency × smoothed idf from the generated document frequencies
+        # (scikit-learn's TfidfVectorizer formula), then each row L2-normalised.
+        tf = rng.geometric(0.55, n).astype(np.float64)
+        df = np.bincount(cols, minlength=int(cols.max()) + 1 if n else 0)
+        idf = np.log((1.0 + nrows) / (1.0 + df)) + 1.0
+        v = tf * idf[cols]
+        norms = np.sqrt(np.bincount(rows, weights=v * v, minlength=nrows))
+        return (v / norms[rows]).astype(np.float32)
+    raise ValueError(f"unknown value kind {kind!r}")
+
+
+__all__ = ["DATASETS", "SPECS", "DatasetSpec", "describe", "make_dataset"]

@@ -1,0 +1,37 @@
+"""The docs' table of measures, generated from the distance specs.
+
+``python -m distances.describe`` prints it; ``docs/measures.md`` holds a copy
+that a test keeps equal to this output.
+"""
+
+from __future__ import annotations
+
+from .specs import DISTANCES, NORMS
+
+
+def _semiring(sr) -> str:
+    return f"`{sr.add.name}` / `{sr.mult.text}` ({sr.semantics})"
+
+
+def measures_table() -> str:
+    header = (
+        "| measure | aliases | formula | semiring terms (add / multiply, columns) | row norms | prepare | notes |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    rows = []
+    for d in DISTANCES:
+        terms = "<br>".join(f"c{k}: {_semiring(sr)}" for k, sr in enumerate(d.terms))
+        norms = ", ".join(f"{n} = Σ {NORMS[n]}" for n in d.norms) or "—"
+        notes = d.note
+        if d.nonnegative:
+            notes = ("Non-negative input only. " + notes).strip()
+        if d.params:
+            notes = (f"Parameters: {', '.join(f'{k} (default {v:g})' for k, v in d.params.items())}. " + notes).strip()
+        aliases = ", ".join(d.aliases) or "—"
+        cells = [f"`{d.name}`", aliases, d.formula, terms, norms, d.prepare, notes]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return header + "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(measures_table(), end="")
