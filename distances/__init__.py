@@ -9,4 +9,4 @@ array([[0., 2.],
 from .pairwise import pairwise_distances
 from .specs import DISTANCES, METRICS, Distance, get_metric
 
-__all__ = ["pairwise_distances", "DISTANCES", "METRICS", "Distance", "get_metric"]
+__all__ = ["DISTANCES", "METRICS", "Distance", "get_metric", "pairwise_distances"]

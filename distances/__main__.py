@@ -59,8 +59,10 @@ def main(argv=None) -> int:
         ok = np.allclose(D[sample, :200], ref, rtol=1e-4, atol=1e-6, equal_nan=True)
         failures += not ok
         nearest = np.argsort(D[0], kind="stable")[1:4]
-        print(f"{metric:>14}: {elapsed * 1e3:8.1f} ms for {D.size:,} distances; "
-              f"matches scipy cdist on a sample: {'yes' if ok else 'NO'}; row 0's nearest rows: {nearest.tolist()}")
+        print(
+            f"{metric:>14}: {elapsed * 1e3:8.1f} ms for {D.size:,} distances; "
+            f"matches scipy cdist on a sample: {'yes' if ok else 'NO'}; row 0's nearest rows: {nearest.tolist()}"
+        )
     return 1 if failures else 0
 
 

@@ -21,16 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernels.cpu import EXPANSION_VARIABLES
 from semiring import Semiring, binary_op, monoid
 from semiring import expr as _expr
 from semiring.ops import BUILTIN_SEMIRINGS as B
-from kernels.cpu import EXPANSION_VARIABLES
 
 # Row norms: Σ_k f(x_k) over each row's stored values.
 NORMS = {"sum": "x", "sumsq": "x * x"}
 
+
 def _sr(name: str, mult: str, add=monoid.plus, **params: float) -> Semiring:
     return Semiring(add, binary_op(mult, name=name, **params), name=f"{add.name}_{name}")
+
 
 @dataclass(frozen=True)
 class Refinement:
@@ -39,6 +41,7 @@ class Refinement:
     when: str
     semiring: Semiring
     expansion: str
+
 
 @dataclass(frozen=True)
 class Distance:
@@ -68,9 +71,11 @@ class Distance:
     def family(self) -> str:
         return "union" if any(t.is_union for t in self.terms) else "intersection"
 
+
 def _clip02(value: str) -> str:
     """Clip to [0, 2] keeping NaN (as SciPy's np.clip does): rounding can step outside."""
     return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
+
 
 _EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0)"
 
@@ -91,9 +96,7 @@ DISTANCES: tuple[Distance, ...] = (
         formula="Σ|x−y| / (|x|+|y|), 0/0 = 0",
     ),
     Distance("chebyshev", (B["max_absdiff"],), "c0", aliases=("linf",), scipy="chebyshev", formula="max|x−y|"),
-    Distance(
-        "cityblock", (B["plus_absdiff"],), "c0", aliases=("manhattan", "l1"), scipy="cityblock", formula="Σ|x−y|"
-    ),
+    Distance("cityblock", (B["plus_absdiff"],), "c0", aliases=("manhattan", "l1"), scipy="cityblock", formula="Σ|x−y|"),
     Distance(
         "correlation",
         (B["plus_times"],),
@@ -229,6 +232,7 @@ for _d in DISTANCES:
     for _name in (_d.name, *_d.aliases):
         METRICS[_name] = _d
 
+
 def get_metric(metric) -> Distance:
     """The spec of ``metric`` (a name or alias), or an error listing the known names."""
     if isinstance(metric, Distance):
@@ -238,4 +242,5 @@ def get_metric(metric) -> Distance:
     known = ", ".join(sorted(METRICS))
     raise ValueError(f"unknown metric {metric!r}; known metrics: {known}")
 
-__all__ = ["Distance", "Refinement", "DISTANCES", "METRICS", "NORMS", "get_metric"]
+
+__all__ = ["DISTANCES", "METRICS", "NORMS", "Distance", "Refinement", "get_metric"]

@@ -19,7 +19,7 @@ Values are accumulated in float64 whatever the input type.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numba
 import numpy as np
@@ -28,14 +28,14 @@ from numba import njit, prange
 
 from semiring import expr as _expr
 
-JIT = dict(nogil=True, error_model="numpy", cache=False)
+JIT = {"nogil": True, "error_model": "numpy", "cache": False}
 
 
 def _compile_scalar(tree: _expr.Node, variables: tuple[str, ...], params: tuple[str, ...]):
     return njit(inline="always", **JIT)(_expr.compile_python(tree, variables, params))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
     """Compile the pairwise kernels for one semiring key (expression + semantics)."""
     union = key[2] == "union"
@@ -140,7 +140,7 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_mat
 # --------------------------------------------------------------------------- row norms and expansions
 
 
-@lru_cache(maxsize=None)
+@cache
 def _row_reduce_kernel(tree: _expr.Node):
     f = _compile_scalar(tree, ("x",), ())
 
@@ -167,7 +167,7 @@ def row_norm(A: sp.csr_matrix, tree: _expr.Node) -> np.ndarray:
 EXPANSION_VARIABLES = ("c0", "c1", "nx0", "nx1", "ny0", "ny1", "n")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expansion_kernel(tree: _expr.Node, param_names: tuple[str, ...]):
     f = _compile_scalar(tree, EXPANSION_VARIABLES, param_names)
 
@@ -197,4 +197,4 @@ def num_threads() -> int:
     return numba.get_num_threads()
 
 
-__all__ = ["pairwise", "row_norm", "expand", "compact_columns", "num_threads", "EXPANSION_VARIABLES"]
+__all__ = ["EXPANSION_VARIABLES", "compact_columns", "expand", "num_threads", "pairwise", "row_norm"]

@@ -72,7 +72,9 @@ def _suffix(sr_name: str, value_type: str, index_type: str) -> str:
     return f"{safe}_{value_type}_{index_type}"
 
 
-def render_pairwise_merge(sr, value_type: str = "float32", index_type: str = "int32", masked: bool = False) -> KernelSource:
+def render_pairwise_merge(
+    sr, value_type: str = "float32", index_type: str = "int32", masked: bool = False
+) -> KernelSource:
     """One thread per output entry: ``out = start ⊕ (⊕ over merged columns of x ⊗ y)``.
 
     Unmasked, thread ``t`` computes entry ``(t / p, t % p)`` of the dense
@@ -128,7 +130,9 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
-def render_row_norm(tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+def render_row_norm(
+    tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32"
+) -> KernelSource:
     """One warp per row: ``out[i] = Σ f(x)`` over row i's stored values, ``f`` a tree of ``x``."""
     T, I = _types(value_type, index_type)
     name = f"sr_row_norm_{_suffix(label, value_type, index_type)}"
@@ -153,10 +157,20 @@ extern "C" __global__ void {name}(const I* __restrict__ indptr, const T* __restr
     return KernelSource(name, PREAMBLE + body)
 
 
-EXPANSION_ARGS = {"c0": "c0[t]", "c1": "c1[t]", "nx0": "nx0[i]", "nx1": "nx1[i]", "ny0": "ny0[j]", "ny1": "ny1[j]", "n": "T(n)"}
+EXPANSION_ARGS = {
+    "c0": "c0[t]",
+    "c1": "c1[t]",
+    "nx0": "nx0[i]",
+    "nx1": "nx1[i]",
+    "ny0": "ny0[j]",
+    "ny1": "ny1[j]",
+    "n": "T(n)",
+}
 
 
-def render_expansion(tree: _expr.Node, param_names: tuple[str, ...], label: str, value_type: str = "float32") -> KernelSource:
+def render_expansion(
+    tree: _expr.Node, param_names: tuple[str, ...], label: str, value_type: str = "float32"
+) -> KernelSource:
     """One thread per output entry: ``out[t] = f(c0, c1, nx0[i], nx1[i], ny0[j], ny1[j], n)``.
 
     Unused inputs may be passed as null pointers: only the arrays the expression

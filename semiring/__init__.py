@@ -11,13 +11,13 @@ array([[0., 6.],
        [6., 0.]])
 """
 
-from .ops import BINARY_OPS, BUILTIN_SEMIRINGS, BinaryOp, Monoid, Semiring, binary_op, monoid
 from .api import pairwise
 from .backend import available_backends
+from .ops import BINARY_OPS, BUILTIN_SEMIRINGS, BinaryOp, Monoid, Semiring, binary_op, monoid
 
 globals().update(BUILTIN_SEMIRINGS)
 
-__all__ = [
+__all__ = [  # noqa: PLE0604 - the built-in semirings' names are strings
     "BinaryOp",
     "Monoid",
     "Semiring",

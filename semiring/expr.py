@@ -22,8 +22,8 @@ import ast
 import inspect
 import math
 import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -160,10 +160,16 @@ def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...], 
             return Node("var", (rename[t.id],))
         if t.id in CONSTANTS:
             return Node("num", (CONSTANTS[t.id],))
-        raise ExpressionError(f"unknown name {t.id!r}; the expression may use {', '.join(variables)} and constants inf, nan, pi")
-    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in _MODULE_PREFIXES:
-        if t.attr in CONSTANTS:
-            return Node("num", (CONSTANTS[t.attr],))
+        raise ExpressionError(
+            f"unknown name {t.id!r}; the expression may use {', '.join(variables)} and constants inf, nan, pi"
+        )
+    if (
+        isinstance(t, ast.Attribute)
+        and isinstance(t.value, ast.Name)
+        and t.value.id in _MODULE_PREFIXES
+        and t.attr in CONSTANTS
+    ):
+        return Node("num", (CONSTANTS[t.attr],))
     if isinstance(t, ast.BinOp) and type(t.op) in _BINOPS:
         return Node("bin", (_BINOPS[type(t.op)], conv(t.left), conv(t.right)))
     if isinstance(t, ast.UnaryOp):
@@ -187,8 +193,14 @@ def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...], 
         return Node("if", (conv(t.test), conv(t.body), conv(t.orelse)))
     if isinstance(t, ast.Call) and not t.keywords:
         f = t.func
-        name = f.id if isinstance(f, ast.Name) else (
-            f.attr if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in _MODULE_PREFIXES else None
+        name = (
+            f.id
+            if isinstance(f, ast.Name)
+            else (
+                f.attr
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in _MODULE_PREFIXES
+                else None
+            )
         )
         if name == "fabs":
             name = "abs"
@@ -228,7 +240,7 @@ def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> 
         k, a = n.kind, n.args
         if k == "num":
             v = a[0]
-            if v != v:
+            if math.isnan(v):
                 return f"{np_}nan"
             return f"{np_}inf" if v == math.inf else f"(-{np_}inf)" if v == -math.inf else repr(v)
         if k == "var":
@@ -291,7 +303,7 @@ def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> 
         k, a = n.kind, n.args
         if k == "num":
             v = a[0]
-            if v != v:
+            if math.isnan(v):
                 return f"{T}(sr_nan())"
             if math.isinf(v):
                 return f"{T}({'-' if v < 0 else ''}sr_inf())"
@@ -329,7 +341,7 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     names = {v: v for v in variables}
     names.update({p: f"params[{i}]" for i, p in enumerate(params)})
     src = f"lambda {', '.join(variables)}, params: {render_python(node, names)}"
-    return eval(src, {"np": np})  # noqa: S307 - src is rendered from a validated tree
+    return eval(src, {"np": np})
 
 
 def variables_used(node: Node) -> set[str]:

@@ -21,8 +21,8 @@ refused with the reason.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -36,7 +36,7 @@ SEMANTICS = ("intersection", "union")
 
 
 def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,10 +78,12 @@ class BinaryOp:
         names = {"x": x, "y": y, **{p: f"{value_type}({params}[{i}])" for i, p in enumerate(self.param_names)}}
         return _expr.render_cuda(self.tree, names, value_type)
 
-    def with_params(self, **values: float) -> "BinaryOp":
+    def with_params(self, **values: float) -> BinaryOp:
         unknown = set(values) - set(self.param_names)
         if unknown:
-            raise TypeError(f"op {self.name!r} has no parameter(s) {sorted(unknown)}; it takes {list(self.param_names)}")
+            raise TypeError(
+                f"op {self.name!r} has no parameter(s) {sorted(unknown)}; it takes {list(self.param_names)}"
+            )
         return replace(self, params=tuple((p, float(values.get(p, v))) for p, v in self.params))
 
     def __call__(self, x: float, y: float) -> float:
@@ -225,7 +227,7 @@ class Semiring:
         """Everything the generated kernels depend on (not parameter values, not the name)."""
         return (self.add.key, self.mult.key, self.semantics)
 
-    def with_params(self, **values: float) -> "Semiring":
+    def with_params(self, **values: float) -> Semiring:
         return Semiring(self.add, self.mult.with_params(**values), self.semantics, self.name)
 
     def __repr__(self) -> str:
@@ -242,16 +244,24 @@ def _derive_semantics(add: Monoid, mult: BinaryOp) -> tuple[str, bool, str]:
 
     zero = mult(0.0, 0.0)
     if not neutral(zero):
-        return "intersection", False, (
-            f"mult(0, 0) = {zero!r} changes sums under {add.name!r}, so columns stored in neither row "
-            "would count and the union is not defined; only structural intersection semantics apply"
+        return (
+            "intersection",
+            False,
+            (
+                f"mult(0, 0) = {zero!r} changes sums under {add.name!r}, so columns stored in neither row "
+                "would count and the union is not defined; only structural intersection semantics apply"
+            ),
         )
     for a in PROBES:
         for u, call in ((mult(a, 0.0), f"mult({a}, 0)"), (mult(0.0, a), f"mult(0, {a})")):
             if not neutral(u):
-                return "union", False, (
-                    f"{call} = {u!r} is not neutral under {add.name!r}: zero does not annihilate, so "
-                    "columns stored in only one row change the result and the union is needed"
+                return (
+                    "union",
+                    False,
+                    (
+                        f"{call} = {u!r} is not neutral under {add.name!r}: zero does not annihilate, so "
+                        "columns stored in only one row change the result and the union is needed"
+                    ),
                 )
     return "intersection", True, "mult annihilates at zero"
 

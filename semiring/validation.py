@@ -44,7 +44,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
             raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__name__}")
         try:
             dense = np.asarray(A)
-        except Exception as exc:  # ragged lists and such
+        except (TypeError, ValueError) as exc:  # ragged lists and such
             raise TypeError(f"{name} must be a sparse matrix or a 2-D array: {exc}") from None
         if dense.ndim != 2:
             raise ValueError(
@@ -76,9 +76,7 @@ def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
         return np.dtype(np.float32)
     if dtype.kind in "biu":
         return np.dtype(np.float64)
-    raise TypeError(
-        f"{name} has dtype {dtype}; values must be real numbers (float32, float64, integer or bool)"
-    )
+    raise TypeError(f"{name} has dtype {dtype}; values must be real numbers (float32, float64, integer or bool)")
 
 
 def _check_structure(A: sp.csr_matrix, name: str) -> None:
@@ -121,7 +119,9 @@ def check_nonnegative(A: sp.csr_matrix, name: str, metric: str) -> None:
 def check_mask(mask, shape: tuple[int, int]) -> sp.csr_matrix:
     """The mask's pattern as canonical CSR; its values are ignored (structural mask)."""
     if not sp.issparse(mask):
-        raise TypeError(f"mask must be a SciPy sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}")
+        raise TypeError(
+            f"mask must be a SciPy sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}"
+        )
     if mask.shape != shape:
         raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
     M = _as_csr_matrix(mask.tocsr() if mask.format != "csr" else mask)

@@ -11,11 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
+from strategies import dense, sparse_pair
 
 import distances
 from distances.specs import DISTANCES
-
-from strategies import dense, sparse_pair
 
 NONNEGATIVE = {d.name for d in DISTANCES if d.nonnegative}
 
@@ -53,9 +52,9 @@ def oracle(name: str, Xd: np.ndarray, Yd: np.ndarray, **params) -> np.ndarray:
 
 def tolerances(name: str, dtype) -> dict:
     if dtype == np.float32:
-        return dict(rtol=1e-4, atol=1e-6)
+        return {"rtol": 1e-4, "atol": 1e-6}
     # 1 - x·y/(|x||y|) near 0 cancels in SciPy itself: its own error is ~1e-16 there.
-    return dict(rtol=1e-9, atol=1e-12 if name in ("cosine", "correlation") else 0.0)
+    return {"rtol": 1e-9, "atol": 1e-12 if name in ("cosine", "correlation") else 0.0}
 
 
 def constant_rows(A: np.ndarray) -> np.ndarray:
@@ -99,15 +98,27 @@ def test_minkowski_odd_p_takes_absolute_value():
 def test_minkowski_p_inf_is_chebyshev(rng):
     X = sp.random(6, 9, density=0.4, random_state=1, format="csr")
     np.testing.assert_array_equal(
-        distances.pairwise_distances(X, metric="minkowski", p=np.inf), distances.pairwise_distances(X, metric="chebyshev")
+        distances.pairwise_distances(X, metric="minkowski", p=np.inf),
+        distances.pairwise_distances(X, metric="chebyshev"),
     )
 
 
-@pytest.mark.parametrize("alias, name", [("manhattan", "cityblock"), ("l1", "cityblock"), ("l2", "euclidean"),
-                                         ("linf", "chebyshev"), ("dot", "inner_product"), ("EUCLIDEAN", "euclidean")])
+@pytest.mark.parametrize(
+    "alias, name",
+    [
+        ("manhattan", "cityblock"),
+        ("l1", "cityblock"),
+        ("l2", "euclidean"),
+        ("linf", "chebyshev"),
+        ("dot", "inner_product"),
+        ("EUCLIDEAN", "euclidean"),
+    ],
+)
 def test_aliases(alias, name):
     X = sp.random(5, 7, density=0.5, random_state=3, format="csr")
-    np.testing.assert_array_equal(distances.pairwise_distances(X, metric=alias), distances.pairwise_distances(X, metric=name))
+    np.testing.assert_array_equal(
+        distances.pairwise_distances(X, metric=alias), distances.pairwise_distances(X, metric=name)
+    )
 
 
 def test_y_none_is_x_against_itself():
@@ -169,11 +180,21 @@ def test_empty_matrices_and_zero_columns():
     np.testing.assert_array_equal(distances.pairwise_distances(no_cols, metric="cityblock"), np.zeros((3, 3)))
 
 
-@pytest.mark.parametrize("convert", [
-    lambda A: A, lambda A: A.tocsc(), lambda A: A.tocoo(), lambda A: sp.csr_array(A), lambda A: sp.coo_array(A),
-    lambda A: A.toarray(), lambda A: A.toarray().tolist(), lambda A: A.astype(np.int64),
-    lambda A: (A != 0),
-], ids=["csr", "csc", "coo", "csr_array", "coo_array", "ndarray", "list", "int64 values", "bool values"])
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda A: A,
+        lambda A: A.tocsc(),
+        lambda A: A.tocoo(),
+        lambda A: sp.csr_array(A),
+        lambda A: sp.coo_array(A),
+        lambda A: A.toarray(),
+        lambda A: A.toarray().tolist(),
+        lambda A: A.astype(np.int64),
+        lambda A: A != 0,
+    ],
+    ids=["csr", "csc", "coo", "csr_array", "coo_array", "ndarray", "list", "int64 values", "bool values"],
+)
 def test_input_forms(convert):
     A = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 0], [3, 4, 0]]))
     got = distances.pairwise_distances(convert(A), metric="cityblock")

@@ -55,16 +55,19 @@ def test_ieee_semantics_no_exceptions():
     assert binary_op("min(x, y)")(math.nan, 2.0) == 2.0  # fmin ignores NaN, as CUDA's fmin
 
 
-@pytest.mark.parametrize("source, match", [
-    ("x @ y", "unsupported syntax"),
-    ("foo(x)", "unsupported function"),
-    ("x < y < 1", "one comparison at a time"),
-    ("z + 1", "unknown name 'z'"),
-    ("x +", "cannot parse"),
-    ("sqrt(x, y)", "takes 1 argument"),
-    ("x.real", "unsupported syntax"),
-    ("'a'", "unsupported syntax"),
-])
+@pytest.mark.parametrize(
+    "source, match",
+    [
+        ("x @ y", "unsupported syntax"),
+        ("foo(x)", "unsupported function"),
+        ("x < y < 1", "one comparison at a time"),
+        ("z + 1", "unknown name 'z'"),
+        ("x +", "cannot parse"),
+        ("sqrt(x, y)", "takes 1 argument"),
+        ("x.real", "unsupported syntax"),
+        ("'a'", "unsupported syntax"),
+    ],
+)
 def test_refused_expressions(source, match):
     with pytest.raises(E.ExpressionError, match=match):
         binary_op(source)
@@ -84,17 +87,20 @@ def test_refused_functions():
 
 
 def test_bindings_substitute():
-    node, text = E.parse("d = x - y; d * d", ("x", "y"))
+    _, text = E.parse("d = x - y; d * d", ("x", "y"))
     assert text == "(x - y) * (x - y)"
 
 
 # ----------------------------------------------------------------- CPU form == CUDA form
 
+
 def _cases():
     """(label, tree, variables, params, input rows) for every expression the kernels render."""
     grid = [0.0, *PROBES[::2]]
     pairs = list(itertools.product(grid, grid))
-    cases = [(f"op {name}", op.tree, ("x", "y"), op.param_names, pairs, op.param_values) for name, op in BINARY_OPS.items()]
+    cases = [
+        (f"op {name}", op.tree, ("x", "y"), op.param_names, pairs, op.param_values) for name, op in BINARY_OPS.items()
+    ]
     for d in DISTANCES:
         for k, sr in enumerate(d.terms):
             values = np.array([d.params.get(p, 2.0) for p in sr.mult.param_names])
@@ -102,8 +108,16 @@ def _cases():
         rng = np.random.default_rng(len(d.name))
         rows = [tuple(r) for r in rng.uniform(-1, 3, size=(40, len(EXPANSION_VARIABLES)))]
         rows += [tuple(0.0 for _ in EXPANSION_VARIABLES), tuple(1.0 for _ in EXPANSION_VARIABLES)]
-        cases.append((f"{d.name} expansion", d.expansion_tree, EXPANSION_VARIABLES, d.param_names, rows,
-                      np.array(list(d.params.values()) or [], dtype=float)))
+        cases.append(
+            (
+                f"{d.name} expansion",
+                d.expansion_tree,
+                EXPANSION_VARIABLES,
+                d.param_names,
+                rows,
+                np.array(list(d.params.values()) or [], dtype=float),
+            )
+        )
     for name, text in NORMS.items():
         cases.append((f"norm {name}", E.parse(text, ("x",))[0], ("x",), (), [(v,) for v in grid], np.zeros(0)))
     return cases
@@ -112,9 +126,16 @@ def _cases():
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
 def test_cuda_form_equals_python_form(tmp_path):
     cases = _cases()
-    lines = ["#include <cmath>", "#include <cstdio>", "#include <limits>", "using namespace std;", "typedef double T;",
-             "static double sr_inf() { return numeric_limits<double>::infinity(); }",
-             "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }", "int main() {"]
+    lines = [
+        "#include <cmath>",
+        "#include <cstdio>",
+        "#include <limits>",
+        "using namespace std;",
+        "typedef double T;",
+        "static double sr_inf() { return numeric_limits<double>::infinity(); }",
+        "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }",
+        "int main() {",
+    ]
     for k, (label, tree, variables, params, rows, values) in enumerate(cases):
         names = {v: v for v in variables}
         names.update({p: f"T(params[{i}])" for i, p in enumerate(params)})
@@ -122,7 +143,7 @@ def test_cuda_form_equals_python_form(tmp_path):
         lines.append(f"  {{ double params[] = {{{', '.join(repr(float(v)) for v in values) or '0'}}};")
         for row in rows:
             decl = " ".join(f"double {v} = {float(x)!r};" for v, x in zip(variables, row))
-            lines.append(f"    {{ {decl} printf(\"%.17g\\n\", (double)({body})); }}")
+            lines.append(f'    {{ {decl} printf("%.17g\\n", (double)({body})); }}')
         lines.append("  }")
     lines.append("  return 0; }")
     src = tmp_path / "forms.cpp"

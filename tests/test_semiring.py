@@ -20,28 +20,28 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import sparse_pair
 
 import semiring
 from semiring import Monoid, Semiring, binary_op, monoid
-
-from strategies import sparse_pair
 
 gb_monoids = {"plus": gb.monoid.plus, "min": gb.monoid.min, "max": gb.monoid.max, "times": gb.monoid.times}
 
 
 def to_gb(A: sp.csr_matrix) -> gb.Matrix:
     coo = A.tocoo()
-    return gb.Matrix.from_coo(coo.row, coo.col, coo.data.astype(np.float64), nrows=A.shape[0], ncols=A.shape[1],
-                              dtype=gb.dtypes.FP64)
+    return gb.Matrix.from_coo(
+        coo.row, coo.col, coo.data.astype(np.float64), nrows=A.shape[0], ncols=A.shape[1], dtype=gb.dtypes.FP64
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gb_op(func):
     """A graphblas UDF (numba-compiled for every dtype: slow, so once per function)."""
     return gb.binary.register_anonymous(func)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gb_semiring(add: str, mult):
     op = mult if isinstance(mult, gb.core.operator.BinaryOp) else gb_op(mult)
     return gb.semiring.register_anonymous(gb_monoids[add], op)
@@ -163,8 +163,9 @@ UNION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("add, func, make", UNION_CASES, ids=["plus_absdiff", "max_absdiff", "plus_sqdiff",
-                                                              "plus_custom", "max_custom"])
+@pytest.mark.parametrize(
+    "add, func, make", UNION_CASES, ids=["plus_absdiff", "max_absdiff", "plus_sqdiff", "plus_custom", "max_custom"]
+)
 @given(data=st.data())
 def test_union_semirings_match_graphblas_ewise_union(add, func, make, data):
     X, Y = data.draw(sparse_pair(max_rows=5))

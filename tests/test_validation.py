@@ -66,14 +66,23 @@ def test_minkowski_p_type_and_unknown_params():
         distances.pairwise_distances(small(), metric="euclidean", w=np.ones(3))
 
 
-@pytest.mark.parametrize("bad", [np.array([["a", "b"]]), np.array([[1 + 2j, 0]]), np.array([[None, 1.0]], dtype=object)])
+@pytest.mark.parametrize(
+    "bad", [np.array([["a", "b"]]), np.array([[1 + 2j, 0]]), np.array([[None, 1.0]], dtype=object)]
+)
 def test_wrong_dtypes(bad):
     with pytest.raises(TypeError, match="X has dtype .*values must be real numbers"):
         distances.pairwise_distances(bad)
 
 
-@pytest.mark.parametrize("bad, match", [(np.ones(3), "X must be 2-D"), (np.ones((2, 2, 2)), "X must be 2-D"),
-                                        ("abc", "X must be a sparse matrix"), (None, "X must be a sparse matrix")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.ones(3), "X must be 2-D"),
+        (np.ones((2, 2, 2)), "X must be 2-D"),
+        ("abc", "X must be a sparse matrix"),
+        (None, "X must be a sparse matrix"),
+    ],
+)
 def test_wrong_shapes_and_types(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         distances.pairwise_distances(bad)
@@ -116,8 +125,9 @@ def test_unsorted_and_duplicate_indices_are_canonicalised_on_a_copy(metric):
     before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
     got = distances.pairwise_distances(A, metric=metric)
     dense = np.array([[5.0, 0.0, 3.0], [0.0, 4.0, 0.0]])
-    np.testing.assert_allclose(got, cdist(dense != 0, dense != 0, metric) if metric == "jaccard" else cdist(dense, dense, metric),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        got, cdist(dense != 0, dense != 0, metric) if metric == "jaccard" else cdist(dense, dense, metric), rtol=1e-12
+    )
     for now, then in zip((A.data, A.indices, A.indptr), before):
         np.testing.assert_array_equal(now, then)
 
@@ -127,7 +137,11 @@ def test_no_input_is_modified():
     X = sp.random(6, 8, density=0.4, format="csr", random_state=1, dtype=np.float32)
     Y = sp.random(5, 8, density=0.4, format="coo", random_state=2)
     D = rng.random((4, 8))
-    snapshots = [(X.data.copy(), X.indices.copy(), X.indptr.copy()), (Y.data.copy(), Y.row.copy(), Y.col.copy()), D.copy()]
+    snapshots = [
+        (X.data.copy(), X.indices.copy(), X.indptr.copy()),
+        (Y.data.copy(), Y.row.copy(), Y.col.copy()),
+        D.copy(),
+    ]
     for metric in distances.METRICS:
         distances.pairwise_distances(X, Y, metric=metric)
         distances.pairwise_distances(D, X, metric=metric)
