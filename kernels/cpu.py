@@ -5,14 +5,20 @@ rendered to scalar Python (``semiring.expr.render_python``), compiled by numba
 and inlined into the skeleton through a closure, so one skeleton serves every
 semiring and the compiled code has no per-element call overhead.
 
-Strategy (rows of X against rows of Y, no transpose of either):
-a worker takes a block of X rows; for each row it scatters the row into a dense
-scratch vector indexed by column (values, plus a stamp saying "stored in row
-i", so explicitly stored zeros count as stored), then streams the rows of Y
-through it.  Intersection semirings touch only Y's nonzeros; union semirings
-add a second pass over the X row for the columns Y's row did not hit.  Huge,
-sparse column spaces are first compacted to the columns that occur, so the
-scratch stays small (see ``compact_columns``).
+Strategies (rows of X against rows of Y; Y is streamed as stored, never transposed):
+
+* intersection, dense result — ``inverted_kernel``: a block of X rows is
+  indexed by column (bounded memory: one block at a time), then each Y row's
+  nonzeros walk the X rows sharing their column, so only products that exist
+  are formed, as in SpGEMM, and sums land in a cache-resident tile.
+* union, and every masked product — a worker scatters one X row into a dense
+  scratch vector indexed by column (values, plus a stamp saying "stored in row
+  i", so explicitly stored zeros count as stored) and streams Y rows through
+  it; a union adds a second pass over the X row for the columns the Y row did
+  not hit (by structure, so a stored zero is counted once).
+
+Huge, sparse column spaces are first compacted to the columns that occur, so
+per-column arrays stay small (see ``compact_columns``).
 
 Values are accumulated in float64 whatever the input type.
 """
@@ -64,9 +70,38 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
         return acc
 
     @njit(parallel=True, **JIT)
+    def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
+        # Intersection only: each product x*y of a shared column is formed once
+        # (as in SpGEMM), by walking, for each nonzero of a Y row, the X rows
+        # holding that column.  The index is built per block of X rows, so its
+        # memory stays bounded; Y is streamed as stored, never transposed.
+        m, p = xp.size - 1, yp.size - 1
+        for x0 in range(0, m, X_BLOCK):
+            x1 = min(m, x0 + X_BLOCK)
+            colptr, crow, cval = _invert_rows(xp, xi, xv, x0, x1, ncols)
+            ntiles = (p + Y_TILE - 1) // Y_TILE
+            nchunks = min(ntiles, 8 * numba.get_num_threads())
+            for chunk in prange(nchunks):
+                acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
+                for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
+                    j0 = tile * Y_TILE
+                    nj = min(Y_TILE, p - j0)
+                    acc[:nj] = start
+                    for jj in range(nj):
+                        for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
+                            c = yi[s]
+                            y = np.float64(yv[s])
+                            for q in range(colptr[c], colptr[c + 1]):
+                                r = crow[q]
+                                acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
+                    for r in range(x1 - x0):
+                        for jj in range(nj):
+                            out[x0 + r, j0 + jj] = acc[jj, r]
+
+    @njit(parallel=True, **JIT)
     def dense_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
         m, p = xp.size - 1, yp.size - 1
-        nblocks = min(m, 8 * numba.get_num_threads())
+        nblocks = min(m, 2 * numba.get_num_threads())  # each block allocates scratch of ncols
         for b in prange(nblocks):
             dense = np.zeros(ncols, np.float64)
             stamp = np.full(ncols, -1, np.int64)
@@ -81,7 +116,7 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
     @njit(parallel=True, **JIT)
     def masked_kernel(xp, xi, xv, yp, yi, yv, mp, mi, ncols, start, params, out):
         m = xp.size - 1
-        nblocks = min(m, 8 * numba.get_num_threads())
+        nblocks = min(m, 2 * numba.get_num_threads())  # each block allocates scratch of ncols
         for b in prange(nblocks):
             dense = np.zeros(ncols, np.float64)
             stamp = np.full(ncols, -1, np.int64)
@@ -95,24 +130,71 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
                 for s in range(mp[i], mp[i + 1]):
                     out[s] = row_pair(i, mi[s], xp, xi, xv, yp, yi, yv, dense, stamp, hit, s, start, params)
 
-    return dense_kernel, masked_kernel
+    return (dense_kernel if union else inverted_kernel), masked_kernel
+
+
+# Rows of X indexed per block, and Y rows per tile of the inverted kernel: a
+# tile's sums (Y_TILE x X_BLOCK float64 = 128 KiB) stay in L2.
+X_BLOCK = 1024
+Y_TILE = 16
+
+
+@njit(**JIT)
+def _invert_rows(xp, xi, xv, x0, x1, ncols):
+    """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0)."""
+    colptr = np.zeros(ncols + 1, np.int64)
+    for k in range(xp[x0], xp[x1]):
+        colptr[xi[k] + 1] += 1
+    for c in range(ncols):
+        colptr[c + 1] += colptr[c]
+    fill = colptr[:-1].copy()
+    crow = np.empty(xp[x1] - xp[x0], np.int32)
+    cval = np.empty(xp[x1] - xp[x0], np.float64)
+    for i in range(x0, x1):
+        for k in range(xp[i], xp[i + 1]):
+            pos = fill[xi[k]]
+            crow[pos] = i - x0
+            cval[pos] = xv[k]
+            fill[xi[k]] += 1
+    return colptr, crow, cval
 
 
 def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, int]:
     """Column indices of X and Y renumbered onto the columns that occur in either.
 
-    The renumbering is monotone, so rows stay sorted; the scratch vectors then
+    The renumbering is monotone, so rows stay sorted; per-column arrays then
     have one slot per occurring column instead of one per column of the space.
-    Used only when the space is much wider than the data (a hashed feature
-    space of 2**30 columns, say).
+    Used when the space is much wider than the data: a hashed feature space of
+    2**40 columns, or EDGAR-like data with 858,000 columns and a few nonzeros
+    per row, where per-column scratch would cost more than the products.
     """
     ncols = X.shape[1]
-    if ncols <= max(1 << 16, 2 * (X.nnz + Y.nnz)):
+    nnz = X.indptr[-1] + (0 if Y is X else Y.indptr[-1])
+    if ncols <= max(1 << 14, 4 * nnz):
         return X.indices, Y.indices, ncols
-    used = np.union1d(X.indices[: X.nnz], Y.indices[: Y.nnz])
-    xi = np.searchsorted(used, X.indices).astype(X.indices.dtype)
-    yi = xi if Y is X else np.searchsorted(used, Y.indices).astype(Y.indices.dtype)
-    return xi, yi, max(int(used.size), 1)
+    xi, yi = X.indices[: X.indptr[-1]], Y.indices[: Y.indptr[-1]]
+    if ncols <= 1 << 26:  # a marker per column: linear time, no sort
+        new = _renumber(xi, yi, ncols)
+        xi_new = new[xi].astype(xi.dtype)
+        yi_new = xi_new if Y is X else new[yi].astype(yi.dtype)
+        return xi_new, yi_new, max(int(new[-1]), 1)
+    used = np.union1d(xi, yi)
+    xi_new = np.searchsorted(used, xi).astype(xi.dtype)
+    yi_new = xi_new if Y is X else np.searchsorted(used, yi).astype(yi.dtype)
+    return xi_new, yi_new, max(int(used.size), 1)
+
+
+@njit(**JIT)
+def _renumber(xi, yi, ncols):
+    """new[c] = number of occurring columns before c; new[ncols] = how many occur."""
+    new = np.zeros(ncols + 1, np.int64)
+    for c in xi:
+        new[c + 1] = 1
+    for c in yi:
+        new[c + 1] = 1
+    for c in range(ncols):
+        new[c + 1] += new[c]
+    return new
 
 
 def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_matrix | None = None):
