@@ -15,14 +15,6 @@ from semiring.ops import Semiring
 from .specs import NORMS, Distance, get_metric
 
 
-def _engine(name: str):
-    if name == "cpu":
-        from kernels import cpu
-
-        return cpu
-    raise RuntimeError(f"no engine for backend {name!r}")  # resolve() refuses unusable backends first
-
-
 def _check_params(spec: Distance, params: dict) -> dict:
     unknown = set(params) - set(spec.params)
     if unknown:
@@ -77,7 +69,7 @@ def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "
     values = _check_params(spec, params)
     if spec.name == "minkowski" and math.isinf(values["p"]):
         spec, values = get_metric("chebyshev"), {}
-    engine = _engine(_backend.resolve(backend))
+    engine = _backend.engine(backend)
     X, Y = validation.check_pair(X, Y)
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
@@ -88,32 +80,34 @@ def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "
 
 def _compute(engine, spec: Distance, values: dict, X, Y, dtype) -> np.ndarray:
     m, p, n = X.shape[0], Y.shape[0], X.shape[1]
+    acc = engine.accumulate_dtype(dtype)  # float64 on the CPU; the result's type on the GPU
     param_array = np.array(list(values.values()), dtype=np.float64)
-    Xp = prepare(X, spec.prepare)
-    Yp = Xp if Y is X else prepare(Y, spec.prepare)
-    xnorms = [engine.row_norm(Xp, _norm_tree(name)) for name in spec.norms]
-    ynorms = xnorms if Yp is Xp else [engine.row_norm(Yp, _norm_tree(name)) for name in spec.norms]
-    terms = [engine.pairwise(Xp, Yp, _bind(sr, values), np.float64) for sr in spec.terms]
+    Xp = engine.to_device(prepare(X, spec.prepare))
+    Yp = Xp if Y is X else engine.to_device(prepare(Y, spec.prepare))
+    xnorms = [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
+    ynorms = xnorms if Yp is Xp else [engine.row_norm(Yp, _norm_tree(name), acc) for name in spec.norms]
+    terms = [engine.pairwise(Xp, Yp, _bind(sr, values), acc) for sr in spec.terms]
     flagged = None
     if spec.refine is not None and m and p:
         when = _expr.parse(spec.refine.when, engine.EXPANSION_VARIABLES)[0]
-        flag = engine.expand(when, (), param_array, terms, xnorms, ynorms, n, np.empty((m, p)))
-        flagged = sp.csr_matrix(flag != 0)
-    # One float64 term and a float64 result: expand in place, no second m×p buffer.
-    out = terms[0] if (len(terms) == 1 and dtype == np.float64) else np.empty((m, p), dtype)
+        flag = engine.expand(when, (), param_array, terms, xnorms, ynorms, n, engine.empty((m, p), acc))
+        flagged = engine.mask_from_flags(flag)
+    # One term already in the result's type: expand in place, no second m×p buffer.
+    out = terms[0] if (len(terms) == 1 and acc == dtype) else engine.empty((m, p), dtype)
     engine.expand(spec.expansion_tree, spec.param_names, param_array, terms, xnorms, ynorms, n, out)
-    if flagged is not None and flagged.nnz:
-        _refine(engine, spec, Xp, Yp, flagged, out)
-    return out
+    if flagged is not None and engine.mask_size(flagged):
+        _refine(engine, spec, Xp, Yp, flagged, out, acc)
+    return engine.to_host(out)
 
 
-def _refine(engine, spec: Distance, X, Y, flagged: sp.csr_matrix, out: np.ndarray) -> None:
+def _refine(engine, spec: Distance, X, Y, flagged, out, acc) -> None:
     """Recompute the flagged entries exactly (see ``Refinement``)."""
-    exact = engine.pairwise(X, Y, spec.refine.semiring, np.float64, mask=flagged)
+    exact = engine.pairwise(X, Y, spec.refine.semiring, acc, mask=flagged)
     tree = _expr.parse(spec.refine.expansion, engine.EXPANSION_VARIABLES)[0]
-    fixed = engine.expand(tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], np.empty((1, exact.size)))
-    rows = np.repeat(np.arange(flagged.shape[0]), np.diff(flagged.indptr))
-    out[rows, flagged.indices] = fixed[0]
+    fixed = engine.expand(
+        tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], engine.empty((1, exact.size), acc)
+    )
+    engine.scatter(out, flagged, fixed[0])
 
 
 def _bind(sr: Semiring, values: dict) -> Semiring:

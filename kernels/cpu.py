@@ -219,6 +219,44 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_mat
     return out
 
 
+# --------------------------------------------------------------------------- the engine interface
+# The same functions as the GPU engine (kernels.cuda): on the CPU "the device" is host memory.
+
+
+def to_device(A: sp.csr_matrix) -> sp.csr_matrix:
+    return A
+
+
+def to_host(a):
+    return a
+
+
+def empty(shape, dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def accumulate_dtype(result_dtype) -> np.dtype:
+    """The CPU engine accumulates in float64 whatever the input type."""
+    return np.dtype(np.float64)
+
+
+def mask_from_flags(flag: np.ndarray) -> sp.csr_matrix:
+    return sp.csr_matrix(flag != 0)
+
+
+def mask_from_csr(M: sp.csr_matrix) -> sp.csr_matrix:
+    return M
+
+
+def mask_size(mask: sp.csr_matrix) -> int:
+    return mask.nnz
+
+
+def scatter(out: np.ndarray, mask: sp.csr_matrix, values: np.ndarray) -> None:
+    rows = np.repeat(np.arange(mask.shape[0]), np.diff(mask.indptr))
+    out[rows, mask.indices] = values
+
+
 # --------------------------------------------------------------------------- row norms and expansions
 
 
@@ -238,8 +276,8 @@ def _row_reduce_kernel(tree: _expr.Node):
     return kernel
 
 
-def row_norm(A: sp.csr_matrix, tree: _expr.Node) -> np.ndarray:
-    """``Σ_k f(A[i, k])`` over each row's stored values, in float64."""
+def row_norm(A: sp.csr_matrix, tree: _expr.Node, dtype=np.float64) -> np.ndarray:
+    """``Σ_k f(A[i, k])`` over each row's stored values, in float64 (``dtype`` is for the GPU's sake)."""
     out = np.zeros(A.shape[0], np.float64)
     if A.shape[0]:
         _row_reduce_kernel(tree)(A.indptr, A.data, out)

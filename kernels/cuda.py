@@ -1,10 +1,18 @@
-"""The one module that talks to the CUDA toolchain (NVRTC through ``cuda-bindings``).
+"""The one module that talks to the CUDA toolchain: NVRTC (``cuda-bindings``) and CuPy.
 
 Compiling needs no GPU: CI compiles every rendered kernel for ``sm_90`` here.
+The GPU engine below loads the compiled kernels with CuPy and runs them; it has
+the same interface as ``kernels.cpu``.  CuPy is imported only when a GPU is used.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import cuda_source
 from .cuda_source import KernelSource
 
 DEFAULT_ARCH = "sm_90"
@@ -54,3 +62,188 @@ def compile_kernel(kernel: KernelSource, arch: str = DEFAULT_ARCH, options: tupl
         return cubin
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+# --------------------------------------------------------------------------- the GPU engine (CuPy)
+#
+# The same interface as ``kernels.cpu``: the distances driver and
+# ``semiring.pairwise`` call these without knowing which engine runs.  Arrays
+# stay on the device between steps; only ``to_host`` copies back.
+EXPANSION_VARIABLES = tuple(cuda_source.EXPANSION_ARGS)
+THREADS = 256
+
+_FUNCTIONS: dict = {}
+
+
+def unavailable_reason() -> str | None:
+    """Why the GPU engine cannot run here, or None when it can."""
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed (pip install 'sparse-semirings[cuda]')"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError and driver errors alike
+        return f"no usable CUDA device ({exc})"
+    if count == 0:
+        return "no CUDA device"
+    try:
+        from cuda.bindings import nvrtc  # noqa: F401
+    except ImportError:
+        return "NVRTC bindings are not installed (pip install cuda-bindings)"
+    return None
+
+
+def device_arch() -> str:
+    import cupy
+
+    return "sm_" + cupy.cuda.Device().compute_capability  # e.g. "90"
+
+
+def _function(kernel: cuda_source.KernelSource):
+    """The loaded kernel, compiled once per (source, architecture) in this process."""
+    import cupy
+
+    arch = device_arch()
+    key = (hashlib.sha256(kernel.source.encode()).hexdigest(), arch)
+    if key not in _FUNCTIONS:
+        module = cupy.cuda.function.Module()
+        module.load(compile_kernel(kernel, arch))
+        _FUNCTIONS[key] = (module, module.get_function(kernel.name))  # the module must outlive the function
+    return _FUNCTIONS[key][1]
+
+
+def _launch(kernel: cuda_source.KernelSource, count: int, args: tuple, threads: int = THREADS) -> None:
+    if count:
+        _function(kernel)(((count + threads - 1) // threads,), (threads,), args)
+
+
+@dataclass
+class DeviceCSR:
+    """A CSR matrix whose arrays live on the GPU."""
+
+    indptr: object
+    indices: object
+    data: object
+    shape: tuple[int, int]
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+
+def to_device(A) -> DeviceCSR:
+    import cupy
+
+    nnz = int(A.indptr[-1])
+    return DeviceCSR(cupy.asarray(A.indptr), cupy.asarray(A.indices[:nnz]), cupy.asarray(A.data[:nnz]), A.shape)
+
+
+def to_host(a):
+    return a.get()
+
+
+def empty(shape, dtype):
+    import cupy
+
+    return cupy.empty(shape, dtype=dtype)
+
+
+def accumulate_dtype(result_dtype) -> np.dtype:
+    """The GPU accumulates in the result's type (float32 for float32 input)."""
+    return np.dtype(result_dtype)
+
+
+def _names(dtype) -> tuple[str, object]:
+    return ("float32", np.float32) if np.dtype(dtype) == np.float32 else ("float64", np.float64)
+
+
+def _indices(*arrays) -> tuple[str, list]:
+    """One index type for every array of a launch: int32 when all are, else int64."""
+    if all(a.dtype == np.int32 for a in arrays):
+        return "int32", list(arrays)
+    return "int64", [a.astype(np.int64, copy=False) for a in arrays]
+
+
+def _params(values) -> object:
+    import cupy
+
+    values = np.asarray(values, dtype=np.float64)
+    return cupy.asarray(values if values.size else np.zeros(1))
+
+
+def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
+    """Dense ``(m, p)`` result, or the values at ``mask`` = (rows, cols) on the device."""
+    import cupy
+
+    value_type, T = _names(out_dtype)
+    xv, yv = X.data.astype(T, copy=False), Y.data.astype(T, copy=False)
+    start = T(sr.start(X.shape[1]))
+    if mask is None:
+        index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
+        m, p = X.shape[0], Y.shape[0]
+        out = cupy.empty((m, p), dtype=T)
+        kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=False)
+        _launch(kernel, m * p, (xp, xi, xv, yp, yi, yv, np.int64(m), np.int64(p), start, _params(sr.params), out))
+        return out
+    rows, cols = mask
+    index_type, (xp, xi, yp, yi, rows, cols) = _indices(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
+    out = cupy.empty(rows.size, dtype=T)
+    kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=True)
+    _launch(
+        kernel, rows.size, (xp, xi, xv, yp, yi, yv, rows, cols, np.int64(rows.size), start, _params(sr.params), out)
+    )
+    return out
+
+
+def _label(tree) -> str:
+    return "e" + hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
+
+
+def row_norm(A: DeviceCSR, tree, dtype=np.float64):
+    import cupy
+
+    value_type, T = _names(dtype)
+    index_type, (indptr,) = _indices(A.indptr)
+    out = cupy.zeros(A.shape[0], dtype=T)
+    kernel = cuda_source.render_row_norm(tree, _label(tree), value_type, index_type)
+    _launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(T, copy=False), np.int64(A.shape[0]), out))
+    return out
+
+
+def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
+    """``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)`` on the device; ``out`` is 2-D."""
+    value_type, T = _names(out.dtype)
+    m, p = out.shape
+    dummy = empty(1, T)  # stands for the inputs this expansion does not read
+    c = [a.astype(T, copy=False) for a in terms] + [dummy] * (2 - len(terms))
+    nx = [a.astype(T, copy=False) for a in xnorms] + [dummy] * (2 - len(xnorms))
+    ny = [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
+    kernel = cuda_source.render_expansion(tree, tuple(param_names), _label(tree), value_type)
+    args = (*c, *nx, *ny, np.int64(m), np.int64(p), np.int64(ncols), _params(params), out)
+    _launch(kernel, m * p, args)
+    return out
+
+
+def mask_from_flags(flag):
+    """The entries where ``flag`` is nonzero, as (rows, cols) in row-major order."""
+    import cupy
+
+    rows, cols = cupy.nonzero(flag)
+    return rows, cols
+
+
+def mask_from_csr(M):
+    import cupy
+
+    rows = np.repeat(np.arange(M.shape[0], dtype=M.indices.dtype), np.diff(M.indptr))
+    return cupy.asarray(rows), cupy.asarray(M.indices[: M.indptr[-1]])
+
+
+def mask_size(mask) -> int:
+    return int(mask[0].size)
+
+
+def scatter(out, mask, values) -> None:
+    rows, cols = mask
+    out[rows, cols] = values

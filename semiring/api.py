@@ -44,15 +44,14 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
            [3., 2.]])
     """
     sr = as_semiring(sr)
-    engine = _backend.resolve(backend)
+    engine = _backend.engine(backend)
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
-    if mask is not None:
-        M = validation.check_mask(mask, (X.shape[0], Y.shape[0]))
-    if engine == "cpu":
-        from kernels import cpu as impl
-    values = impl.pairwise(X, Y, sr, dtype, mask=None if mask is None else M)
-    if mask is None:
-        return values
+    M = None if mask is None else validation.check_mask(mask, (X.shape[0], Y.shape[0]))
+    Xd = engine.to_device(X)
+    Yd = Xd if Y is X else engine.to_device(Y)
+    if M is None:
+        return engine.to_host(engine.pairwise(Xd, Yd, sr, dtype))
+    values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.mask_from_csr(M)))
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
     return kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)

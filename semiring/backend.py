@@ -12,10 +12,9 @@ BACKENDS = ("auto", "cpu", "cuda")
 
 def cuda_unavailable_reason() -> str | None:
     """Why ``backend="cuda"`` cannot run here, or None when it can."""
-    return (
-        "the CUDA engine is not part of this version yet (the GPU kernels are rendered and "
-        "compile-tested, see kernels.cuda_source); use backend='cpu'"
-    )
+    from kernels import cuda
+
+    return cuda.unavailable_reason()
 
 
 def resolve(backend: str) -> str:
@@ -34,3 +33,15 @@ def resolve(backend: str) -> str:
 def available_backends() -> list[str]:
     """The concrete backends usable on this machine."""
     return ["cpu"] + ([] if cuda_unavailable_reason() else ["cuda"])
+
+
+def engine(backend: str):
+    """The engine module (``kernels.cpu`` or ``kernels.cuda``) for a request; see ``resolve``."""
+    name = resolve(backend)
+    if name == "cuda":
+        from kernels import cuda
+
+        return cuda
+    from kernels import cpu
+
+    return cpu

@@ -1,0 +1,95 @@
+"""The GPU engine against the CPU engine and the float64 oracles (marked ``gpu``; skipped without a GPU).
+
+Run on a GPU machine with ``python -m pytest -m gpu tests/test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import dense, sparse_pair
+from test_distances import NONNEGATIVE, constant_rows, oracle, tolerances
+
+import distances
+import semiring
+from distances.specs import DISTANCES
+from semiring import Semiring, binary_op, monoid
+from semiring.backend import cuda_unavailable_reason
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
+]
+
+
+def gpu_tolerances(name: str, dtype) -> dict:
+    if dtype == np.float32:  # the GPU accumulates float32 input in float32
+        return {"rtol": 2e-4, "atol": 2e-5}
+    return tolerances(name, dtype)
+
+
+@pytest.mark.parametrize("name", list(semiring.BUILTIN_SEMIRINGS))
+@given(data=st.data())
+def test_builtin_semirings_match_cpu_engine(name, data):
+    X, Y = data.draw(sparse_pair())
+    sr = getattr(semiring, name)
+    want = semiring.pairwise(X, Y, sr, backend="cpu")
+    got = semiring.pairwise(X, Y, sr, backend="cuda")
+    assert got.dtype == want.dtype and isinstance(got, np.ndarray)
+    rtol = 1e-5 if X.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-30)
+    M = sp.random(X.shape[0], Y.shape[0], density=0.4, format="csr", random_state=1)
+    got_m = semiring.pairwise(X, Y, sr, mask=M, backend="cuda")
+    np.testing.assert_array_equal(got_m.indices, M.indices)
+    rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    np.testing.assert_allclose(got_m.data, want[rows, M.indices], rtol=rtol, atol=1e-30)
+
+
+@given(data=st.data())
+def test_user_defined_semiring_on_gpu(data):
+    X, Y = data.draw(sparse_pair())
+    for sr in (
+        Semiring(monoid.plus, binary_op(lambda x, y: x * y / (1 + abs(x - y)))),
+        Semiring(monoid.max, binary_op("min(abs(x - y), c) if x != y else 0.0", c=1.5)),
+    ):
+        np.testing.assert_allclose(
+            semiring.pairwise(X, Y, sr, backend="cuda"),
+            semiring.pairwise(X, Y, sr, backend="cpu"),
+            rtol=1e-5 if X.dtype == np.float32 else 1e-12,
+            atol=1e-30,
+        )
+
+
+@pytest.mark.parametrize("name", [d.name for d in DISTANCES])
+@given(data=st.data())
+def test_metric_on_gpu_matches_oracle(name, data):
+    X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE))
+    got = distances.pairwise_distances(X, Y, metric=name, backend="cuda")
+    Xd, Yd = dense(X), dense(Y)
+    ref = oracle(name, Xd, Yd)
+    dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
+    assert got.dtype == dtype
+    if name == "correlation":
+        ill = constant_rows(Xd)[:, None] | constant_rows(Yd)[None, :]
+        got, ref = got[~ill], ref[~ill]
+    np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=name, **gpu_tolerances(name, dtype))
+
+
+def test_larger_inputs_and_skewed_rows():
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 5000, density=0.01, format="csr", random_state=2)
+    X = sp.vstack([X, sp.csr_matrix(rng.random((2, 5000)))], format="csr")  # two dense rows
+    for metric in ("cosine", "euclidean", "cityblock", "jensenshannon", "chebyshev"):
+        got = distances.pairwise_distances(X, metric=metric, backend="cuda")
+        want = distances.pairwise_distances(X, metric=metric, backend="cpu")
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True, err_msg=metric)
+
+
+def test_auto_picks_the_gpu():
+    assert semiring.available_backends() == ["cpu", "cuda"]
+    from semiring.backend import resolve
+
+    assert resolve("auto") == "cuda"
