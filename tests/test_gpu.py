@@ -39,7 +39,7 @@ def test_builtin_semirings_match_cpu_engine(name, data):
     want = semiring.pairwise(X, Y, sr, backend="cpu")
     got = semiring.pairwise(X, Y, sr, backend="cuda")
     assert got.dtype == want.dtype and isinstance(got, np.ndarray)
-    rtol = 1e-5 if X.dtype == np.float32 else 1e-12
+    rtol = 1e-4 if X.dtype == np.float32 else 1e-12  # float32 accumulates in float32 on the GPU
     np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-30)
     M = sp.random(X.shape[0], Y.shape[0], density=0.4, format="csr", random_state=1)
     got_m = semiring.pairwise(X, Y, sr, mask=M, backend="cuda")
@@ -58,7 +58,7 @@ def test_user_defined_semiring_on_gpu(data):
         np.testing.assert_allclose(
             semiring.pairwise(X, Y, sr, backend="cuda"),
             semiring.pairwise(X, Y, sr, backend="cpu"),
-            rtol=1e-5 if X.dtype == np.float32 else 1e-12,
+            rtol=1e-4 if X.dtype == np.float32 else 1e-12,
             atol=1e-30,
         )
 
