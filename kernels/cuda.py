@@ -114,8 +114,20 @@ def _function(kernel: cuda_source.KernelSource):
 
 
 def _launch(kernel: cuda_source.KernelSource, count: int, args: tuple, threads: int = THREADS) -> None:
+    """Run ``kernel`` on ``count`` threads.
+
+    A raw kernel receives only each array's data pointer, so every array goes in
+    C-contiguous: views such as the rows and columns ``cupy.nonzero`` returns are
+    strided, and a kernel indexing them as dense would read the wrong entries.
+    """
+    import cupy
+
+    *inputs, out = args  # by convention the output is the last argument: it must not be copied
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{kernel.name}: the output array must be C-contiguous")
     if count:
-        _function(kernel)(((count + threads - 1) // threads,), (threads,), args)
+        inputs = [cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in inputs]
+        _function(kernel)(((count + threads - 1) // threads,), (threads,), (*inputs, out))
 
 
 @dataclass
