@@ -90,8 +90,7 @@ def _compute(engine, spec: Distance, values: dict, X, Y, dtype) -> np.ndarray:
     flagged = None
     if spec.refine is not None and m and p:
         when = _expr.parse(spec.refine.when, engine.EXPANSION_VARIABLES)[0]
-        flag = engine.expand(when, (), param_array, terms, xnorms, ynorms, n, engine.empty((m, p), acc))
-        flagged = engine.mask_from_flags(flag)
+        flagged = engine.select(when, (), param_array, terms, xnorms, ynorms, n, (m, p))
     # One term already in the result's type: expand in place, no second m×p buffer.
     out = terms[0] if (len(terms) == 1 and acc == dtype) else engine.empty((m, p), dtype)
     engine.expand(spec.expansion_tree, spec.param_names, param_array, terms, xnorms, ynorms, n, out)

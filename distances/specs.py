@@ -77,7 +77,8 @@ def _clip02(value: str) -> str:
     return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
 
 
-_EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0)"
+# Where d² is small next to the norms it was computed from; two zero rows are exact already.
+_EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0) and nx0 + ny0 > 0.0"
 
 DISTANCES: tuple[Distance, ...] = (
     Distance(
@@ -152,7 +153,9 @@ DISTANCES: tuple[Distance, ...] = (
         norms=("sum",),
         prepare="l1",
         nonnegative=True,
-        refine=Refinement("1.0 - c0 <= 1e-3", _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"), "sqrt(c0 / 2.0)"),
+        refine=Refinement(
+            "1.0 - c0 <= 1e-3 and nx0 > 0.0 and ny0 > 0.0", _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"), "sqrt(c0 / 2.0)"
+        ),
         formula="√(1 − Σ√(x̂ŷ)), x̂ = x/Σx",
         note="Rows are L1-normalised first; NaN for an empty row (no distribution), as SciPy's jensenshannon. "
         "Near-identical rows are recomputed exactly as √(½Σ(√x̂−√ŷ)²).",

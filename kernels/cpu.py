@@ -11,11 +11,13 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   indexed by column (bounded memory: one block at a time), then each Y row's
   nonzeros walk the X rows sharing their column, so only products that exist
   are formed, as in SpGEMM, and sums land in a cache-resident tile.
-* union, and every masked product — a worker scatters one X row into a dense
-  scratch vector indexed by column (values, plus a stamp saying "stored in row
-  i", so explicitly stored zeros count as stored) and streams Y rows through
-  it; a union adds a second pass over the X row for the columns the Y row did
-  not hit (by structure, so a stored zero is counted once).
+* union, dense result — a worker scatters one X row into a dense scratch
+  vector indexed by column (values, plus a stamp saying "stored in row i", so
+  explicitly stored zeros count as stored) and streams Y rows through it, then
+  makes a second pass over the X row for the columns the Y row did not hit (by
+  structure, so a stored zero is counted once).
+* masked (sampled) products — each mask entry merges its two sorted rows: no
+  per-column scratch, so the cost follows the mask.
 
 Huge, sparse column spaces are first compacted to the columns that occur, so
 per-column arrays stay small (see ``compact_columns``).
@@ -113,22 +115,41 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
                 for j in range(p):
                     out[i, j] = row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, i * p + j, start, params)
 
+    @njit(inline="always", **JIT)
+    def merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params):
+        # Two sorted rows walked together: no per-column scratch, so a sparse
+        # mask costs only the rows it touches.  Structure decides, as above.
+        acc = start
+        a, ae, b, be = xp[i], xp[i + 1], yp[j], yp[j + 1]
+        while a < ae and b < be:
+            ca, cb = xi[a], yi[b]
+            if ca == cb:
+                acc = add(acc, mult(np.float64(xv[a]), np.float64(yv[b]), params), params)
+                a += 1
+                b += 1
+            elif ca < cb:
+                if union:
+                    acc = add(acc, mult(np.float64(xv[a]), 0.0, params), params)
+                a += 1
+            else:
+                if union:
+                    acc = add(acc, mult(0.0, np.float64(yv[b]), params), params)
+                b += 1
+        if union:
+            for k in range(a, ae):
+                acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
+            for k in range(b, be):
+                acc = add(acc, mult(0.0, np.float64(yv[k]), params), params)
+        return acc
+
     @njit(parallel=True, **JIT)
-    def masked_kernel(xp, xi, xv, yp, yi, yv, mp, mi, ncols, start, params, out):
-        m = xp.size - 1
-        nblocks = min(m, 2 * numba.get_num_threads())  # each block allocates scratch of ncols
+    def masked_kernel(xp, xi, xv, yp, yi, yv, mp, mi, start, params, out):
+        m = mp.size - 1
+        nblocks = min(m, 8 * numba.get_num_threads())
         for b in prange(nblocks):
-            dense = np.zeros(ncols, np.float64)
-            stamp = np.full(ncols, -1, np.int64)
-            hit = np.full(ncols if union else 0, -1, np.int64)
             for i in range(b * m // nblocks, (b + 1) * m // nblocks):
-                if mp[i] == mp[i + 1]:
-                    continue
-                for k in range(xp[i], xp[i + 1]):
-                    dense[xi[k]] = xv[k]
-                    stamp[xi[k]] = i
                 for s in range(mp[i], mp[i + 1]):
-                    out[s] = row_pair(i, mi[s], xp, xi, xv, yp, yi, yv, dense, stamp, hit, s, start, params)
+                    out[s] = merge_pair(i, mi[s], xp, xi, xv, yp, yi, yv, start, params)
 
     return (dense_kernel if union else inverted_kernel), masked_kernel
 
@@ -205,17 +226,17 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_mat
     entries in its CSR order.
     """
     dense_kernel, masked_kernel = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
-    xi, yi, ncols = compact_columns(X, Y)
     start = sr.start(X.shape[1])
-    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data)
     if mask is None:
+        xi, yi, ncols = compact_columns(X, Y)
         out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
         if out.size:
-            dense_kernel(*args, ncols, start, sr.params, out)
+            dense_kernel(X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, start, sr.params, out)
         return out
     out = np.empty(mask.nnz, dtype=out_dtype)
     if out.size:
-        masked_kernel(*args, mask.indptr, mask.indices, ncols, start, sr.params, out)
+        args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
+        masked_kernel(*args, mask.indptr, mask.indices, start, sr.params, out)
     return out
 
 
@@ -238,10 +259,6 @@ def empty(shape, dtype) -> np.ndarray:
 def accumulate_dtype(result_dtype) -> np.dtype:
     """The CPU engine accumulates in float64 whatever the input type."""
     return np.dtype(np.float64)
-
-
-def mask_from_flags(flag: np.ndarray) -> sp.csr_matrix:
-    return sp.csr_matrix(flag != 0)
 
 
 def mask_from_csr(M: sp.csr_matrix) -> sp.csr_matrix:
@@ -301,16 +318,59 @@ def _expansion_kernel(tree: _expr.Node, param_names: tuple[str, ...]):
     return kernel
 
 
-def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np.ndarray) -> np.ndarray:
-    """Apply an expansion elementwise: ``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)``."""
-    m, p = out.shape
-    zero_mp = np.zeros((1, 1))
-    c = [t for t in terms] + [np.broadcast_to(zero_mp, (m, p))] * (2 - len(terms))
+def _operands(terms, xnorms, ynorms, m: int, p: int) -> list:
+    """c0, c1, nx0, nx1, ny0, ny1 for an expansion; zeros stand for those a measure lacks."""
+    c = list(terms) + [np.broadcast_to(np.zeros((1, 1)), (m, p))] * (2 - len(terms))
     nx = list(xnorms) + [np.zeros(m)] * (2 - len(xnorms))
     ny = list(ynorms) + [np.zeros(p)] * (2 - len(ynorms))
+    return [*c, *nx, *ny]
+
+
+def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np.ndarray) -> np.ndarray:
+    """Apply an expansion elementwise: ``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)``."""
     if out.size:
-        _expansion_kernel(tree, tuple(param_names))(c[0], c[1], nx[0], nx[1], ny[0], ny[1], float(ncols), params, out)
+        operands = _operands(terms, xnorms, ynorms, *out.shape)
+        _expansion_kernel(tree, tuple(param_names))(*operands, float(ncols), params, out)
     return out
+
+
+@cache
+def _select_kernels(tree: _expr.Node, param_names: tuple[str, ...]):
+    f = _compile_scalar(tree, EXPANSION_VARIABLES, param_names)
+
+    @njit(parallel=True, **JIT)
+    def count(c0, c1, nx0, nx1, ny0, ny1, n, params, counts):
+        for i in prange(counts.size):
+            k = 0
+            for j in range(c0.shape[1]):
+                k += f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0
+            counts[i] = k
+
+    @njit(parallel=True, **JIT)
+    def fill(c0, c1, nx0, nx1, ny0, ny1, n, params, indptr, indices):
+        for i in prange(indptr.size - 1):
+            k = indptr[i]
+            for j in range(c0.shape[1]):
+                if f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0:
+                    indices[k] = j
+                    k += 1
+
+    return count, fill
+
+
+def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The entries where the expression holds, as a CSR pattern (no m×p buffer is made)."""
+    m, p = shape
+    operands = [*_operands(terms, xnorms, ynorms, m, p), float(ncols), params]
+    count, fill = _select_kernels(tree, tuple(param_names))
+    counts = np.zeros(m, np.int64)
+    if m and p:
+        count(*operands, counts)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    indices = np.empty(indptr[-1], np.int64)
+    if indices.size:
+        fill(*operands, indptr, indices)
+    return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=shape)
 
 
 def num_threads() -> int:

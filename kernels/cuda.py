@@ -237,10 +237,11 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     return out
 
 
-def mask_from_flags(flag):
-    """The entries where ``flag`` is nonzero, as (rows, cols) in row-major order."""
+def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]):
+    """The entries where the expression holds, as (rows, cols) in row-major order."""
     import cupy
 
+    flag = expand(tree, param_names, params, terms, xnorms, ynorms, ncols, empty(shape, terms[0].dtype))
     rows, cols = cupy.nonzero(flag)
     return rows, cols
 
