@@ -17,10 +17,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-import numpy as np  # noqa: E402
+import numpy as np
+from datasets import make_dataset
 
-import distances  # noqa: E402
-from datasets import make_dataset  # noqa: E402
+import distances
 
 
 def main() -> None:
