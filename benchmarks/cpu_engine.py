@@ -62,14 +62,26 @@ ATOL_REL = 1e-5
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--scale", type=float, default=0.1, help="fraction of each dataset's rows (default 0.1)")
-    p.add_argument("--queries", type=int, default=None,
-                   help="query rows, the first rows of the dataset (default 2048 × scale, at least 128)")
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=None,
+        help="query rows, the first rows of the dataset (default 2048 × scale, at least 128)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="timed calls per measurement, best is reported (default 3)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every engine (default: all cores)")
-    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), metavar="NAME",
-                   help=f"subset of {', '.join(DATASETS)}")
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=DATASETS,
+        default=list(DATASETS),
+        metavar="NAME",
+        help=f"subset of {', '.join(DATASETS)}",
+    )
     p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
     p.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
@@ -194,14 +206,20 @@ def arbitrate(cmp: dict, measure: str, Q, X, ours: np.ndarray, ref: np.ndarray) 
 
 
 def check_line(label: str, cmp: dict) -> str:
-    line = f"  {cmp['status']:8s} {label}: max |diff| {cmp.get('max_abs_diff', float('nan')):.3g}, " \
-           f"max rel {cmp.get('max_rel_diff', float('nan')):.3g}"
+    line = (
+        f"  {cmp['status']:8s} {label}: max |diff| {cmp.get('max_abs_diff', float('nan')):.3g}, "
+        f"max rel {cmp.get('max_rel_diff', float('nan')):.3g}"
+    )
     if cmp["status"] != "CORRECT":
-        line += f"; {cmp.get('bad_entries', '?')} of {cmp.get('checked_entries', '?')} entries differ, " \
-                f"{cmp.get('detail', '')}"
+        line += (
+            f"; {cmp.get('bad_entries', '?')} of {cmp.get('checked_entries', '?')} entries differ, "
+            f"{cmp.get('detail', '')}"
+        )
     if "arbitrated_entries" in cmp:
-        line += (f"\n           against float64 recomputation of {cmp['arbitrated_entries']} of them: "
-                 f"ours max err {cmp['max_err_vs_float64_ours']:.3g}, peer max err {cmp['max_err_vs_float64_peer']:.3g}")
+        line += (
+            f"\n           against float64 recomputation of {cmp['arbitrated_entries']} of them: "
+            f"ours max err {cmp['max_err_vs_float64_ours']:.3g}, peer max err {cmp['max_err_vs_float64_peer']:.3g}"
+        )
     return line
 
 
@@ -216,18 +234,32 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
     q = min(args.queries, X.shape[0])
     Q = X[:q]  # a canonical CSR copy of the first rows: the query set
     info = {"dataset": name, "queries": q, "generate_s": gen_s, **describe(X)}
-    print(f"\n## {name}: {q} queries × {X.shape[0]} rows × {X.shape[1]} cols, nnz {X.nnz} "
-          f"({info['mean_nnz_per_row']:.1f}/row, {info['empty_rows']} empty rows, "
-          f"top 1 % of columns hold {100 * info['top1pct_col_share']:.0f} % of values); generated in {gen_s:.1f} s",
-          flush=True)
+    print(
+        f"\n## {name}: {q} queries × {X.shape[0]} rows × {X.shape[1]} cols, nnz {X.nnz} "
+        f"({info['mean_nnz_per_row']:.1f}/row, {info['empty_rows']} empty rows, "
+        f"top 1 % of columns hold {100 * info['top1pct_col_share']:.0f} % of values); generated in {gen_s:.1f} s",
+        flush=True,
+    )
 
     rows: list[dict] = []
 
     def record(measure, peer, ours_t, peer_t, cmp):
-        rows.append({"dataset": name, "measure": measure, "peer": peer, "ours": ours_t, "peer_timing": peer_t,
-                     "check": cmp, "speedup": peer_t["best_ms"] / ours_t["best_ms"]})
-        print(f"  {measure:22s} ours {ours_t['best_ms']:9.1f} ms (first {ours_t['first_ms']:8.1f})   "
-              f"{peer:12s} {peer_t['best_ms']:9.1f} ms (first {peer_t['first_ms']:8.1f})", flush=True)
+        rows.append(
+            {
+                "dataset": name,
+                "measure": measure,
+                "peer": peer,
+                "ours": ours_t,
+                "peer_timing": peer_t,
+                "check": cmp,
+                "speedup": peer_t["best_ms"] / ours_t["best_ms"],
+            }
+        )
+        print(
+            f"  {measure:22s} ours {ours_t['best_ms']:9.1f} ms (first {ours_t['first_ms']:8.1f})   "
+            f"{peer:12s} {peer_t['best_ms']:9.1f} ms (first {peer_t['first_ms']:8.1f})",
+            flush=True,
+        )
         print(check_line(f"{name}/{measure} vs {peer}", cmp), flush=True)
 
     # Rows with no stored value: ours follows SciPy (cosine is NaN, 0/0) where scikit-learn
@@ -266,13 +298,17 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
 
 
 def markdown_table(rows: list[dict], threads: int) -> str:
-    head = ("| dataset | measure | peer | ours ms | peer ms | speedup | ours core·ms | peer core·ms | check |\n"
-            "|---|---|---|---:|---:|---:|---:|---:|---|")
+    head = (
+        "| dataset | measure | peer | ours ms | peer ms | speedup | ours core·ms | peer core·ms | check |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---|"
+    )
     lines = [head]
     for r in rows:
         o, p = r["ours"]["best_ms"], r["peer_timing"]["best_ms"]
-        lines.append(f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:.1f} | {p:.1f} | {p / o:.2f}× "
-                     f"| {o * threads:.0f} | {p * threads:.0f} | {r['check']['status']} |")
+        lines.append(
+            f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:.1f} | {p:.1f} | {p / o:.2f}× "
+            f"| {o * threads:.0f} | {p * threads:.0f} | {r['check']['status']} |"
+        )
     return "\n".join(lines)
 
 
@@ -283,17 +319,24 @@ def first_call_table(rows: list[dict]) -> str:
     cores a side kept busy (ideally --threads).  "others" is the share of the
     machine used by other processes meanwhile (ideally 0 %).
     """
+
     def pct(x):
         return "n/a" if x is None else f"{100 * x:.0f} %"
 
-    lines = [("| dataset | measure | ours first ms | ours best ms | ours cpu/wall | ours: others | "
-              "peer first ms | peer cpu/wall | peer: others |"),
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| dataset | measure | ours first ms | ours best ms | ours cpu/wall | ours: others | "
+            "peer first ms | peer cpu/wall | peer: others |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         o, p = r["ours"], r["peer_timing"]
-        lines.append(f"| {r['dataset']} | {r['measure']} | {o['first_ms']:.1f} | {o['best_ms']:.1f} "
-                     f"| {o['cpu_ms'] / o['best_ms']:.2f} | {pct(o['others_cpu'])} | {p['first_ms']:.1f} "
-                     f"| {p['cpu_ms'] / p['best_ms']:.2f} | {pct(p['others_cpu'])} |")
+        lines.append(
+            f"| {r['dataset']} | {r['measure']} | {o['first_ms']:.1f} | {o['best_ms']:.1f} "
+            f"| {o['cpu_ms'] / o['best_ms']:.2f} | {pct(o['others_cpu'])} | {p['first_ms']:.1f} "
+            f"| {p['cpu_ms'] / p['best_ms']:.2f} | {pct(p['others_cpu'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -361,8 +404,10 @@ def main(argv=None) -> int:
     # so it cannot use more than --threads cores in total.
     threadpool_limits(limits=1, user_api="blas")
 
-    print(f"# CPU engine benchmark: scale {args.scale}, {args.queries} queries, {args.threads} threads "
-          f"(of {os.cpu_count()} cores), best of {args.repeats}")
+    print(
+        f"# CPU engine benchmark: scale {args.scale}, {args.queries} queries, {args.threads} threads "
+        f"(of {os.cpu_count()} cores), best of {args.repeats}"
+    )
     # Other busy processes take cores from both sides and make multi-threaded timings meaningless:
     # look at the machine for a second before starting, and per measurement below.
     load_before = os.getloadavg()
@@ -370,8 +415,10 @@ def main(argv=None) -> int:
     time.sleep(1.0)
     idle_check = _others_share(busy0, _system_busy_s(), time.process_time() - own0, 1.0)
     if idle_check is not None and idle_check > 0.1:
-        print(f"WARNING: other processes are using {100 * idle_check:.0f} % of the CPU; timings will be "
-              "unreliable (see the 'others' columns below)")
+        print(
+            f"WARNING: other processes are using {100 * idle_check:.0f} % of the CPU; timings will be "
+            "unreliable (see the 'others' columns below)"
+        )
     start, busy_start, own_start = time.perf_counter(), _system_busy_s(), time.process_time()
     infos, rows = [], []
     engines = (distances, semiring, sk_pairwise, gb)
@@ -382,28 +429,49 @@ def main(argv=None) -> int:
     total_s = time.perf_counter() - start
     others_total = _others_share(busy_start, _system_busy_s(), time.process_time() - own_start, total_s)
 
-    print(f"\n## Results ({args.threads} threads; speedup = peer ms / ours ms, > 1 means ours is faster; "
-          f"core·ms = ms × threads)\n")
+    print(
+        f"\n## Results ({args.threads} threads; speedup = peer ms / ours ms, > 1 means ours is faster; "
+        f"core·ms = ms × threads)\n"
+    )
     print(markdown_table(rows, args.threads))
     print("\n## First calls (ours: includes numba compilation) and CPU use\n")
     print(first_call_table(rows))
     bad = [r for r in rows if r["check"]["status"] == "MISMATCH"]
-    print(f"\nchecks: {len(rows) - len(bad)} CORRECT, {len(bad)} MISMATCH; total {total_s:.0f} s, "
-          f"other processes used {'n/a' if others_total is None else f'{100 * others_total:.0f} %'} of the CPU")
-    contended = [f"{r['dataset']}/{r['measure']}" for r in rows
-                 if max(r["ours"]["others_cpu"] or 0, r["peer_timing"]["others_cpu"] or 0) > 0.1]
+    print(
+        f"\nchecks: {len(rows) - len(bad)} CORRECT, {len(bad)} MISMATCH; total {total_s:.0f} s, "
+        f"other processes used {'n/a' if others_total is None else f'{100 * others_total:.0f} %'} of the CPU"
+    )
+    contended = [
+        f"{r['dataset']}/{r['measure']}"
+        for r in rows
+        if max(r["ours"]["others_cpu"] or 0, r["peer_timing"]["others_cpu"] or 0) > 0.1
+    ]
     if others_total is not None and others_total > 0.1 and not contended:
-        print("WARNING: other processes used over 10 % of the CPU during the run; rerun on an idle machine "
-              "for numbers to quote")
+        print(
+            "WARNING: other processes used over 10 % of the CPU during the run; rerun on an idle machine "
+            "for numbers to quote"
+        )
     if contended:
-        print(f"WARNING: other processes used over 10 % of the CPU while timing {len(contended)} measurement(s) "
-              f"({', '.join(contended)}); rerun on an idle machine for numbers to quote")
+        print(
+            f"WARNING: other processes used over 10 % of the CPU while timing {len(contended)} measurement(s) "
+            f"({', '.join(contended)}); rerun on an idle machine for numbers to quote"
+        )
 
     if args.json:
-        machine = {**machine_info(args.threads), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                   "others_cpu_share_before": idle_check, "others_cpu_share": others_total}
-        payload = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                   "machine": machine, "datasets": infos, "results": rows, "total_s": total_s}
+        machine = {
+            **machine_info(args.threads),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "others_cpu_share_before": idle_check,
+            "others_cpu_share": others_total,
+        }
+        payload = {
+            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "machine": machine,
+            "datasets": infos,
+            "results": rows,
+            "total_s": total_s,
+        }
         args.json.write_text(json.dumps(payload, indent=2))
         print(f"wrote {args.json}")
     return 1 if bad else 0

@@ -40,14 +40,37 @@ class DatasetSpec:
 SPECS: dict[str, DatasetSpec] = {
     s.name: s
     for s in (
-        DatasetSpec("movielens", 40_000, 20_000, 100, 1.1, 1.0, "ratings",
-                    "users × movies, 1–5 star ratings; a few blockbusters rated by most users"),
-        DatasetSpec("nytimes", 40_000, 100_000, 200, 1.0, 0.6, "tfidf",
-                    "documents × vocabulary, L2-normalised tf-idf"),
-        DatasetSpec("scrna", 16_000, 26_000, 1_600, 0.5, 0.4, "logcounts",
-                    "cells × genes, log1p(UMI counts), ~6 % dense, mild skew"),
-        DatasetSpec("edgar", 100_000, 858_000, 6, 1.0, 1.0, "counts",
-                    "users × documents, access counts; very wide and very sparse"),
+        DatasetSpec(
+            "movielens",
+            40_000,
+            20_000,
+            100,
+            1.1,
+            1.0,
+            "ratings",
+            "users × movies, 1–5 star ratings; a few blockbusters rated by most users",
+        ),
+        DatasetSpec("nytimes", 40_000, 100_000, 200, 1.0, 0.6, "tfidf", "documents × vocabulary, L2-normalised tf-idf"),
+        DatasetSpec(
+            "scrna",
+            16_000,
+            26_000,
+            1_600,
+            0.5,
+            0.4,
+            "logcounts",
+            "cells × genes, log1p(UMI counts), ~6 % dense, mild skew",
+        ),
+        DatasetSpec(
+            "edgar",
+            100_000,
+            858_000,
+            6,
+            1.0,
+            1.0,
+            "counts",
+            "users × documents, access counts; very wide and very sparse",
+        ),
     )
 }
 

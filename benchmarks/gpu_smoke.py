@@ -46,8 +46,11 @@ def main() -> None:
                 times.append(time.perf_counter() - t)
             cpu_sample = distances.pairwise_distances(Q[:16], X, metric=metric, backend="cpu")
             ok = np.allclose(D[:16], cpu_sample, rtol=2e-4, atol=2e-5, equal_nan=True)
-            print(f"{name:10s} {X.shape} nnz={X.nnz:>10,} {metric:14s} {min(times) * 1e3:9.1f} ms (host to host) "
-                  f"agrees with CPU engine on 16 rows: {ok}", flush=True)
+            print(
+                f"{name:10s} {X.shape} nnz={X.nnz:>10,} {metric:14s} {min(times) * 1e3:9.1f} ms (host to host) "
+                f"agrees with CPU engine on 16 rows: {ok}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

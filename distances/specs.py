@@ -154,7 +154,9 @@ DISTANCES: tuple[Distance, ...] = (
         prepare="l1",
         nonnegative=True,
         refine=Refinement(
-            "1.0 - c0 <= 1e-3 and nx0 > 0.0 and ny0 > 0.0", _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"), "sqrt(c0 / 2.0)"
+            "1.0 - c0 <= 1e-3 and nx0 > 0.0 and ny0 > 0.0",
+            _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"),
+            "sqrt(c0 / 2.0)",
         ),
         formula="√(1 − Σ√(x̂ŷ)), x̂ = x/Σx",
         note="Rows are L1-normalised first; NaN for an empty row (no distribution), as SciPy's jensenshannon. "
