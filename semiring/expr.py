@@ -219,6 +219,95 @@ def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...], 
 # --------------------------------------------------------------------------- rendering
 
 
+@dataclass(frozen=True)
+class _Dialect:
+    """How one target language spells each construct of the tree."""
+
+    number: Callable[[float], str]
+    to_number: Callable[[str], str]  # a boolean used as a number
+    to_bool: Callable[[str], str]  # a number used as a condition
+    power: Callable[[str, str], str]
+    logic: Mapping[str, str]  # and / or / not
+    conditional: Callable[[str, str, str], str]  # (cond, then, else)
+    functions: Mapping[str, str]  # our name -> the target's
+    unwrap_arguments: bool = False
+
+
+def _render(node: Node, names: Mapping[str, str], d: _Dialect) -> str:
+    def num(n: Node) -> str:
+        s = r(n)
+        return d.to_number(s) if n.is_bool else s
+
+    def cond(n: Node) -> str:
+        s = r(n)
+        return s if n.is_bool else d.to_bool(s)
+
+    def r(n: Node) -> str:
+        k, a = n.kind, n.args
+        if k == "num":
+            return d.number(a[0])
+        if k == "var":
+            return names[a[0]]
+        if k == "bin":
+            left, right = num(a[1]), num(a[2])
+            return d.power(left, right) if a[0] == "**" else f"({left} {a[0]} {right})"
+        if k == "neg":
+            return f"(-{num(a[0])})"
+        if k == "cmp":
+            return f"({num(a[1])} {a[0]} {num(a[2])})"
+        if k in ("and", "or"):
+            return f"({cond(a[0])} {d.logic[k]} {cond(a[1])})"
+        if k == "not":
+            return f"({d.logic['not']}{cond(a[0])})"
+        if k == "if":
+            return d.conditional(cond(a[0]), num(a[1]), num(a[2]))
+        fn, *args = a
+        args = [_unwrap(num(x)) if d.unwrap_arguments else num(x) for x in args]
+        if fn == "pow":
+            return d.power(*args)
+        return f"{d.functions[fn]}({', '.join(args)})"
+
+    return num(node)
+
+
+def _py_number(prefix: str) -> Callable[[float], str]:
+    def number(v: float) -> str:
+        if math.isnan(v):
+            return f"{prefix}nan"
+        if math.isinf(v):
+            return f"{prefix}inf" if v > 0 else f"(-{prefix}inf)"
+        return repr(v)
+
+    return number
+
+
+def _python_dialect(plain: bool) -> _Dialect:
+    np_ = "" if plain else "np."
+    fns = {"abs": "abs", "sqrt": f"{np_}sqrt", "log": f"{np_}log", "exp": f"{np_}exp"}
+    fns.update({"min": "min", "max": "max"} if plain else {"min": "np.fmin", "max": "np.fmax"})
+    return _Dialect(
+        number=_py_number(np_),
+        to_number=lambda s: f"(1.0 if {s} else 0.0)",
+        to_bool=lambda s: f"({s} != 0.0)",
+        power=lambda a, b: f"({a} ** {b})",
+        logic={"and": "and", "or": "or", "not": "not "},
+        conditional=lambda c, a, b: f"({a} if {c} else {b})",
+        functions=fns,
+        unwrap_arguments=plain,
+    )
+
+
+def _cuda_number(T: str) -> Callable[[float], str]:
+    def number(v: float) -> str:
+        if math.isnan(v):
+            return f"{T}(sr_nan())"
+        if math.isinf(v):
+            return f"{T}({'-' if v < 0 else ''}sr_inf())"
+        return f"{T}({v!r})"
+
+    return number
+
+
 def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> str:
     """Scalar Python source for ``node`` (NumPy scalar semantics; numba compiles it).
 
@@ -226,48 +315,27 @@ def render_python(node: Node, names: Mapping[str, str], plain: bool = False) -> 
     gives the readable form shown to users (``min``, ``sqrt``, ``inf``) instead
     of the executable one (``np.fmin``, ``np.sqrt``, ``np.inf``).
     """
-    np_ = "" if plain else "np."
+    text = _render(node, names, _python_dialect(plain))
+    return _unwrap(text) if plain else text
 
-    def num(n: Node) -> str:
-        s = r(n)
-        return f"(1.0 if {s} else 0.0)" if n.is_bool else s
 
-    def cond(n: Node) -> str:
-        s = r(n)
-        return s if n.is_bool else f"({s} != 0.0)"
+def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> str:
+    """CUDA C source for ``node`` computing in ``value_type``.
 
-    def r(n: Node) -> str:
-        k, a = n.kind, n.args
-        if k == "num":
-            v = a[0]
-            if math.isnan(v):
-                return f"{np_}nan"
-            return f"{np_}inf" if v == math.inf else f"(-{np_}inf)" if v == -math.inf else repr(v)
-        if k == "var":
-            return names[a[0]]
-        if k == "bin":
-            return f"({num(a[1])} {a[0]} {num(a[2])})"
-        if k == "neg":
-            return f"(-{num(a[0])})"
-        if k == "cmp":
-            return f"({num(a[1])} {a[0]} {num(a[2])})"
-        if k in ("and", "or"):
-            return f"({cond(a[0])} {k} {cond(a[1])})"
-        if k == "not":
-            return f"(not {cond(a[0])})"
-        if k == "if":
-            return f"({num(a[1])} if {cond(a[0])} else {num(a[2])})"
-        fn, *args = a
-        args = [_unwrap(num(x)) if plain else num(x) for x in args]
-        if fn == "abs":
-            return f"abs({args[0]})"
-        if fn == "pow":
-            return f"({args[0]} ** {args[1]})"
-        if fn in ("min", "max"):
-            return f"{fn}({args[0]}, {args[1]})" if plain else f"np.f{fn}({args[0]}, {args[1]})"
-        return f"{np_}{fn}({args[0]})"
-
-    return _unwrap(num(node)) if plain else num(node)
+    ``names`` maps each variable to the C expression that reads it.  Special
+    values come from ``sr_inf``/``sr_nan``, defined in the kernels' preamble.
+    """
+    T = value_type
+    dialect = _Dialect(
+        number=_cuda_number(T),
+        to_number=lambda s: f"({s} ? {T}(1) : {T}(0))",
+        to_bool=lambda s: f"({s} != {T}(0))",
+        power=lambda a, b: f"pow({a}, {b})",
+        logic={"and": "&&", "or": "||", "not": "!"},
+        conditional=lambda c, a, b: f"({c} ? {a} : {b})",
+        functions={"abs": "fabs", "sqrt": "sqrt", "log": "log", "exp": "exp", "min": "fmin", "max": "fmax"},
+    )
+    return _render(node, names, dialect)
 
 
 def _unwrap(text: str) -> str:
@@ -281,55 +349,6 @@ def _unwrap(text: str) -> str:
         if depth == 0 and k < len(text) - 1:
             return text
     return text[1:-1]
-
-
-def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> str:
-    """CUDA C source for ``node`` computing in ``value_type``.
-
-    ``names`` maps each variable to the C expression that reads it.  Special
-    values come from ``sr_inf``/``sr_nan``, defined in the kernels' preamble.
-    """
-    T = value_type
-
-    def num(n: Node) -> str:
-        s = r(n)
-        return f"({s} ? {T}(1) : {T}(0))" if n.is_bool else s
-
-    def cond(n: Node) -> str:
-        s = r(n)
-        return s if n.is_bool else f"({s} != {T}(0))"
-
-    def r(n: Node) -> str:
-        k, a = n.kind, n.args
-        if k == "num":
-            v = a[0]
-            if math.isnan(v):
-                return f"{T}(sr_nan())"
-            if math.isinf(v):
-                return f"{T}({'-' if v < 0 else ''}sr_inf())"
-            return f"{T}({v!r})"
-        if k == "var":
-            return names[a[0]]
-        if k == "bin":
-            if a[0] == "**":
-                return f"pow({num(a[1])}, {num(a[2])})"
-            return f"({num(a[1])} {a[0]} {num(a[2])})"
-        if k == "neg":
-            return f"(-{num(a[0])})"
-        if k == "cmp":
-            return f"({num(a[1])} {a[0]} {num(a[2])})"
-        if k in ("and", "or"):
-            return f"({cond(a[0])} {'&&' if k == 'and' else '||'} {cond(a[1])})"
-        if k == "not":
-            return f"(!{cond(a[0])})"
-        if k == "if":
-            return f"({cond(a[0])} ? {num(a[1])} : {num(a[2])})"
-        fn, *args = a
-        args = [num(x) for x in args]
-        c_name = {"abs": "fabs", "min": "fmin", "max": "fmax"}.get(fn, fn)
-        return f"{c_name}({', '.join(args)})"
-
-    return num(node)
 
 
 def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] = ()) -> Callable:
