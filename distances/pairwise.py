@@ -47,7 +47,9 @@ def _norm_tree(name: str) -> _expr.Node:
     return _expr.parse(NORMS[name], ("x",))[0]
 
 
-def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "auto", **params) -> np.ndarray:
+def pairwise_distances(
+    X, Y=None, metric: str = "euclidean", *, backend: str = "auto", working_memory: float | None = None, **params
+) -> np.ndarray:
     """Distances between the rows of X and the rows of Y (X itself when Y is None).
 
     ``metric`` takes SciPy/scikit-learn names and aliases (see
@@ -55,6 +57,11 @@ def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "
     the densified input where SciPy defines the measure, except where the docs
     state otherwise.  Inputs are SciPy sparse matrices/arrays or dense arrays;
     the result is a dense array, float32 when both inputs are float32.
+
+    ``working_memory`` (MiB, as scikit-learn) bounds the engine's temporaries:
+    rows of X are processed in batches whose buffers fit it.  The default is
+    1024 MiB on the CPU and half the free memory on the GPU, so a result larger
+    than the GPU is computed batch by batch into host memory.
 
     >>> import numpy as np, distances
     >>> X = np.array([[0.0, 3.0, 4.0], [0.0, 0.0, 0.0]])
@@ -75,17 +82,35 @@ def pairwise_distances(X, Y=None, metric: str = "euclidean", *, backend: str = "
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
-    return _compute(engine, spec, values, X, Y, validation.result_dtype(X, Y))
+    if working_memory is not None:
+        working_memory = validation.check_positive(working_memory, "working_memory")
+    return _compute(engine, spec, values, X, Y, validation.result_dtype(X, Y), working_memory)
 
 
-def _compute(engine, spec: Distance, values: dict, X, Y, dtype) -> np.ndarray:
-    m, p, n = X.shape[0], Y.shape[0], X.shape[1]
+def _compute(engine, spec: Distance, values: dict, X, Y, dtype, working_memory) -> np.ndarray:
+    m, p = X.shape[0], Y.shape[0]
     acc = engine.accumulate_dtype(dtype)  # float64 on the CPU; the result's type on the GPU
+    Yp = engine.to_device(prepare(Y, spec.prepare))
+    ynorms = [engine.row_norm(Yp, _norm_tree(name), acc) for name in spec.norms]
+    # Temporaries per result entry: the terms, and the result itself when it has its own buffer.
+    per_entry = len(spec.terms) * acc.itemsize + np.dtype(dtype).itemsize
+    rows = engine.batch_rows(m, p, per_entry, working_memory)
+    if rows >= m:  # one batch: X against itself shares Y's preparation and norms
+        Xp = Yp if Y is X else engine.to_device(prepare(X, spec.prepare))
+        xnorms = ynorms if Y is X else [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
+        return engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
+    out = np.empty((m, p), dtype)
+    for r0 in range(0, m, rows):
+        Xp = engine.to_device(prepare(X[r0 : r0 + rows], spec.prepare))
+        xnorms = [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
+        out[r0 : r0 + rows] = engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
+    return out
+
+
+def _block(engine, spec: Distance, values: dict, Xp, xnorms, Yp, ynorms, acc, dtype):
+    """The measure for the rows of Xp against all of Yp, on the engine's device."""
+    (m, n), p = Xp.shape, Yp.shape[0]
     param_array = np.array(list(values.values()), dtype=np.float64)
-    Xp = engine.to_device(prepare(X, spec.prepare))
-    Yp = Xp if Y is X else engine.to_device(prepare(Y, spec.prepare))
-    xnorms = [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
-    ynorms = xnorms if Yp is Xp else [engine.row_norm(Yp, _norm_tree(name), acc) for name in spec.norms]
     terms = [engine.pairwise(Xp, Yp, _bind(sr, values), acc) for sr in spec.terms]
     flagged = None
     if spec.refine is not None and m and p:
@@ -96,7 +121,7 @@ def _compute(engine, spec: Distance, values: dict, X, Y, dtype) -> np.ndarray:
     engine.expand(spec.expansion_tree, spec.param_names, param_array, terms, xnorms, ynorms, n, out)
     if flagged is not None and engine.mask_size(flagged):
         _refine(engine, spec, Xp, Yp, flagged, out, acc)
-    return engine.to_host(out)
+    return out
 
 
 def _refine(engine, spec: Distance, X, Y, flagged, out, acc) -> None:

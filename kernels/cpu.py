@@ -256,6 +256,15 @@ def empty(shape, dtype) -> np.ndarray:
     return np.empty(shape, dtype=dtype)
 
 
+DEFAULT_WORKING_MEMORY_MIB = 1024
+
+
+def batch_rows(m: int, p: int, bytes_per_entry: int, working_memory: float | None = None) -> int:
+    """Rows of X per batch so that ``rows × p × bytes_per_entry`` fits the working memory (MiB)."""
+    budget = (working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20
+    return max(1, min(m, int(budget // max(1, p * bytes_per_entry))))
+
+
 def accumulate_dtype(result_dtype) -> np.dtype:
     """The CPU engine accumulates in float64 whatever the input type."""
     return np.dtype(np.float64)

@@ -236,6 +236,19 @@ def empty(shape, dtype):
     return cupy.empty(shape, dtype=dtype)
 
 
+def batch_rows(m: int, p: int, bytes_per_entry: int, working_memory: float | None = None) -> int:
+    """Rows of X per batch: the temporaries and the batch's result fit the working memory (MiB),
+    by default half of the GPU memory free now."""
+    import cupy
+
+    if working_memory is None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        budget = cupy.cuda.Device().mem_info[0] // 2
+    else:
+        budget = working_memory * 2**20
+    return max(1, min(m, int(budget // max(1, p * bytes_per_entry))))
+
+
 def accumulate_dtype(result_dtype) -> np.dtype:
     """The GPU accumulates in the result's type (float32 for float32 input)."""
     return np.dtype(result_dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import scipy.sparse as sp
 
 from . import backend as _backend
@@ -48,10 +49,17 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
     M = None if mask is None else validation.check_mask(mask, (X.shape[0], Y.shape[0]))
-    Xd = engine.to_device(X)
-    Yd = Xd if Y is X else engine.to_device(Y)
+    Yd = engine.to_device(Y)
     if M is None:
-        return engine.to_host(engine.pairwise(Xd, Yd, sr, dtype))
+        rows = engine.batch_rows(X.shape[0], Y.shape[0], np.dtype(dtype).itemsize)
+        if rows >= X.shape[0]:
+            Xd = Yd if Y is X else engine.to_device(X)
+            return engine.to_host(engine.pairwise(Xd, Yd, sr, dtype))
+        out = np.empty((X.shape[0], Y.shape[0]), dtype)  # larger than the device: batches of X rows
+        for r0 in range(0, X.shape[0], rows):
+            out[r0 : r0 + rows] = engine.to_host(engine.pairwise(engine.to_device(X[r0 : r0 + rows]), Yd, sr, dtype))
+        return out
+    Xd = Yd if Y is X else engine.to_device(X)
     values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.mask_from_csr(M)))
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
     return kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)

@@ -199,3 +199,19 @@ def test_input_forms(convert):
     got = distances.pairwise_distances(convert(A), metric="cityblock")
     ref_input = np.asarray(convert(A).toarray() if sp.issparse(convert(A)) else convert(A), dtype=float)
     np.testing.assert_allclose(got, cdist(ref_input, ref_input, "cityblock"))
+
+
+@pytest.mark.parametrize("name", ["euclidean", "cosine", "braycurtis", "jensenshannon", "hellinger", "minkowski"])
+@given(data=st.data(), rows_per_batch=st.integers(1, 3))
+def test_batches_give_the_one_pass_result(name, data, rows_per_batch):
+    X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE, dtype=np.float64))
+    whole = distances.pairwise_distances(X, Y, metric=name)
+    spec = distances.get_metric(name)
+    per_row = max(1, Y.shape[0]) * (8 * len(spec.terms) + 8)
+    batched = distances.pairwise_distances(X, Y, metric=name, working_memory=rows_per_batch * per_row / 2**20)
+    np.testing.assert_array_equal(batched, whole)
+
+
+def test_working_memory_must_be_positive():
+    with pytest.raises(ValueError, match="working_memory must be > 0"):
+        distances.pairwise_distances(np.eye(2), working_memory=0)

@@ -93,3 +93,11 @@ def test_auto_picks_the_gpu():
     from semiring.backend import resolve
 
     assert resolve("auto") == "cuda"
+
+
+def test_gpu_batches_give_the_one_pass_result():
+    X = sp.random(257, 300, density=0.05, format="csr", random_state=5)
+    for metric in ("cosine", "euclidean", "cityblock"):
+        whole = distances.pairwise_distances(X, metric=metric, backend="cuda")
+        batched = distances.pairwise_distances(X, metric=metric, backend="cuda", working_memory=0.05)  # ~20 rows
+        np.testing.assert_array_equal(batched, whole)
