@@ -283,6 +283,9 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
         index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
         out = cupy.empty((m, p), dtype=T)
+        if choose_strategy(X.shape[1], value_type, sr) == "rowvec":
+            _rowvec(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
+            return out
         kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=False)
         _launch(kernel, m * p, (xp, xi, xv, yp, yi, yv, np.int64(m), np.int64(p), start, _params(sr.params), out))
         return out
@@ -294,6 +297,93 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
         kernel, rows.size, (xp, xi, xv, yp, yi, yv, rows, cols, np.int64(rows.size), start, _params(sr.params), out)
     )
     return out
+
+
+STRATEGIES = ("auto", "rowvec", "merge")
+STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
+ROWVEC_THREADS = 1024
+
+
+def max_shared_bytes() -> int:
+    """Dynamic shared memory one block may opt in to on this device (227 KiB on Hopper)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def choose_strategy(ncols: int, value_type: str, sr) -> str:
+    """``"rowvec"`` when a row of the column space fits in shared memory (with the union's
+    bitmap), else ``"merge"``; ``$SEMIRING_GPU_STRATEGY`` overrides (``rowvec`` where it fits)."""
+    forced = os.environ.get(STRATEGY_ENV, "auto")
+    if forced not in STRATEGIES:
+        raise ValueError(f"{STRATEGY_ENV} must be one of {STRATEGIES}, got {forced!r}")
+    need = cuda_source.rowvec_shared_bytes(ncols, value_type, sr, second_pass=sr.is_union)
+    fits = 0 < ncols and need <= max_shared_bytes()
+    if forced == "merge" or not fits:
+        return "merge"
+    return "rowvec"
+
+
+def _group_size(indptr, rows: int) -> int:
+    """Lanes per streamed row: about one lane per 8 stored values, a power of two up to a warp."""
+    mean = float(indptr[-1]) / max(1, rows)
+    group = 1
+    while group < 32 and group * 8 < mean:
+        group *= 2
+    return group
+
+
+def _rowvec(sr, value_type, index_type, held, streamed, ncols, start, out, second_pass=False):
+    """One pass of the shared-memory kernel: rows of ``held`` against all rows of ``streamed``."""
+    import cupy
+
+    m_a, m_b = held[0].size - 1, streamed[0].size - 1
+    if m_a == 0 or m_b == 0:
+        return
+    group = _group_size(streamed[0], m_b)
+    kernel = cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group, second_pass)
+    fn = _function(kernel)
+    shared = cuda_source.rowvec_shared_bytes(ncols, value_type, sr, second_pass)
+    _allow_shared(fn, shared)
+    groups = ROWVEC_THREADS // group
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    grid_y = max(1, min((m_b + groups - 1) // groups, (8 * sms + m_a - 1) // m_a, 65535))
+    stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
+    args = (
+        *held,
+        *streamed,
+        np.int64(m_b),
+        np.int64(ncols),
+        start,
+        _params(sr.params),
+        out,
+        np.int64(stride_a),
+        np.int64(stride_b),
+    )
+    fn(
+        (m_a, grid_y),
+        (ROWVEC_THREADS,),
+        tuple(cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in args),
+        shared_mem=shared,
+    )
+    if sr.is_union and not second_pass:  # the columns only X stores: Y's rows held, X's streamed
+        _rowvec(sr, value_type, index_type, streamed, held, ncols, start, out, second_pass=True)
+
+
+_SHARED_SET: dict = {}
+
+
+def _allow_shared(fn, nbytes: int) -> None:
+    """Let ``fn`` use more than the default 48 KiB of dynamic shared memory."""
+    if nbytes <= 48 * 1024 or _SHARED_SET.get(fn.ptr, 0) >= nbytes:
+        return
+    from cuda.bindings import driver
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    (err,) = driver.cuFuncSetAttribute(driver.CUfunction(fn.ptr), attr, nbytes)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cannot give the kernel {nbytes} bytes of shared memory: {err}")
+    _SHARED_SET[fn.ptr] = nbytes
 
 
 def _label(tree) -> str:

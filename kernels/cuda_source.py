@@ -195,3 +195,91 @@ extern "C" __global__ void {name}(
 }}
 """
     return KernelSource(name, PREAMBLE + body)
+
+
+def render_pairwise_rowvec(
+    sr, value_type: str = "float32", index_type: str = "int32", group: int = 8, second_pass: bool = False
+) -> KernelSource:
+    """One block per row ``a`` of A, held dense in shared memory; groups of ``group`` lanes per row of B.
+
+    The block scatters row ``a`` into a dense shared vector (and, when the
+    semantics need it, a bitmap of the columns it stores), then each group of
+    lanes walks one row ``b`` of B, looks its columns up in shared memory and
+    reduces its lanes with shuffles: one plain store per output, no atomics.
+
+    First pass (every semiring): ``out[a, b] = start ⊕ (⊕ over B's row of
+    A[a,c] ⊗ B[b,c])`` — the intersection, plus B's one-sided columns for a
+    union (a missing A entry reads 0).  ``second_pass`` completes a union with
+    the roles swapped (A is now Y, B is X, output transposed): it adds
+    ``X[b,c] ⊗ 0`` for X's columns the Y row does not store, skipped by
+    structure so a stored zero is counted once.
+    """
+    T, I = _types(value_type, index_type)
+    if group not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"group must be a power of two up to 32, got {group}")
+    structural = not sr.annihilates and not sr.is_union
+    need_bitmap = structural or second_pass
+    kind = "second" if second_pass else "first"
+    name = f"sr_rowvec_{kind}_g{group}_{_suffix(sr.name, value_type, index_type)}"
+    if second_pass:
+        term = "if (!SR_PRESENT(c)) acc = sr_add(acc, sr_mult(y, T(0), params));"
+    elif structural:
+        term = "if (SR_PRESENT(c)) acc = sr_add(acc, sr_mult(dense[c], y, params));"
+    else:  # annihilating, or a union's first pass: a missing A entry reads 0
+        term = "acc = sr_add(acc, sr_mult(dense[c], y, params));"
+    store = "out[o] = sr_add(out[o], acc);" if second_pass else "out[o] = sr_add(start, acc);"
+    identity = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")
+    body = f"""\
+typedef {I} I;
+#define SR_GROUP {group}
+#define SR_PRESENT(c) ((present[(c) >> 5] >> ((c) & 31)) & 1u)
+extern "C" __global__ void {name}(
+    const I* __restrict__ ap, const I* __restrict__ ai, const T* __restrict__ av,
+    const I* __restrict__ bp, const I* __restrict__ bi, const T* __restrict__ bv,
+    long long m_b, long long ncols, T start, const double* __restrict__ params,
+    T* __restrict__ out, long long stride_a, long long stride_b)
+{{
+    extern __shared__ double sr_shared[];  // double: aligned for either value type
+    T* dense = (T*)sr_shared;
+    unsigned* present = (unsigned*)(dense + ncols);
+    const long long a = blockIdx.x;
+    const long long words = {"(ncols + 31) / 32" if need_bitmap else "0"};
+    for (long long c = threadIdx.x; c < ncols; c += blockDim.x) dense[c] = T(0);
+    for (long long w = threadIdx.x; w < words; w += blockDim.x) present[w] = 0u;
+    __syncthreads();
+    for (I k = ap[a] + threadIdx.x; k < ap[a + 1]; k += blockDim.x) {{
+        const I c = ai[k];
+        dense[c] = av[k];
+        {"atomicOr(&present[c >> 5], 1u << (c & 31));" if need_bitmap else ""}
+    }}
+    __syncthreads();
+    const int lane = threadIdx.x % SR_GROUP;
+    const long long groups = blockDim.x / SR_GROUP;
+    // Every lane runs the same number of iterations, so the shuffles below see whole warps.
+    for (long long base = (long long)blockIdx.y * groups; base < m_b; base += (long long)gridDim.y * groups) {{
+        const long long b = base + threadIdx.x / SR_GROUP;
+        T acc = {identity};
+        if (b < m_b) {{
+            for (I k = bp[b] + lane; k < bp[b + 1]; k += SR_GROUP) {{
+                const I c = bi[k];
+                const T y = bv[k];
+                {term}
+            }}
+        }}
+        for (int offset = SR_GROUP / 2; offset > 0; offset /= 2)
+            acc = sr_add(acc, __shfl_down_sync(0xffffffffu, acc, offset, SR_GROUP));
+        if (b < m_b && lane == 0) {{
+            const long long o = a * stride_a + b * stride_b;
+            {store}
+        }}
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
+
+
+def rowvec_shared_bytes(ncols: int, value_type: str, sr, second_pass: bool = False) -> int:
+    """Dynamic shared memory of ``render_pairwise_rowvec``: the dense row, plus the bitmap when used."""
+    item = 4 if value_type == "float32" else 8
+    need_bitmap = (not sr.annihilates and not sr.is_union) or second_pass
+    return ncols * item + (4 * ((ncols + 31) // 32) if need_bitmap else 0)

@@ -85,3 +85,15 @@ def test_rendering_imports_no_gpu_library():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("sr", SEMIRINGS, ids=lambda s: s.name)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_rowvec_kernels_compile(sr, value_type, index_type):
+    passes = (False, True) if sr.is_union else (False,)
+    for second in passes:
+        for group in (1, 8, 32):
+            kernel = cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group, second_pass=second)
+            assert len(cuda.compile_kernel(kernel)) > 0
+    with pytest.raises(ValueError, match="group must be a power of two"):
+        cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group=3)

@@ -25,6 +25,15 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(params=["rowvec", "merge"])
+def strategy(request, monkeypatch):
+    """Run a test under each GPU strategy (auto picks rowvec for these small column spaces)."""
+    from kernels import cuda
+
+    monkeypatch.setenv(cuda.STRATEGY_ENV, request.param)
+    return request.param
+
+
 def gpu_tolerances(name: str, dtype) -> dict:
     if dtype == np.float32:  # the GPU accumulates float32 input in float32
         return {"rtol": 2e-4, "atol": 2e-5}
@@ -33,7 +42,7 @@ def gpu_tolerances(name: str, dtype) -> dict:
 
 @pytest.mark.parametrize("name", list(semiring.BUILTIN_SEMIRINGS))
 @given(data=st.data())
-def test_builtin_semirings_match_cpu_engine(name, data):
+def test_builtin_semirings_match_cpu_engine(name, data, strategy):
     X, Y = data.draw(sparse_pair())
     sr = getattr(semiring, name)
     want = semiring.pairwise(X, Y, sr, backend="cpu")
@@ -49,7 +58,7 @@ def test_builtin_semirings_match_cpu_engine(name, data):
 
 
 @given(data=st.data())
-def test_user_defined_semiring_on_gpu(data):
+def test_user_defined_semiring_on_gpu(data, strategy):
     X, Y = data.draw(sparse_pair())
     for sr in (
         Semiring(monoid.plus, binary_op(lambda x, y: x * y / (1 + abs(x - y)))),
@@ -65,7 +74,7 @@ def test_user_defined_semiring_on_gpu(data):
 
 @pytest.mark.parametrize("name", [d.name for d in DISTANCES])
 @given(data=st.data())
-def test_metric_on_gpu_matches_oracle(name, data):
+def test_metric_on_gpu_matches_oracle(name, data, strategy):
     X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE))
     got = distances.pairwise_distances(X, Y, metric=name, backend="cuda")
     Xd, Yd = dense(X), dense(Y)
@@ -78,7 +87,7 @@ def test_metric_on_gpu_matches_oracle(name, data):
     np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=name, **gpu_tolerances(name, dtype))
 
 
-def test_larger_inputs_and_skewed_rows():
+def test_larger_inputs_and_skewed_rows(strategy):
     rng = np.random.default_rng(0)
     X = sp.random(300, 5000, density=0.01, format="csr", random_state=2)
     X = sp.vstack([X, sp.csr_matrix(rng.random((2, 5000)))], format="csr")  # two dense rows
@@ -101,3 +110,32 @@ def test_gpu_batches_give_the_one_pass_result():
         whole = distances.pairwise_distances(X, metric=metric, backend="cuda")
         batched = distances.pairwise_distances(X, metric=metric, backend="cuda", working_memory=0.05)  # ~20 rows
         np.testing.assert_array_equal(batched, whole)
+
+
+def test_strategy_choice_follows_shared_memory():
+    from kernels import cuda
+
+    limit = cuda.max_shared_bytes()
+    assert cuda.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
+    assert cuda.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "merge"
+    assert cuda.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "merge"  # union adds a bitmap
+
+
+@pytest.mark.parametrize("metric", ["cosine", "cityblock", "jaccard", "chebyshev"])
+def test_wide_space_falls_back_to_merge_and_agrees(metric):
+    X = sp.random(40, 300_000, density=0.0005, format="csr", random_state=9)
+    got = distances.pairwise_distances(X, metric=metric, backend="cuda")
+    want = distances.pairwise_distances(X, metric=metric, backend="cpu")
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("degree", [1, 5, 40, 300, 3000])
+def test_rowvec_group_sizes(degree, monkeypatch):
+    from kernels import cuda
+
+    monkeypatch.setenv(cuda.STRATEGY_ENV, "rowvec")
+    X = sp.random(64, 4000, density=degree / 4000, format="csr", random_state=degree)
+    for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.plus_pair):
+        np.testing.assert_allclose(
+            semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
+        )
