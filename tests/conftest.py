@@ -10,7 +10,8 @@ settings.register_profile(
     "default",
     max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "40")),
     deadline=None,  # the first call of a kernel includes its numba compile
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    # function_scoped_fixture: the GPU tests' strategy fixture only sets an environment variable, the same for every example
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("default")
 
