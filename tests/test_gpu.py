@@ -109,7 +109,8 @@ def test_gpu_batches_give_the_one_pass_result():
     for metric in ("cosine", "euclidean", "cityblock"):
         whole = distances.pairwise_distances(X, metric=metric, backend="cuda")
         batched = distances.pairwise_distances(X, metric=metric, backend="cuda", working_memory=0.05)  # ~20 rows
-        np.testing.assert_array_equal(batched, whole)
+        # a batch's mean row degree sets the lane-group size, hence the summation order: equal to rounding
+        np.testing.assert_allclose(batched, whole, rtol=1e-13, atol=0)
 
 
 def test_strategy_choice_follows_shared_memory():
