@@ -20,11 +20,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-import numpy as np  # noqa: E402
+import numpy as np
+from datasets import make_dataset
 
-import semiring  # noqa: E402
-from datasets import make_dataset  # noqa: E402
-from kernels import cuda  # noqa: E402
+import semiring
+from kernels import cuda
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
