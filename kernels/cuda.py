@@ -283,11 +283,13 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
         index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
         out = cupy.empty((m, p), dtype=T)
-        if choose_strategy(X.shape[1], value_type, sr) == "rowvec":
+        strategy = choose_strategy(X.shape[1], value_type, sr)
+        if strategy == "rowvec":
             _rowvec(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
-            return out
-        kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=False)
-        _launch(kernel, m * p, (xp, xi, xv, yp, yi, yv, np.int64(m), np.int64(p), start, _params(sr.params), out))
+        elif strategy == "rowvec-compact":
+            _rowvec_compact(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
+        else:
+            _merge(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
         return out
     rows, cols = mask
     index_type, (xp, xi, yp, yi, rows, cols) = _indices(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
@@ -299,7 +301,7 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
     return out
 
 
-STRATEGIES = ("auto", "rowvec", "merge")
+STRATEGIES = ("auto", "rowvec", "merge")  # what $SEMIRING_GPU_STRATEGY may say
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 ROWVEC_THREADS = 1024
 
@@ -312,16 +314,69 @@ def max_shared_bytes() -> int:
 
 
 def choose_strategy(ncols: int, value_type: str, sr) -> str:
-    """``"rowvec"`` when a row of the column space fits in shared memory (with the union's
-    bitmap), else ``"merge"``; ``$SEMIRING_GPU_STRATEGY`` overrides (``rowvec`` where it fits)."""
+    """How a dense product runs; ``$SEMIRING_GPU_STRATEGY`` (``auto``/``rowvec``/``merge``) overrides.
+
+    * ``"rowvec"`` — a row of the whole column space fits in shared memory (with
+      the bitmap unions and structural semirings need);
+    * ``"rowvec-compact"`` — it does not, so the columns are renumbered onto those
+      a batch of X rows stores, batches sized to fit;
+    * ``"merge"`` — forced, or no columns at all.
+    """
     forced = os.environ.get(STRATEGY_ENV, "auto")
     if forced not in STRATEGIES:
         raise ValueError(f"{STRATEGY_ENV} must be one of {STRATEGIES}, got {forced!r}")
-    need = cuda_source.rowvec_shared_bytes(ncols, value_type, sr, second_pass=sr.is_union)
-    fits = 0 < ncols and need <= max_shared_bytes()
-    if forced == "merge" or not fits:
+    if forced == "merge" or ncols == 0:
         return "merge"
-    return "rowvec"
+    need = cuda_source.rowvec_shared_bytes(ncols, value_type, sr, second_pass=sr.is_union)
+    return "rowvec" if need <= max_shared_bytes() else "rowvec-compact"
+
+
+def _shared_capacity(value_type: str, sr) -> int:
+    """The most columns ``render_pairwise_rowvec`` can hold in shared memory."""
+    budget, item = max_shared_bytes(), (4 if value_type == "float32" else 8)
+    n = budget // item
+    while n > 0 and cuda_source.rowvec_shared_bytes(n, value_type, sr, second_pass=sr.is_union) > budget:
+        n -= max(1, n // 256)
+    return n
+
+
+def _merge(sr, value_type, index_type, held, streamed, start, out):
+    m, p = out.shape
+    kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=False)
+    _launch(kernel, m * p, (*held, *streamed, np.int64(m), np.int64(p), start, _params(sr.params), out))
+
+
+def _rowvec_compact(sr, value_type, index_type, held, streamed, ncols, start, out):
+    """``rowvec`` over a wide column space: batches of X rows whose stored columns fit in shared memory.
+
+    A batch's columns U (sorted) become 0..|U|-1; every other column, in Y,
+    becomes the sentinel |U|, a slot that holds 0 and is never marked stored,
+    so it contributes exactly what a column the X row lacks contributes.  The
+    renumbering is monotone, so rows stay sorted.
+    """
+    import cupy
+
+    xp, xi, xv = held
+    yp, yi, yv = streamed
+    capacity = _shared_capacity(value_type, sr) - 1  # one slot for the sentinel
+    m, r0, rows = out.shape[0], 0, out.shape[0]
+    while r0 < m:
+        r1 = min(m, r0 + rows)
+        k0, k1 = int(xp[r0]), int(xp[r1])
+        used = cupy.unique(xi[k0:k1])
+        if used.size > capacity and r1 - r0 > 1:
+            rows = max(1, (r1 - r0) // 2)  # fewer rows, fewer distinct columns
+            continue
+        if used.size > capacity:  # one row alone stores more columns than fit: merge it
+            _merge(
+                sr, value_type, index_type, (xp[r0 : r1 + 1] - k0, xi[k0:k1], xv[k0:k1]), streamed, start, out[r0:r1]
+            )
+        else:
+            renumber = cupy.full(ncols, used.size, dtype=xi.dtype)
+            renumber[used] = cupy.arange(used.size, dtype=xi.dtype)
+            batch = (xp[r0 : r1 + 1] - k0, renumber[xi[k0:k1]], xv[k0:k1])
+            _rowvec(sr, value_type, index_type, batch, (yp, renumber[yi], yv), int(used.size) + 1, start, out[r0:r1])
+        r0 = r1
 
 
 def _group_size(indptr, rows: int) -> int:

@@ -118,12 +118,13 @@ def test_strategy_choice_follows_shared_memory():
 
     limit = cuda.max_shared_bytes()
     assert cuda.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
-    assert cuda.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "merge"
-    assert cuda.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "merge"  # union adds a bitmap
+    assert cuda.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "rowvec-compact"
+    assert cuda.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "rowvec-compact"  # + a bitmap
+    assert cuda.choose_strategy(0, "float32", semiring.plus_times) == "merge"
 
 
 @pytest.mark.parametrize("metric", ["cosine", "cityblock", "jaccard", "chebyshev"])
-def test_wide_space_falls_back_to_merge_and_agrees(metric):
+def test_wide_space_is_compacted_and_agrees(metric):
     X = sp.random(40, 300_000, density=0.0005, format="csr", random_state=9)
     got = distances.pairwise_distances(X, metric=metric, backend="cuda")
     want = distances.pairwise_distances(X, metric=metric, backend="cpu")
@@ -140,3 +141,22 @@ def test_rowvec_group_sizes(degree, monkeypatch):
         np.testing.assert_allclose(
             semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
         )
+
+
+@pytest.mark.parametrize("name", ["plus_times", "plus_pair", "plus_absdiff", "max_absdiff", "min_plus"])
+def test_compacted_batches_and_oversized_rows(name, monkeypatch):
+    """Shared memory cut to 2 KiB: batches shrink, and rows storing more columns than fit are merged."""
+    from kernels import cuda
+
+    monkeypatch.setattr(cuda, "max_shared_bytes", lambda: 2048)
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 50_000, density=0.002, format="csr", random_state=4)
+    heavy = sp.csr_matrix(
+        (rng.random(900), (np.zeros(900, int), rng.choice(50_000, 900, replace=False))), shape=(1, 50_000)
+    )
+    X = sp.vstack([X[:30], heavy, X[30:]], format="csr")  # one row with more columns than 2 KiB holds
+    sr = getattr(semiring, name)
+    assert cuda.choose_strategy(X.shape[1], "float64", sr) == "rowvec-compact"
+    np.testing.assert_allclose(
+        semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
+    )
