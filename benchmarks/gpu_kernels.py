@@ -62,7 +62,8 @@ def main() -> None:
             results = {}
             for strategy in ("auto", "merge"):
                 os.environ[cuda.STRATEGY_ENV] = strategy
-                label = cuda.choose_strategy(X.shape[1], "float32", sr) if strategy == "auto" else "merge"
+                degree = Q.nnz / Q.shape[0] + X.nnz / X.shape[0]
+                label = cuda.choose_strategy(X.shape[1], "float32", sr, degree) if strategy == "auto" else "merge"
                 if strategy == "auto" and label == "merge":
                     continue
                 ms, out = timed(lambda q=Qd, x=Xd, s=sr: cuda.pairwise(q, x, s, np.float32), args.repeats)

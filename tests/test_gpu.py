@@ -121,6 +121,8 @@ def test_strategy_choice_follows_shared_memory():
     assert cuda.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "rowvec-compact"
     assert cuda.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "rowvec-compact"  # + a bitmap
     assert cuda.choose_strategy(0, "float32", semiring.plus_times) == "merge"
+    assert cuda.choose_strategy(20_000, "float32", semiring.plus_absdiff, mean_degree=12) == "merge"
+    assert cuda.choose_strategy(20_000, "float32", semiring.plus_times, mean_degree=12) == "rowvec"
 
 
 @pytest.mark.parametrize("metric", ["cosine", "cityblock", "jaccard", "chebyshev"])
