@@ -380,10 +380,3 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
     if indices.size:
         fill(*operands, indptr, indices)
     return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=shape)
-
-
-def num_threads() -> int:
-    return numba.get_num_threads()
-
-
-__all__ = ["EXPANSION_VARIABLES", "compact_columns", "expand", "num_threads", "pairwise", "row_norm"]

@@ -360,10 +360,6 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     names = {v: v for v in variables}
     names.update({p: f"params[{i}]" for i, p in enumerate(params)})
     src = f"lambda {', '.join(variables)}, params: {render_python(node, names)}"
+    # Safe to evaluate: the text is rendered from a tree that admits only numbers,
+    # declared names, arithmetic, comparisons and whitelisted math functions.
     return eval(src, {"np": np})
-
-
-def variables_used(node: Node) -> set[str]:
-    if node.kind == "var":
-        return {node.args[0]}
-    return set().union(*(variables_used(a) for a in node.args if isinstance(a, Node)))
