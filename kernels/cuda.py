@@ -189,20 +189,26 @@ def _function(kernel: cuda_source.KernelSource):
 
 
 def _launch(kernel: cuda_source.KernelSource, count: int, args: tuple, threads: int = THREADS) -> None:
-    """Run ``kernel`` on ``count`` threads.
+    """Run ``kernel`` on ``count`` threads, one-dimensional."""
+    if count:
+        _run(_function(kernel), ((count + threads - 1) // threads,), (threads,), args)
 
-    A raw kernel receives only each array's data pointer, so every array goes in
+
+def _run(fn, grid: tuple, block: tuple, args: tuple, shared: int = 0) -> None:
+    """Launch a loaded kernel; by convention its output is the last argument.
+
+    A raw kernel receives only each array's data pointer, so every input goes in
     C-contiguous: views such as the rows and columns ``cupy.nonzero`` returns are
     strided, and a kernel indexing them as dense would read the wrong entries.
+    The output is never copied (a copy would swallow the results), only checked.
     """
     import cupy
 
-    *inputs, out = args  # by convention the output is the last argument: it must not be copied
+    *inputs, out = args
     if not out.flags.c_contiguous:
-        raise ValueError(f"{kernel.name}: the output array must be C-contiguous")
-    if count:
-        inputs = [cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in inputs]
-        _function(kernel)(((count + threads - 1) // threads,), (threads,), (*inputs, out))
+        raise ValueError("the output array of a kernel must be C-contiguous")
+    inputs = [cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in inputs]
+    fn(grid, block, (*inputs, out), shared_mem=shared)
 
 
 @dataclass
@@ -416,23 +422,8 @@ def _rowvec(sr, value_type, index_type, held, streamed, ncols, start, out, secon
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     grid_y = max(1, min((m_b + groups - 1) // groups, (8 * sms + m_a - 1) // m_a, 65535))
     stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
-    args = (
-        *held,
-        *streamed,
-        np.int64(m_b),
-        np.int64(ncols),
-        start,
-        _params(sr.params),
-        out,
-        np.int64(stride_a),
-        np.int64(stride_b),
-    )
-    fn(
-        (m_a, grid_y),
-        (ROWVEC_THREADS,),
-        tuple(cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in args),
-        shared_mem=shared,
-    )
+    args = (*held, *streamed, np.int64(m_b), np.int64(ncols), start, _params(sr.params))
+    _run(fn, (m_a, grid_y), (ROWVEC_THREADS,), (*args, np.int64(stride_a), np.int64(stride_b), out), shared)
     if sr.is_union and not second_pass:  # the columns only X stores: Y's rows held, X's streamed
         _rowvec(sr, value_type, index_type, streamed, held, ncols, start, out, second_pass=True)
 

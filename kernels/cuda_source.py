@@ -237,7 +237,7 @@ extern "C" __global__ void {name}(
     const I* __restrict__ ap, const I* __restrict__ ai, const T* __restrict__ av,
     const I* __restrict__ bp, const I* __restrict__ bi, const T* __restrict__ bv,
     long long m_b, long long ncols, T start, const double* __restrict__ params,
-    T* __restrict__ out, long long stride_a, long long stride_b)
+    long long stride_a, long long stride_b, T* __restrict__ out)
 {{
     extern __shared__ double sr_shared[];  // double: aligned for either value type
     T* dense = (T*)sr_shared;
