@@ -8,11 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import backend as _backend
-from semiring import expr as _expr
 from semiring import validation
 from semiring.ops import Semiring
 
-from .specs import NORMS, Distance, get_metric
+from .specs import NORMS, Distance, expression, get_metric
 
 
 def _check_params(spec: Distance, params: dict) -> dict:
@@ -43,8 +42,10 @@ def prepare(A: sp.csr_matrix, how: str) -> sp.csr_matrix:
     return sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape, copy=False)
 
 
-def _norm_tree(name: str) -> _expr.Node:
-    return _expr.parse(NORMS[name], ("x",))[0]
+def _prepared(engine, spec: Distance, A, acc):
+    """A's rows as the measure reads them, on the engine's device, with their row norms."""
+    Ap = engine.to_device(prepare(A, spec.prepare))
+    return Ap, [engine.row_norm(Ap, expression(NORMS[name], ("x",)), acc) for name in spec.norms]
 
 
 def pairwise_distances(
@@ -90,19 +91,16 @@ def pairwise_distances(
 def _compute(engine, spec: Distance, values: dict, X, Y, dtype, working_memory) -> np.ndarray:
     m, p = X.shape[0], Y.shape[0]
     acc = engine.accumulate_dtype(dtype)  # float64 on the CPU; the result's type on the GPU
-    Yp = engine.to_device(prepare(Y, spec.prepare))
-    ynorms = [engine.row_norm(Yp, _norm_tree(name), acc) for name in spec.norms]
+    Yp, ynorms = _prepared(engine, spec, Y, acc)
     # Temporaries per result entry: the terms, and the result itself when it has its own buffer.
     per_entry = len(spec.terms) * acc.itemsize + np.dtype(dtype).itemsize
     rows = engine.batch_rows(m, p, per_entry, working_memory)
     if rows >= m:  # one batch: X against itself shares Y's preparation and norms
-        Xp = Yp if Y is X else engine.to_device(prepare(X, spec.prepare))
-        xnorms = ynorms if Y is X else [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
+        Xp, xnorms = (Yp, ynorms) if Y is X else _prepared(engine, spec, X, acc)
         return engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
     out = np.empty((m, p), dtype)
     for r0 in range(0, m, rows):
-        Xp = engine.to_device(prepare(X[r0 : r0 + rows], spec.prepare))
-        xnorms = [engine.row_norm(Xp, _norm_tree(name), acc) for name in spec.norms]
+        Xp, xnorms = _prepared(engine, spec, X[r0 : r0 + rows], acc)
         out[r0 : r0 + rows] = engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
     return out
 
@@ -114,7 +112,7 @@ def _block(engine, spec: Distance, values: dict, Xp, xnorms, Yp, ynorms, acc, dt
     terms = [engine.pairwise(Xp, Yp, _bind(sr, values), acc) for sr in spec.terms]
     flagged = None
     if spec.refine is not None and m and p:
-        when = _expr.parse(spec.refine.when, engine.EXPANSION_VARIABLES)[0]
+        when = expression(spec.refine.when, engine.EXPANSION_VARIABLES)
         flagged = engine.select(when, (), param_array, terms, xnorms, ynorms, n, (m, p))
     # One term already in the result's type: expand in place, no second m×p buffer.
     out = terms[0] if (len(terms) == 1 and acc == dtype) else engine.empty((m, p), dtype)
@@ -127,7 +125,7 @@ def _block(engine, spec: Distance, values: dict, Xp, xnorms, Yp, ynorms, acc, dt
 def _refine(engine, spec: Distance, X, Y, flagged, out, acc) -> None:
     """Recompute the flagged entries exactly (see ``Refinement``)."""
     exact = engine.pairwise(X, Y, spec.refine.semiring, acc, mask=flagged)
-    tree = _expr.parse(spec.refine.expansion, engine.EXPANSION_VARIABLES)[0]
+    tree = expression(spec.refine.expansion, engine.EXPANSION_VARIABLES)
     fixed = engine.expand(
         tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], engine.empty((1, exact.size), acc)
     )

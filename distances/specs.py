@@ -20,6 +20,7 @@ The docs' table of measures is generated from ``DISTANCES`` (see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 
 from kernels.cpu import EXPANSION_VARIABLES
 from semiring import Semiring, binary_op, monoid
@@ -28,6 +29,12 @@ from semiring.ops import BUILTIN_SEMIRINGS as B
 
 # Row norms: Σ_k f(x_k) over each row's stored values.
 NORMS = {"sum": "x", "sumsq": "x * x"}
+
+
+@cache
+def expression(text: str, variables: tuple[str, ...]) -> _expr.Node:
+    """A spec's expression (expansion, norm, refinement) parsed once, not on every call and batch."""
+    return _expr.parse(text, variables)[0]
 
 
 def _sr(name: str, mult: str, add=monoid.plus, **params: float) -> Semiring:
@@ -65,7 +72,7 @@ class Distance:
 
     @property
     def expansion_tree(self) -> _expr.Node:
-        return _expr.parse(self.expansion, EXPANSION_VARIABLES + self.param_names)[0]
+        return expression(self.expansion, EXPANSION_VARIABLES + self.param_names)
 
     @property
     def family(self) -> str:
@@ -248,4 +255,4 @@ def get_metric(metric) -> Distance:
     raise ValueError(f"unknown metric {metric!r}; known metrics: {known}")
 
 
-__all__ = ["DISTANCES", "METRICS", "NORMS", "Distance", "Refinement", "get_metric"]
+__all__ = ["DISTANCES", "METRICS", "NORMS", "Distance", "Refinement", "expression", "get_metric"]
