@@ -463,23 +463,43 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     """``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)`` on the device; ``out`` is 2-D."""
     value_type, T = _names(out.dtype)
     m, p = out.shape
-    dummy = empty(1, T)  # stands for the inputs this expansion does not read
-    c = [a.astype(T, copy=False) for a in terms] + [dummy] * (2 - len(terms))
-    nx = [a.astype(T, copy=False) for a in xnorms] + [dummy] * (2 - len(xnorms))
-    ny = [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
     kernel = cuda_source.render_expansion(tree, tuple(param_names), _label(tree), value_type)
-    args = (*c, *nx, *ny, np.int64(m), np.int64(p), np.int64(ncols), _params(params), out)
+    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), _params(params), out)
     _launch(kernel, m * p, args)
     return out
 
 
+def _operands(T, terms, xnorms, ynorms) -> list:
+    """c0, c1, nx0, nx1, ny0, ny1 in type T; a dummy stands for each one the expression does not read."""
+    dummy = empty(1, T)
+    pad = [a.astype(T, copy=False) for a in terms] + [dummy] * (2 - len(terms))
+    pad += [a.astype(T, copy=False) for a in xnorms] + [dummy] * (2 - len(xnorms))
+    return pad + [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
+
+
 def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]):
-    """The entries where the expression holds, as (rows, cols) in row-major order."""
+    """The entries where the condition holds, as (rows, cols) int64 arrays, in no particular order.
+
+    Listed by a kernel with a counter (``render_expansion(select=True)``): the
+    memory taken is that of the hits, never an m×p flag array.  The buffers
+    start at 1/256 of the entries; if more hit, the kernel runs once more with
+    buffers of the exact size it counted.
+    """
     import cupy
 
-    flag = expand(tree, param_names, params, terms, xnorms, ynorms, ncols, empty(shape, terms[0].dtype))
-    rows, cols = cupy.nonzero(flag)
-    return rows, cols
+    value_type, T = _names(terms[0].dtype)
+    m, p = shape
+    kernel = cuda_source.render_expansion(tree, tuple(param_names), _label(tree), value_type, select=True)
+    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), _params(params))
+    capacity = max(1024, m * p // 256)
+    while True:
+        rows, cols = cupy.empty(capacity, np.int64), cupy.empty(capacity, np.int64)
+        count = cupy.zeros(1, np.uint64)
+        _launch(kernel, m * p, (*args, np.int64(capacity), rows, cols, count))
+        hits = int(count[0])
+        if hits <= capacity:
+            return rows[:hits], cols[:hits]
+        capacity = hits
 
 
 def mask_from_csr(M):

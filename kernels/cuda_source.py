@@ -169,29 +169,47 @@ EXPANSION_ARGS = {
 
 
 def render_expansion(
-    tree: _expr.Node, param_names: tuple[str, ...], label: str, value_type: str = "float32"
+    tree: _expr.Node, param_names: tuple[str, ...], label: str, value_type: str = "float32", select: bool = False
 ) -> KernelSource:
     """One thread per output entry: ``out[t] = f(c0, c1, nx0[i], nx1[i], ny0[j], ny1[j], n)``.
 
     Unused inputs may be passed as null pointers: only the arrays the expression
     reads are dereferenced.
+
+    With ``select`` the expression is a condition and the kernel lists the
+    entries where it holds instead of writing an m×p result: the k-th hit goes
+    to ``rows[k], cols[k]`` while k < ``capacity``, and ``count`` (the output)
+    ends as the number of hits, so a caller whose buffers were too small knows
+    how large to make them.  Hits are rare (entries to recompute), so one
+    atomic per hit costs little, and no m×p flag array is ever allocated.
     """
     T, _ = _types(value_type, "int64")
-    name = f"sr_expand_{_suffix(label, value_type, 'int64')}"
+    kind = "select" if select else "expand"
+    name = f"sr_{kind}_{_suffix(label, value_type, 'int64')}"
     names = dict(EXPANSION_ARGS)
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
     f = _expr.render_cuda(tree, names, "T")
+    if select:
+        tail = "long long capacity, long long* __restrict__ rows, long long* __restrict__ cols, " + (
+            "unsigned long long* __restrict__ count"
+        )
+        store = f"""if ({f} != T(0)) {{
+        const unsigned long long k = atomicAdd(count, 1ULL);
+        if (k < (unsigned long long)capacity) {{ rows[k] = i; cols[k] = j; }}
+    }}"""
+    else:
+        tail, store = "T* __restrict__ out", f"out[t] = {f};"
     body = f"""\
 typedef {T} T;
 extern "C" __global__ void {name}(
     const T* __restrict__ c0, const T* __restrict__ c1,
     const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
-    long long m, long long p, long long n, const double* __restrict__ params, T* __restrict__ out)
+    long long m, long long p, long long n, const double* __restrict__ params, {tail})
 {{
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m * p) return;
     const long long i = t / p, j = t % p;
-    out[t] = {f};
+    {store}
 }}
 """
     return KernelSource(name, PREAMBLE + body)

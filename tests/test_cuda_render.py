@@ -45,9 +45,10 @@ def test_pairwise_kernel_compiles(sr, value_type, index_type, masked):
 def test_expansion_kernel_compiles(d, value_type):
     kernels = [cuda_source.render_expansion(d.expansion_tree, d.param_names, d.name, value_type)]
     if d.refine:
-        for label, text in (("when", d.refine.when), ("exact", d.refine.expansion)):
-            tree = E.parse(text, tuple(cuda_source.EXPANSION_ARGS))[0]
-            kernels.append(cuda_source.render_expansion(tree, (), f"{d.name}_{label}", value_type))
+        when = E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]
+        exact = E.parse(d.refine.expansion, tuple(cuda_source.EXPANSION_ARGS))[0]
+        kernels.append(cuda_source.render_expansion(when, (), f"{d.name}_when", value_type, select=True))
+        kernels.append(cuda_source.render_expansion(exact, (), f"{d.name}_exact", value_type))
     for kernel in kernels:
         assert len(cuda.compile_kernel(kernel)) > 0
 
