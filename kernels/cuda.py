@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from semiring import expr as _expr
+
 from . import cuda_source
+from . import cuda_topk_source as topk_source
 from .cuda_source import KernelSource
 
 DEFAULT_ARCH = "sm_90"
@@ -289,6 +292,12 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
         index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
         out = cupy.empty((m, p), dtype=T)
+        if sr.is_union and os.environ.get(STRATEGY_ENV, "auto") == "auto":
+            split = sr.margin_split(nonnegative=_nonnegative(xv, yv))
+            if split is not None:
+                done = _union_by_margins(split, sr, X, Y, out_dtype)
+                if done is not None:
+                    return done
         degree = X.indices.size / max(1, m) + Y.indices.size / max(1, p)
         strategy = choose_strategy(X.shape[1], value_type, sr, degree)
         if strategy == "rowvec":
@@ -305,6 +314,37 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
     _launch(
         kernel, rows.size, (xp, xi, xv, yp, yi, yv, rows, cols, np.int64(rows.size), start, _params(sr.params), out)
     )
+    return out
+
+
+def _nonnegative(*values) -> bool:
+    return all(v.size == 0 or float(v.min()) >= 0 for v in values)
+
+
+# A union split into margins (see Semiring.margin_split): the sum, and where it
+# cancels to under 1/8 of the margins' magnitudes (relative error then at most
+# ~8x the accumulation's, ~1e-5 in float32), the entries recomputed by merging.
+_MARGIN_SUM = _expr.parse("c0 + nx0 + ny0", EXPANSION_VARIABLES)[0]
+_MARGIN_CANCELS = _expr.parse("abs(c0) <= 0.125 * (nx1 + ny1) and nx1 + ny1 > 0.0", EXPANSION_VARIABLES)[0]
+
+
+def _union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype):
+    """A plus-monoid union in one intersection pass; None where a margin is not finite."""
+    import cupy
+
+    T = _names(out_dtype)[1]
+    norms = []
+    for A, tree in ((X, split.x_margin), (Y, split.y_margin)):
+        norms.append([row_norm(A, tree, T), row_norm(A, _expr.Node("call", ("abs", tree)), T)])
+    (nx, ax), (ny, ay) = norms
+    if not bool(cupy.isfinite(ax).all()) or not bool(cupy.isfinite(ay).all()):
+        return None
+    out = pairwise(X, Y, split.cross, out_dtype)
+    none = np.zeros(0)
+    expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
+    flagged = select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out.shape)
+    if mask_size(flagged):
+        scatter(out, flagged, pairwise(X, Y, sr, out_dtype, mask=flagged))
     return out
 
 
@@ -516,3 +556,87 @@ def mask_size(mask) -> int:
 def scatter(out, mask, values) -> None:
     rows, cols = mask
     out[rows, cols] = values
+
+
+# --------------------------------------------------------------------------- k-nearest neighbours: top-k selection
+#
+# The running selection of m query rows is a pair of (m, k) device arrays,
+# values and int64 indices, each row sorted best first; every distance block
+# (queries × a tile of index rows) is merged into it by one warp per row (see
+# kernels.cuda_topk_source), so only m × k pairs persist between tiles.  The
+# same interface as kernels.cpu_topk.
+
+
+def row_slice(A: DeviceCSR, r0: int, r1: int) -> DeviceCSR:
+    """Rows r0..r1 of A as a DeviceCSR of views (the indptr rebased; no host round trip)."""
+    k0, k1 = int(A.indptr[r0]), int(A.indptr[r1])
+    return DeviceCSR(A.indptr[r0 : r1 + 1] - k0, A.indices[k0:k1], A.data[k0:k1], (r1 - r0, A.shape[1]))
+
+
+def topk_init(m: int, k: int, dtype):
+    import cupy
+
+    return cupy.full((m, k), np.nan, dtype), cupy.full((m, k), topk_source.EMPTY, np.int64)
+
+
+def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
+    """Merge ``block`` (query rows × index rows col0, col0 + 1, …) into ``selection`` in place.
+
+    ``self0 >= 0``: the block's row r is index row self0 + r, which it does not select.
+    """
+    values, ids = selection
+    m, p = block.shape
+    k = values.shape[1]
+    if m == 0 or p == 0:
+        return
+    value_type, _ = _names(values.dtype)
+    capacity = topk_source.capacity_for(k)
+    if capacity is None:
+        _topk_by_sorting(block, col0, self0, largest, selection)
+        return
+    kernel = topk_source.render_topk(value_type, capacity, largest)
+    threads = 32 * topk_source.WARPS_PER_BLOCK
+    grid = ((m + topk_source.WARPS_PER_BLOCK - 1) // topk_source.WARPS_PER_BLOCK,)
+    args = (block.astype(values.dtype, copy=False), np.int64(m), np.int64(p), np.int64(col0), np.int64(self0))
+    _run(_function(kernel), grid, (threads,), (*args, np.int32(k), values, ids))
+
+
+def topk_sort_bytes_per_entry() -> int:
+    """Temporaries per block entry of ``_topk_by_sorting`` (candidates, keys, classes, two orders)."""
+    return 8 + 8 + 8 + 1 + 8 + 8
+
+
+def _topk_by_sorting(block, col0, self0, largest, selection) -> None:
+    """For k beyond the kernels' register lists: stable sorts of the running selection and the block.
+
+    Candidates are laid out by index (the running pairs come from earlier tiles,
+    so their indices are smaller, and they are sorted already), so a stable sort
+    by value breaks ties by index.  NaN and excluded pairs (the query itself,
+    empty slots) are ranked by a second stable sort on their class.
+    """
+    import cupy
+
+    values, ids = selection
+    m, p = block.shape
+    k = values.shape[1]
+    cand_v = cupy.concatenate([values, block.astype(values.dtype, copy=False)], axis=1)
+    cand_i = cupy.concatenate([ids, cupy.broadcast_to(cupy.arange(col0, col0 + p, dtype=np.int64), (m, p))], axis=1)
+    nan = cupy.isnan(cand_v)
+    excluded = cand_i == topk_source.EMPTY
+    if self0 >= 0:
+        excluded |= cand_i == cupy.arange(self0, self0 + m, dtype=np.int64)[:, None]
+    klass = nan.astype(np.int8) + 2 * excluded.astype(np.int8)  # 0 number, 1 NaN, 2 excluded (3: empty NaN)
+    key = cupy.where(nan, 0, -cand_v if largest else cand_v)
+    order = cupy.argsort(key, axis=1)
+    order = cupy.take_along_axis(order, cupy.argsort(cupy.take_along_axis(klass, order, axis=1), axis=1), axis=1)
+    keep = order[:, :k]
+    values[...] = cupy.take_along_axis(cand_v, keep, axis=1)
+    ids[...] = cupy.take_along_axis(cand_i, keep, axis=1)
+    taken = cupy.take_along_axis(klass, keep, axis=1) >= 2
+    values[taken], ids[taken] = np.nan, topk_source.EMPTY
+
+
+def topk_finish(selection, largest: bool, dtype):
+    """The selection as host arrays ``(values, indices)``, each row best first."""
+    values, ids = selection
+    return values.astype(dtype, copy=False).get(), ids.get()

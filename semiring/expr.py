@@ -51,6 +51,18 @@ class ExpressionError(ValueError):
     """A declaration uses something outside the expression language."""
 
 
+def substitute(node: Node, values: Mapping[str, Node]) -> Node:
+    """``node`` with each variable named in ``values`` replaced by that tree.
+
+    >>> tree, _ = parse("abs(x - y)", ("x", "y"))
+    >>> render_python(substitute(tree, {"y": Node("num", (0.0,))}), {"x": "x"}, plain=True)
+    'abs(x - 0.0)'
+    """
+    if node.kind == "var":
+        return values.get(node.args[0], node)
+    return Node(node.kind, tuple(substitute(a, values) if isinstance(a, Node) else a for a in node.args))
+
+
 # --------------------------------------------------------------------------- parsing
 
 

@@ -271,3 +271,49 @@ def test_empty_intersection_holds_the_identity():
 def test_infinite_values_are_semiring_values():
     X = sp.csr_matrix(np.array([[np.inf, 1.0]]))
     assert semiring.pairwise(X, X, semiring.min_plus)[0, 0] == 2.0
+
+
+SPLIT_UNIONS = {
+    "plus_absdiff": lambda: semiring.plus_absdiff,
+    "canberra": lambda: Semiring(
+        monoid.plus, binary_op("abs(x - y) / (abs(x) + abs(y)) if abs(x) + abs(y) > 0 else 0")
+    ),
+    "hamming": lambda: Semiring(monoid.plus, binary_op("x != y")),
+    "powdiff_p3": lambda: Semiring(monoid.plus, binary_op("abs(x - y) ** p", p=3.0)),
+}
+
+
+@pytest.mark.parametrize("name", SPLIT_UNIONS)
+@given(data=st.data())
+def test_margin_split_reassembles_the_union(name, data):
+    """margins + the cross intersection = the union, against a dense float64 evaluation of the op."""
+    sr = SPLIT_UNIONS[name]()
+    nonnegative = data.draw(st.booleans())
+    split = sr.margin_split(nonnegative=nonnegative)
+    if split is None:  # only |x - y|**3 on signed data may exceed its margins
+        assert name == "powdiff_p3" and not nonnegative
+        return
+    assert split.cross.semantics == "intersection" and split.cross.annihilates
+    X, Y = data.draw(sparse_pair(nonnegative=nonnegative, dtype=np.float64))
+    f = np.vectorize(sr.mult.__call__, otypes=[float])
+    Xd, Yd = X.toarray(), Y.toarray()
+    want = f(Xd[:, None, :], Yd[None, :, :]).sum(-1)
+    margin = [np.vectorize(_margin(t), otypes=[float]) for t in (split.x_margin, split.y_margin)]
+    nx = np.array([margin[0](X[i].data).sum() for i in range(X.shape[0])])
+    ny = np.array([margin[1](Y[j].data).sum() for j in range(Y.shape[0])])
+    got = semiring.pairwise(X, Y, split.cross, backend="cpu") + nx[:, None] + ny[None, :]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max(initial=0)))
+
+
+def _margin(tree):
+    fn = semiring.expr.compile_python(tree, ("x",))
+    return lambda v: fn(np.float64(v), np.zeros(1))
+
+
+def test_margin_split_refuses_what_it_cannot_bound():
+    assert semiring.max_absdiff.margin_split() is None  # not a plus monoid
+    assert semiring.plus_times.margin_split() is None  # not a union
+    assert semiring.plus_sqdiff.margin_split() is None  # (1 - (-1))² = 4 > 1 + 1 on signed data
+    assert semiring.plus_sqdiff.margin_split(nonnegative=True) is not None
+    kl = Semiring(monoid.plus, binary_op("x * log(x / y) if x > 0 else 0.0"))
+    assert kl.margin_split(nonnegative=True) is None  # f(x, 0) = inf
