@@ -25,9 +25,14 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["rowvec", "merge"])
+@pytest.fixture(params=["auto", "rowvec", "merge"])
 def strategy(request, monkeypatch):
-    """Run a test under each GPU strategy (auto picks rowvec for these small column spaces)."""
+    """Run a test under each GPU strategy.
+
+    ``auto`` picks rowvec for these small column spaces, and splits plus-monoid
+    unions into margins + an intersection (``Semiring.margin_split``); the
+    forced strategies run unions in two passes or by merging.
+    """
     from kernels import cuda
 
     monkeypatch.setenv(cuda.STRATEGY_ENV, request.param)
@@ -162,3 +167,19 @@ def test_compacted_batches_and_oversized_rows(name, monkeypatch):
     np.testing.assert_allclose(
         semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_margin_split_recomputes_cancelling_entries(dtype):
+    """Near-duplicate rows: Σ|x − y| is tiny next to the margins, so the split's sum cancels and
+    those entries must come from the exact merge, not from margins − margins."""
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 400, density=0.2, format="csr", random_state=4, dtype=np.float64) * 100
+    Y = X.copy()
+    Y.data = Y.data + rng.choice([0.0, 1e-3], Y.data.size)  # equal rows, up to a few small changes
+    X, Y = X.astype(dtype), sp.vstack([Y, X[:5] * 2]).tocsr().astype(dtype)
+    got = semiring.pairwise(X, Y, semiring.plus_absdiff, backend="cuda")
+    want = np.abs(dense(X)[:, None, :] - dense(Y)[None, :, :]).sum(-1)
+    rtol = 2e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-3)
+    assert semiring.plus_absdiff.margin_split() is not None  # the split path ran under auto
