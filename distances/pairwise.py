@@ -25,6 +25,15 @@ def _check_params(spec: Distance, params: dict) -> dict:
     return values
 
 
+def resolve_metric(metric, params: dict) -> tuple[Distance, dict]:
+    """The measure's spec and its parameter values, checked (minkowski with p = inf is chebyshev)."""
+    spec = get_metric(metric)
+    values = _check_params(spec, params)
+    if spec.name == "minkowski" and math.isinf(values["p"]):
+        spec, values = get_metric("chebyshev"), {}
+    return spec, values
+
+
 def prepare(A: sp.csr_matrix, how: str) -> sp.csr_matrix:
     """The rows as a measure reads them; a new matrix sharing A's index arrays, A untouched."""
     if how == "none":
@@ -73,10 +82,7 @@ def pairwise_distances(
     array([[0., 7.],
            [7., 0.]])
     """
-    spec = get_metric(metric)
-    values = _check_params(spec, params)
-    if spec.name == "minkowski" and math.isinf(values["p"]):
-        spec, values = get_metric("chebyshev"), {}
+    spec, values = resolve_metric(metric, params)
     engine = _backend.engine(backend)
     X, Y = validation.check_pair(X, Y)
     if spec.nonnegative:

@@ -380,3 +380,17 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
     if indices.size:
         fill(*operands, indptr, indices)
     return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=shape)
+
+
+# --------------------------------------------------------------------------- k-nearest neighbours (see kernels.cpu_topk)
+# Re-exported as the engine interface; imported last because cpu_topk reuses JIT from above.
+from .cpu_topk import topk_finish, topk_init, topk_push  # noqa: F401
+
+
+def topk_extra_bytes(k: int) -> int:
+    """Temporaries per distance-block entry beyond the block itself: none, the heaps are m × k."""
+    return 0
+
+
+def row_slice(A: sp.csr_matrix, r0: int, r1: int) -> sp.csr_matrix:
+    return A[r0:r1]

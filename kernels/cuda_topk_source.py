@@ -1,0 +1,140 @@
+"""CUDA C for the per-row top-k selection of k-nearest neighbours: a pure function, no GPU library imported.
+
+``render_topk`` renders one kernel: **one warp per row** of a distance block
+(query rows × a tile of index rows).  Each lane keeps a sorted list of its
+``capacity`` best (value, index) pairs in registers (the list is indexed only
+by unrolled loops, so it never leaves them), first fed with the row's running
+selection from earlier tiles, then with its strided share of the block's row
+(coalesced reads).  A candidate costs one comparison with the lane's worst
+kept pair unless it enters the list.  The warp then merges its 32 sorted lists
+with ``k`` tournament rounds (a butterfly of shuffles finds the best list head,
+the lane that owned it drops it) and writes the row's new selection in place:
+the block itself is never sorted or copied, and only ``m × k`` pairs persist
+between tiles.
+
+Order (the same as the CPU engine's ``kernels.cpu_topk``): ascending, or
+descending for a similarity (``largest``); equal values by the smaller index;
+NaN after every number, NaNs by index.  Empty slots are ``(NaN, EMPTY)``,
+after every real pair.
+"""
+
+from __future__ import annotations
+
+from .cuda_source import PREAMBLE, VALUE_TYPES, KernelSource
+
+# List capacities rendered; a larger k is selected by sorting (kernels.cuda.topk_push).
+CAPACITIES = (8, 16, 32, 64, 128)
+EMPTY = (1 << 63) - 1  # index of an empty slot (the CPU engine's kernels.cpu_topk.EMPTY)
+WARPS_PER_BLOCK = 4
+
+
+def capacity_for(k: int) -> int | None:
+    """The smallest rendered list capacity holding ``k`` pairs, or None when k is too large for registers."""
+    return next((c for c in CAPACITIES if c >= k), None)
+
+
+def render_topk(value_type: str = "float32", capacity: int = 16, largest: bool = False) -> KernelSource:
+    """Merge a block into each row's running top-k: ``run[r] = best k of run[r] ∪ block[r]``.
+
+    Arguments: ``block`` (m × p, row-major), ``m``, ``p``, ``col0`` (global
+    index of the block's column 0), ``self0`` (global index of row 0 when a
+    query must not select itself, else -1), ``k`` (≤ capacity), then the
+    running selection ``run_v``, ``run_i`` (m × k, sorted, updated in place).
+    """
+    try:
+        T = VALUE_TYPES[value_type]
+    except KeyError:
+        raise ValueError(f"value_type must be one of {list(VALUE_TYPES)}, got {value_type!r}") from None
+    if capacity not in CAPACITIES:
+        raise ValueError(f"capacity must be one of {CAPACITIES}, got {capacity}")
+    order = "largest" if largest else "smallest"
+    name = f"sr_topk_{order}_c{capacity}_{value_type}"
+    before = "a > b" if largest else "a < b"
+    body = f"""\
+typedef {T} T;
+#define SR_CAP {capacity}
+#define SR_EMPTY {EMPTY}LL
+
+// (a, ia) comes before (b, ib): the order of the selection.
+__device__ __forceinline__ bool sr_before(T a, long long ia, T b, long long ib) {{
+    if (isnan(a)) return isnan(b) && ia < ib;
+    if (isnan(b)) return true;
+    return ({before}) || (a == b && ia < ib);
+}}
+
+// Insert (x, g) into the lane's sorted list; the caller knows it beats the last entry.
+__device__ __forceinline__ void sr_insert(T (&v)[SR_CAP], long long (&id)[SR_CAP], T x, long long g) {{
+    bool placed = false;
+#pragma unroll
+    for (int s = SR_CAP - 1; s >= 0; --s) {{
+        if (!placed) {{
+            if (s > 0 && sr_before(x, g, v[s - 1], id[s - 1])) {{
+                v[s] = v[s - 1];
+                id[s] = id[s - 1];
+            }} else {{
+                v[s] = x;
+                id[s] = g;
+                placed = true;
+            }}
+        }}
+    }}
+}}
+
+extern "C" __global__ void {name}(
+    const T* __restrict__ block, long long m, long long p, long long col0, long long self0, int k,
+    T* __restrict__ run_v, long long* __restrict__ run_i)
+{{
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= m) return;  // warp-uniform: the shuffles below always see whole warps
+    T v[SR_CAP];
+    long long id[SR_CAP];
+#pragma unroll
+    for (int s = 0; s < SR_CAP; ++s) {{
+        v[s] = sr_nan();
+        id[s] = SR_EMPTY;
+    }}
+    T* rv = run_v + row * k;
+    long long* ri = run_i + row * k;
+    for (int s = lane; s < k; s += 32)
+        if (sr_before(rv[s], ri[s], v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, rv[s], ri[s]);
+    const T* br = block + row * p;
+    const long long skip = self0 >= 0 ? self0 + row - col0 : -1;  // the query's own column, if in this tile
+    for (long long j = lane; j < p; j += 32) {{
+        const T x = br[j];
+        const long long g = col0 + j;
+        if (j != skip && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, x, g);
+    }}
+    // k rounds: the best head among the 32 lists wins (lane number breaks the tie of two empty slots).
+    for (int out = 0; out < k; ++out) {{
+        T bv = v[0];
+        long long bi = id[0];
+        int bl = lane;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) {{
+            const T ov = __shfl_xor_sync(0xffffffffu, bv, offset);
+            const long long oi = __shfl_xor_sync(0xffffffffu, bi, offset);
+            const int ol = __shfl_xor_sync(0xffffffffu, bl, offset);
+            if (sr_before(ov, oi, bv, bi) || (!sr_before(bv, bi, ov, oi) && ol < bl)) {{
+                bv = ov;
+                bi = oi;
+                bl = ol;
+            }}
+        }}
+        if (lane == bl) {{  // drop the head: shift the list left, an empty slot enters at the end
+#pragma unroll
+            for (int s = 0; s < SR_CAP - 1; ++s) {{
+                v[s] = v[s + 1];
+                id[s] = id[s + 1];
+            }}
+            v[SR_CAP - 1] = sr_nan();
+            id[SR_CAP - 1] = SR_EMPTY;
+        }}
+        if (lane == 0) {{
+            rv[out] = bv;
+            ri[out] = bi;
+        }}
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
