@@ -601,9 +601,10 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
     _run(_function(kernel), grid, (threads,), (*args, np.int32(k), values, ids))
 
 
-def topk_sort_bytes_per_entry() -> int:
-    """Temporaries per block entry of ``_topk_by_sorting`` (candidates, keys, classes, two orders)."""
-    return 8 + 8 + 8 + 1 + 8 + 8
+def topk_extra_bytes(k: int) -> int:
+    """Temporaries per distance-block entry beyond the block: none for the kernel; the sort's for a large k
+    (candidate values, indices and keys, their class, two orders)."""
+    return 0 if topk_source.capacity_for(k) else 8 + 8 + 8 + 1 + 8 + 8
 
 
 def _topk_by_sorting(block, col0, self0, largest, selection) -> None:
