@@ -1,0 +1,347 @@
+"""``distances.graph`` on the CPU engine against networkx and python-graphblas.
+
+Oracles: networkx (``triangles``, ``jaccard_coefficient``, ``common_neighbors``,
+``k_truss``) on its bundled graphs and on hypothesis random graphs, plain
+Python sets for the other similarities and the weighted forms, and
+python-graphblas's masked ``plus_pair`` (``C⟨L⟩ = L plus.pair Uᵀ`` for
+triangles, ``C⟨S⟩ = S plus.pair Sᵀ`` for the k-truss loop).
+"""
+
+from __future__ import annotations
+
+import math
+
+import graphblas as gb
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distances import graph
+
+BUNDLED = {
+    "karate": nx.karate_club_graph,
+    "florentine": nx.florentine_families_graph,
+    "les_miserables": nx.les_miserables_graph,
+    "davis": nx.davis_southern_women_graph,  # bipartite: no triangles
+    "petersen": nx.petersen_graph,
+    "k6": lambda: nx.complete_graph(6),
+}
+
+
+def adjacency(G: nx.Graph, index=np.int32, form="csr_matrix", weight=None) -> tuple:
+    """(A, nodes): the adjacency in ``form`` with ``index`` dtype, rows in the order of ``nodes``."""
+    nodes = list(G)
+    if nodes:
+        A = sp.csr_matrix(nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, format="csr", dtype=np.float64))
+    else:
+        A = sp.csr_matrix((0, 0))
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    if form == "csr_array":
+        A = sp.csr_array(A)
+    elif form == "coo":
+        A = A.tocoo()
+    elif form == "dense":
+        A = A.toarray()
+    return A, nodes
+
+
+def edge_values(S) -> dict:
+    """{(u, v): value} of a sparse result, explicit zeros included."""
+    S = sp.csr_matrix(S)
+    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    return {(int(u), int(v)): S.data[k] for k, (u, v) in enumerate(zip(rows, S.indices))}
+
+
+def set_similarity(name: str, Nu: set, Nv: set) -> float:
+    c, du, dv = len(Nu & Nv), len(Nu), len(Nv)
+    den = {"jaccard": du + dv - c, "sorensen": (du + dv) / 2, "overlap": min(du, dv), "cosine": math.sqrt(du * dv)}
+    return c / den[name] if den[name] > 0 else 0.0
+
+
+def check_against_networkx(G: nx.Graph, A, nodes) -> None:
+    index = {u: i for i, u in enumerate(nodes)}
+    N = {index[u]: {index[w] for w in G[u]} for u in G}
+    edges = [(index[u], index[v]) for u, v in G.edges()]
+    both = edges + [(v, u) for u, v in edges]
+
+    tri = nx.triangles(G)
+    assert graph.triangle_count(A, backend="cpu") == sum(tri.values()) // 3
+    assert graph.triangle_count(A, order="id", backend="cpu") == sum(tri.values()) // 3
+    np.testing.assert_array_equal(graph.triangle_count(A, per="vertex", backend="cpu"), [tri[u] for u in nodes])
+
+    per_edge = edge_values(graph.triangle_count(A, per="edge", backend="cpu"))
+    cn = edge_values(graph.common_neighbors(A, backend="cpu"))
+    assert set(cn) == set(both) == set(per_edge)
+    for u, v in both:
+        want = len(list(nx.common_neighbors(G, nodes[u], nodes[v])))
+        assert cn[u, v] == want and per_edge[u, v] == want
+
+    jac = edge_values(graph.jaccard(A, backend="cpu"))
+    for u, v, p in nx.jaccard_coefficient(G, [(nodes[u], nodes[v]) for u, v in both]):
+        assert jac[index[u], index[v]] == pytest.approx(p, rel=1e-12)
+    for name in ("sorensen", "overlap", "cosine"):
+        got = edge_values(getattr(graph, name)(A, backend="cpu"))
+        for u, v in both:
+            assert got[u, v] == pytest.approx(set_similarity(name, N[u], N[v]), rel=1e-12)
+    scan = edge_values(graph.scan_similarity(A, backend="cpu"))
+    for u, v in both:
+        closed_u, closed_v = N[u] | {u}, N[v] | {v}
+        want = len(closed_u & closed_v) / math.sqrt(len(closed_u) * len(closed_v))
+        assert scan[u, v] == pytest.approx(want, rel=1e-12)
+
+    truss = edge_values(graph.truss_decomposition(A, backend="cpu"))
+    assert set(truss) == set(both)
+    k = 2
+    while True:
+        want = {(index[u], index[v]) for u, v in nx.k_truss(G, k).edges()}
+        want |= {(v, u) for u, v in want}
+        got = set(edge_values(graph.ktruss(A, k, backend="cpu")))
+        assert got == want, k
+        assert {e for e, t in truss.items() if t >= k} == want, k
+        if not want:
+            break
+        k += 1
+
+
+@pytest.mark.parametrize("name", list(BUNDLED))
+def test_bundled_graphs_match_networkx(name):
+    G = nx.Graph(BUNDLED[name]())
+    A, nodes = adjacency(G)
+    check_against_networkx(G, A, nodes)
+
+
+@st.composite
+def graphs(draw, max_n: int = 24):
+    """A networkx graph with isolated vertices, hubs and cliques, and its adjacency in some input form."""
+    n = draw(st.integers(0, max_n))
+    G = nx.Graph()
+    G.add_nodes_from(range(n))
+    if n >= 2:
+        pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1])
+        G.add_edges_from(draw(st.lists(pairs, max_size=4 * n)))
+        if draw(st.booleans()):  # a clique, so that trusses go deep
+            members = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=7, unique=True))
+            G.add_edges_from((u, v) for i, u in enumerate(members) for v in members[i + 1 :])
+    index = draw(st.sampled_from([np.int32, np.int64]))
+    form = draw(st.sampled_from(["csr_matrix", "csr_array", "coo", "dense"]))
+    return G, *adjacency(G, index, form)
+
+
+@given(graphs())
+def test_random_graphs_match_networkx(case):
+    G, A, nodes = case
+    check_against_networkx(G, A, nodes)
+
+
+def test_result_forms_follow_the_input():
+    G = nx.karate_club_graph()
+    A, _ = adjacency(G, np.int64)
+    assert isinstance(graph.jaccard(A, backend="cpu"), sp.csr_matrix)
+    assert isinstance(graph.jaccard(sp.csr_array(A), backend="cpu"), sp.csr_array)
+    J = graph.common_neighbors(A, backend="cpu")
+    assert J.dtype == np.int64 and J.indices.dtype == np.int64
+    np.testing.assert_array_equal(J.indices, A.indices)
+
+
+# --------------------------------------------------------------------------- python-graphblas oracles
+
+
+def gb_matrix(A) -> gb.Matrix:
+    return gb.io.from_scipy_sparse(sp.csr_matrix(A, dtype=np.float64))
+
+
+def gb_triangles(A) -> int:
+    """``C⟨L⟩ = L plus.pair Uᵀ`` (U = Lᵀ, so Uᵀ = L): Σ C is the triangle count."""
+    L = gb.select.tril(gb_matrix(A), -1)
+    C = gb.Matrix(gb.dtypes.INT64, *L.shape)
+    C(L.S) << L.mxm(L, gb.semiring.plus_pair)
+    return int(C.reduce_scalar().value or 0)
+
+
+def gb_ktruss(A, k: int) -> set:
+    """The k-truss loop: supports ``C⟨S⟩ = S plus.pair Sᵀ``, keep those ≥ k − 2, until stable (k ≥ 3)."""
+    S = gb_matrix(A)
+    while True:
+        C = gb.Matrix(gb.dtypes.INT64, *S.shape)
+        C(S.S) << S.mxm(S.T, gb.semiring.plus_pair)
+        kept = C.select(">=", k - 2).new()
+        if kept.nvals == S.nvals:
+            break
+        S = kept
+    rows, cols, _ = S.to_coo()
+    return set(zip(rows.tolist(), cols.tolist()))
+
+
+def gb_common_neighbors(A) -> dict:
+    M = gb_matrix(A)
+    C = gb.Matrix(gb.dtypes.INT64, *M.shape)
+    C(M.S) << M.mxm(M.T, gb.semiring.plus_pair)
+    rows, cols, vals = C.to_coo()
+    return {(int(u), int(v)): int(c) for u, v, c in zip(rows, cols, vals)}
+
+
+def random_graph(n: int, m: int, seed: int, index=np.int32) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    hub = rng.integers(0, n, m // 4)  # a few high-degree vertices: degree skew
+    u = np.concatenate([u, hub % 5])
+    v = np.concatenate([v, hub])
+    A = sp.csr_matrix((np.ones(u.size), (u, v)), shape=(n, n))
+    A = ((A + A.T) > 0).astype(np.float64)
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A = sp.csr_matrix(A)
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    return A
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_triangles_and_common_neighbors_match_graphblas(index):
+    A = random_graph(3000, 30000, seed=1, index=index)
+    total = gb_triangles(A)
+    assert total > 0
+    assert graph.triangle_count(A, backend="cpu") == total
+    assert graph.triangle_count(A, order="id", backend="cpu") == total
+    assert int(graph.triangle_count(A, per="vertex", backend="cpu").sum()) == 3 * total
+    want = gb_common_neighbors(A)
+    got = edge_values(graph.common_neighbors(A, backend="cpu"))
+    assert {e: c for e, c in got.items() if c} == want
+    assert sum(got.values()) == 6 * total
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 6])
+def test_ktruss_matches_graphblas_loop(k):
+    A = random_graph(400, 6000, seed=2)
+    want = gb_ktruss(A, k)
+    assert set(edge_values(graph.ktruss(A, k, backend="cpu"))) == want
+    truss = edge_values(graph.truss_decomposition(A, backend="cpu"))
+    assert {e for e, t in truss.items() if t >= k} == want
+
+
+# --------------------------------------------------------------------------- the primitive route
+
+
+@given(graphs(max_n=16), st.data())
+@settings(max_examples=20)
+def test_pairs_use_the_masked_primitive_and_agree_with_sets(case, data):
+    G, A, nodes = case
+    n = len(nodes)
+    if n == 0:
+        assert graph.jaccard(A, pairs=np.zeros((0, 2), int), backend="cpu").shape == (0,)
+        return
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=20))
+    N = {i: set(G[nodes[i]]) for i in range(n)}
+    for name in ("jaccard", "sorensen", "overlap", "cosine"):
+        got = getattr(graph, name)(A, pairs=pairs, backend="cpu")
+        assert got.shape == (len(pairs),)
+        want = [set_similarity(name, N[u], N[v]) for u, v in pairs]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        # the specialised edge kernel and the masked primitive at the edges agree
+        E = edge_values(getattr(graph, name)(A, backend="cpu"))
+        if E:
+            edges = list(E)
+            np.testing.assert_allclose(getattr(graph, name)(A, pairs=edges, backend="cpu"), list(E.values()))
+
+
+def weighted_graph(n: int, m: int, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, n, density=m / n**2, random_state=seed, format="csr")
+    A = sp.triu(A, 1)
+    A = sp.csr_matrix(A + A.T)
+    A.data = rng.uniform(0.1, 3.0, A.nnz)
+    A = sp.csr_matrix(sp.triu(A, 1))
+    return sp.csr_matrix(A + A.T)
+
+
+def test_weighted_similarities_sum_weights():
+    A = weighted_graph(60, 600, seed=3)
+    D = A.toarray()
+    for name in ("jaccard", "sorensen", "overlap", "cosine"):
+        got = edge_values(getattr(graph, name)(A, weighted=True, backend="cpu"))
+        assert set(got) == set(edge_values(A))
+        for (u, v), value in got.items():
+            x, y = D[u], D[v]
+            mins, su, sv = np.minimum(x, y).sum(), x.sum(), y.sum()
+            want = {
+                "jaccard": mins / np.maximum(x, y).sum(),
+                "sorensen": 2 * mins / (su + sv),
+                "overlap": mins / min(su, sv),
+                "cosine": x @ y / np.sqrt((x @ x) * (y @ y)),
+            }[name]
+            assert value == pytest.approx(want, rel=1e-12, abs=1e-15)
+    # unit weights: the weighted forms are the counted ones
+    B = A.copy()
+    B.data[:] = 1.0
+    np.testing.assert_allclose(
+        graph.jaccard(B, weighted=True, backend="cpu").data, graph.jaccard(B, backend="cpu").data, rtol=1e-12
+    )
+    pairs = [(0, 1), (5, 7), (3, 3)]
+    got = graph.jaccard(A, pairs=pairs, weighted=True, backend="cpu")
+    want = [np.minimum(D[u], D[v]).sum() / max(np.maximum(D[u], D[v]).sum(), 1e-300) for u, v in pairs]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- input rules
+
+
+def test_empty_graphs_and_isolated_vertices():
+    for n in (0, 1, 5):
+        A = sp.csr_matrix((n, n))
+        assert graph.triangle_count(A, backend="cpu") == 0
+        assert graph.triangle_count(A, per="vertex", backend="cpu").shape == (n,)
+        for f in (graph.jaccard, graph.common_neighbors, graph.truss_decomposition, graph.scan_similarity):
+            R = f(A, backend="cpu")
+            assert R.shape == (n, n) and R.nnz == 0
+        assert graph.ktruss(A, 3, backend="cpu").nnz == 0
+        assert graph.jaccard(A, pairs=[(i, i) for i in range(n)], backend="cpu").tolist() == [0.0] * n
+
+
+def test_bad_input_is_refused_with_the_rule():
+    tri = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], float))
+    with pytest.raises(ValueError, match="A must be square"):
+        graph.jaccard(sp.csr_matrix((3, 4)), backend="cpu")
+    loop = sp.csr_matrix(tri.toarray() + np.diag([1.0, 0, 0]))
+    with pytest.raises(ValueError, match="self-loops.*1 stored entries.*normalize=True"):
+        graph.triangle_count(loop, backend="cpu")
+    directed = sp.csr_matrix(np.triu(tri.toarray()))
+    with pytest.raises(ValueError, match="must be symmetric.*3 stored entries"):
+        graph.common_neighbors(directed, backend="cpu")
+    weights = tri.copy()
+    weights.data[0] = 2.0  # A[0, 1]
+    with pytest.raises(ValueError, match="weights must be symmetric"):
+        graph.jaccard(weights, weighted=True, backend="cpu")
+    assert graph.jaccard(weights, backend="cpu").nnz == 6  # unweighted measures read the pattern only
+    negative = tri.copy()
+    negative.data[:] = -1.0
+    with pytest.raises(ValueError, match="negative weights"):
+        graph.cosine(negative, weighted=True, backend="cpu")
+    with pytest.raises(ValueError, match="per must be one of"):
+        graph.triangle_count(tri, per="node", backend="cpu")
+    with pytest.raises(ValueError, match="order must be one of"):
+        graph.triangle_count(tri, order="random", backend="cpu")
+    with pytest.raises(ValueError, match="k must be >= 2"):
+        graph.ktruss(tri, 1, backend="cpu")
+    with pytest.raises(TypeError, match="k must be an integer"):
+        graph.ktruss(tri, 3.5, backend="cpu")
+    with pytest.raises(ValueError, match="pairs must hold vertex ids in"):
+        graph.jaccard(tri, pairs=[(0, 3)], backend="cpu")
+    with pytest.raises(ValueError, match="k × 2"):
+        graph.jaccard(tri, pairs=[0, 1, 2], backend="cpu")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        graph.jaccard(tri, backend="gpu")
+
+
+def test_normalize_removes_loops_and_symmetrises():
+    D = np.array([[1, 2, 0, 0], [0, 0, 1, 0], [3, 0, 0, 1], [0, 0, 0, 0]], float)
+    A = sp.csr_matrix(D)
+    G = nx.Graph([(0, 1), (1, 2), (0, 2), (2, 3)])
+    assert graph.triangle_count(A, normalize=True, backend="cpu") == 1
+    jac = edge_values(graph.jaccard(A, normalize=True, backend="cpu"))
+    for u, v, p in nx.jaccard_coefficient(G, list(jac)):
+        assert jac[u, v] == pytest.approx(p)
+    W = graph.cosine(A, weighted=True, normalize=True, backend="cpu")  # weights: the larger direction
+    S = np.array([[0, 2, 3, 0], [2, 0, 1, 0], [3, 1, 0, 1], [0, 0, 1, 0]], float)
+    assert W[0, 1] == pytest.approx(S[0] @ S[1] / np.sqrt(S[0] @ S[0] * (S[1] @ S[1])))
