@@ -1,0 +1,514 @@
+"""The ``semiring`` command: k-nearest neighbours, pairwise distances and graph measures on files.
+
+``semiring knn`` with no input file runs on a bundled real dataset (TF-IDF of
+the standard library's docstrings, see ``distances.datasets``).  Every command
+picks the GPU when it is usable, else the CPU (``--backend`` overrides), and
+says which one ran.  A bad file or argument ends with a one-line message naming
+it and exit status 2, never a traceback (``--traceback`` shows one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from semiring import backend as _backend
+
+from . import io
+
+FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
+CHECK_ROWS = 64  # queries checked against SciPy by --check
+CHECK_MAX_ENTRIES = 50_000_000  # densifying more than this for the check is refused
+EXIT_ERROR = 2  # as argparse's usage errors
+
+
+class UsageError(ValueError):
+    """An argument that cannot work with the inputs given."""
+
+
+# Helpers
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _seconds(t: float) -> str:
+    return f"{t * 1e3:.1f} ms" if t < 1 else f"{t:.2f} s"
+
+
+def _describe(A, name: str) -> str:
+    rows, cols = A.shape
+    return f"{name}: {rows:,} x {cols:,} sparse, {A.nnz:,} stored values, {A.dtype}"
+
+
+def _backend_line(name: str) -> str:
+    if name == "cuda":
+        return f"backend: cuda ({_gpu_name()})"
+    reason = _backend.cuda_unavailable_reason()
+    return f"backend: cpu ({'GPU not used: ' + reason if reason else 'chosen with --backend'})"
+
+
+def _gpu_name() -> str:
+    try:
+        import cupy
+
+        device = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(device.id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"{name}, {props['totalGlobalMem'] / 2**30:.0f} GiB, compute capability {device.compute_capability}"
+    except Exception as exc:  # noqa: BLE001 - a description only; the engine reports real failures
+        return f"GPU details unavailable: {exc}"
+
+
+@contextlib.contextmanager
+def _naming(**files):
+    """Library errors name arguments (X, Y, A); add which file each one came from."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, (io.FileError, UsageError)):
+            raise
+        where = ", ".join(f"{arg} = {path}" for arg, path in files.items() if path)
+        raise type(exc)(f"{exc} ({where})" if where else str(exc)) from None
+
+
+def _metric_params(args) -> dict:
+    return {} if args.p is None else {"p": args.p}
+
+
+# knn
+
+
+def _neighbors_class():
+    try:
+        from .neighbors import NearestNeighbors
+    except ImportError as exc:
+        raise RuntimeError(f"k-nearest neighbours are not available in this build ({exc})") from None
+    return NearestNeighbors
+
+
+def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, progress: bool):
+    """(distances, indices, seconds, compile seconds): the k nearest rows of X to each row of Q.
+
+    Q None: every row of X, which is not its own neighbour.  The kernels are
+    compiled first on two rows, so that the time of the real run is its own.
+    """
+    NearestNeighbors = _neighbors_class()
+    n = X.shape[0]
+    limit = n - 1 if Q is None else n
+    if not 1 <= k <= limit:
+        every = " when every row is a query (a row is not its own neighbour)" if Q is None else ""
+        raise UsageError(f"-k must be between 1 and {limit} for {n:,} rows{every}, got {k}")
+    options = {"metric": metric, "backend": engine, "working_memory": working_memory, **params}
+    start = time.perf_counter()
+    NearestNeighbors(n_neighbors=1, verbose=False, **options).fit(X[:2]).kneighbors((X if Q is None else Q)[:1])
+    compiling = time.perf_counter() - start
+    start = time.perf_counter()
+    distances, indices = NearestNeighbors(n_neighbors=k, verbose=progress, **options).fit(X).kneighbors(Q)
+    return np.asarray(distances), np.asarray(indices), time.perf_counter() - start, compiling
+
+
+def scipy_reference(metric: str, params: dict, A, B):
+    """SciPy's cdist between the rows of A and B (densified, float64), or None where SciPy lacks the measure."""
+    from scipy.spatial.distance import cdist
+
+    from .specs import get_metric
+
+    spec = get_metric(metric)
+    if spec.name in ("inner_product", "hellinger", "kldivergence"):
+        return None
+    a = np.asarray(A.toarray(), dtype=np.float64)
+    b = np.asarray(B.toarray(), dtype=np.float64)
+    if spec.prepare == "binary":
+        a, b = a != 0, b != 0
+    return cdist(a, b, spec.name, **params)
+
+
+def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
+    """Whether the neighbours of the given query rows are the nearest by SciPy's cdist."""
+    if len(rows) * X.shape[1] + X.shape[0] * X.shape[1] > CHECK_MAX_ENTRIES:
+        return "skipped (too large to densify)"
+    queries = (X if Q is None else Q)[rows]
+    full = scipy_reference(metric, params, queries, X)
+    if full is None:
+        return f"skipped (SciPy has no {metric})"
+    ref = full if Q is not None else np.array([np.delete(r, i) for r, i in zip(full, rows)])  # not its own neighbour
+    k = indices.shape[1]
+    expected = np.sort(ref, axis=1)[
+        :, :k
+    ]  # NaN sorts last, as in the estimator; tied indices may differ, distances not
+    found = distances[rows]
+    at_indices = np.take_along_axis(full, indices[rows], axis=1)
+    tol = {"rtol": 1e-4, "atol": 1e-6, "equal_nan": True}
+    wrong = ~(np.isclose(found, expected, **tol) & np.isclose(found, at_indices, **tol)).all(axis=1)
+    return f"NO ({wrong.sum()} of {len(rows)} rows differ)" if wrong.any() else "yes"
+
+
+def _check_metric(args) -> None:
+    """An unknown metric is named before any file is read."""
+    from .specs import get_metric
+
+    get_metric(args.metric)
+
+
+def run_knn(args) -> int:
+    _check_metric(args)
+    params = _metric_params(args)
+    if args.queries and not args.data:
+        raise UsageError("--queries needs a data file")
+    if args.output:
+        io.check_output(args.output)
+    engine = _backend.resolve(args.backend)
+    if args.data:
+        X = io.read_matrix(args.data)
+        Q = io.read_matrix(args.queries) if args.queries else None
+        print(_describe(X, f"data {args.data}"))
+        if Q is not None:
+            print(_describe(Q, f"queries {args.queries}"))
+        names = None
+    else:
+        X, Q, names = _bundled()
+    print(_backend_line(engine))
+    with _naming(data=args.data, queries=args.queries):
+        distances, indices, seconds, compiling = knn(
+            X, Q, args.k, args.metric, params, engine, args.working_memory, args.progress
+        )
+    queries = X.shape[0] if Q is None else Q.shape[0]
+    print(
+        f"knn: the {args.k} nearest of {queries:,} {'rows' if names is None else 'modules'} by {args.metric} "
+        f"in {_seconds(seconds)} on {engine} (+ {_seconds(compiling)} compiling the kernels, once per process)"
+    )
+    if names is None:
+        shown = np.arange(min(args.show, queries))
+        for i in shown:
+            pairs = "  ".join(f"{j} ({d:.4g})" for j, d in zip(indices[i], distances[i]))
+            print(f"  row {i}: {pairs}")
+    else:
+        shown = np.array([names.index(m) for m in FEATURED_MODULES if m in names] or range(min(5, queries)))
+        print(f"modules most similar to ({args.metric} distance):")
+        width = max(len(names[i]) for i in shown)
+        for i in shown:
+            near = "  ".join(f"{names[j]} {d:.2f}" for j, d in zip(indices[i], distances[i]))
+            print(f"  {names[i]:<{width}}  {near}")
+    if args.check or names is not None:
+        rows, which = (shown, "the modules shown") if names else (np.arange(min(CHECK_ROWS, queries)), "the first rows")
+        verdict = _check_knn(X, Q, rows, args.metric, params, distances, indices)
+        print(f"check against scipy cdist (float64, brute force) for {which}: {verdict}")
+    if args.output:
+        io.write_neighbors(args.output, distances, indices)
+        print(f"wrote {args.output}")
+    if names is not None:
+        print("your own data: semiring knn data.mtx -k 10 --metric cosine -o neighbours.npz   (semiring knn --help)")
+    return 0
+
+
+def _bundled():
+    from . import datasets
+
+    start = time.perf_counter()
+    corpus = datasets.stdlib_tfidf()
+    X = corpus.X
+    print(
+        f"data: the docstrings of {X.shape[0]:,} modules of Python {platform.python_version()}'s standard library "
+        f"({datasets.stdlib_root()}), read without importing them,\n"
+        f"      as TF-IDF rows: {X.shape[0]:,} x {X.shape[1]:,} sparse, {X.nnz:,} stored values "
+        f"(built in {_seconds(time.perf_counter() - start)}, nothing downloaded)"
+    )
+    return X, None, corpus.names
+
+
+# pairwise
+
+
+def run_pairwise(args) -> int:
+    if not args.semiring:
+        _check_metric(args)
+    if args.output:
+        io.check_output(args.output)
+    engine = _backend.resolve(args.backend)
+    X = io.read_matrix(args.x)
+    Y = io.read_matrix(args.y) if args.y else None
+    print(_describe(X, f"X {args.x}"))
+    if Y is not None:
+        print(_describe(Y, f"Y {args.y}"))
+    print(_backend_line(engine))
+    what = f"semiring {args.semiring}" if args.semiring else args.metric
+    if args.semiring:
+        import semiring
+
+        if args.p is not None:
+            raise UsageError("-p applies to --metric minkowski, not to a semiring")
+
+        def compute(A, B):
+            return semiring.pairwise(A, A if B is None else B, args.semiring, backend=engine)
+    else:
+        from .pairwise import pairwise_distances
+
+        def compute(A, B):
+            options = {"backend": engine, "working_memory": args.working_memory, **_metric_params(args)}
+            return pairwise_distances(A, B, metric=args.metric, **options)
+
+    with _naming(X=args.x, Y=args.y):
+        start = time.perf_counter()
+        compute(X[:1], None if Y is None else Y[:1])  # compiles the kernels, outside the timing
+        compiling = time.perf_counter() - start
+        start = time.perf_counter()
+        D = compute(X, Y)
+        seconds = time.perf_counter() - start
+    finite = D[np.isfinite(D)]
+    stats = (
+        f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}"
+        if finite.size
+        else "none finite"
+    )
+    print(
+        f"pairwise {what}: {D.shape[0]:,} x {D.shape[1]:,} in {_seconds(seconds)} on {engine} "
+        f"(+ {_seconds(compiling)} compiling the kernels, once per process); {stats}"
+    )
+    if args.check:
+        if args.semiring:
+            print("check: skipped (SciPy has no semirings; use --metric)")
+        else:
+            rows = min(CHECK_ROWS, D.shape[0])
+            B = X if Y is None else Y
+            ref = (
+                None
+                if (rows + B.shape[0]) * X.shape[1] > CHECK_MAX_ENTRIES
+                else scipy_reference(args.metric, _metric_params(args), X[:rows], B)
+            )
+            verdict = (
+                "skipped"
+                if ref is None
+                else ("yes" if np.allclose(D[:rows], ref, rtol=1e-4, atol=1e-6, equal_nan=True) else "NO")
+            )
+            print(f"check against scipy cdist (float64) on the first {rows} rows: {verdict}")
+    if args.output:
+        io.write_array(args.output, D, "distance")
+        print(f"wrote {args.output}")
+    return 0
+
+
+# graph
+
+
+def _graph_module():
+    try:
+        from . import graph
+    except ImportError as exc:
+        raise RuntimeError(f"graph measures are not available in this build ({exc})") from None
+    return graph
+
+
+def run_graph(args) -> int:
+    if args.output:
+        io.check_output(args.output, io.RESULT_SUFFIXES + (".mtx",))
+        if args.measure == "triangles" and args.per == "total":
+            raise UsageError("--per total gives one number; write --per vertex or --per edge to a file")
+    graph = _graph_module()
+    engine = _backend.resolve(args.backend)
+    A = io.read_graph(args.graph, one_based=args.one_based)
+    print(
+        f"graph {args.graph}: {A.shape[0]:,} vertices, {A.nnz:,} stored entries ({A.nnz // 2:,} undirected edges if symmetric)"
+    )
+    print(_backend_line(engine))
+    options = {"backend": engine, "normalize": args.normalize}
+
+    def compute(G):
+        if args.measure == "triangles":
+            return graph.triangle_count(G, per=args.per, order=args.order, **options)
+        if args.measure == "jaccard":
+            return graph.jaccard(G, weighted=args.weighted, **options)
+        if args.measure == "ktruss":
+            return graph.ktruss(G, args.k, **options)
+        return graph.truss_decomposition(G, **options)
+
+    with _naming(A=args.graph):
+        start = time.perf_counter()
+        compute(_triangle_like(A))  # compiles the kernels for A's types, outside the timing
+        compiling = time.perf_counter() - start
+        start = time.perf_counter()
+        result = compute(A)
+        seconds = time.perf_counter() - start
+    print(
+        f"{args.measure}: {_graph_summary(args, result)} in {_seconds(seconds)} on {engine} "
+        f"(+ {_seconds(compiling)} compiling the kernels, once per process)"
+    )
+    if args.output:
+        io.write_array(args.output, result, _RESULT_NAMES[args.measure])
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _triangle_like(A):
+    """A triangle stored with A's value and index types."""
+    index = A.indices.dtype
+    indices, indptr = np.array([1, 2, 0, 2, 0, 1], dtype=index), np.array([0, 2, 4, 6], dtype=index)
+    return sp.csr_matrix((np.ones(6, dtype=A.dtype), indices, indptr), shape=(3, 3))
+
+
+_RESULT_NAMES = {"triangles": "triangles", "jaccard": "jaccard", "ktruss": "weight", "truss": "truss"}
+
+
+def _graph_summary(args, result) -> str:
+    if args.measure == "triangles":
+        if args.per == "total":
+            return _count(int(result), "triangle")
+        if args.per == "vertex":
+            counts = np.asarray(result)
+            top = np.argsort(-counts, kind="stable")[:5]
+            return f"{_count(int(counts.sum()) // 3, 'triangle')}; most at vertices " + ", ".join(
+                f"{v} ({counts[v]})" for v in top
+            )
+        return f"{_count(int(result.sum()) // 6, 'triangle')} over {result.nnz // 2:,} edges (each stored in both directions)"
+    if args.measure == "jaccard":
+        values = result.data
+        return f"{values.size // 2:,} edges, mean {values.mean():.4g}" if values.size else "no edges"
+    if args.measure == "ktruss":
+        vertices = np.count_nonzero(np.diff(result.tocsr().indptr))
+        return f"the {args.k}-truss keeps {result.nnz // 2:,} edges on {vertices:,} vertices"
+    numbers, counts = np.unique(result.data, return_counts=True)
+    spread = ", ".join(f"{int(k)}: {c // 2:,}" for k, c in zip(numbers, counts))
+    return f"edges per truss number {{{spread}}}" if numbers.size else "no edges"
+
+
+# info
+
+
+def run_info(args) -> int:
+    import numba
+    import scipy
+
+    from kernels import cuda
+
+    print(f"sparse-semirings {_version()} on Python {platform.python_version()} ({platform.platform()})")
+    print(f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}")
+    print(f"cpu: {os.cpu_count()} cores, numba threads {numba.get_num_threads()}")
+    reason = _backend.cuda_unavailable_reason()
+    print(f"gpu: {_gpu_name()}" if reason is None else f"gpu: not usable: {reason}")
+    print(f"backend='auto' runs on: {_backend.resolve('auto')}")
+    folder = cuda.cache_dir()
+    entries = sorted(folder.glob("*.cubin")) if folder.is_dir() else []
+    size = sum(e.stat().st_size for e in entries)
+    source = f"${cuda.CACHE_ENV}" if os.environ.get(cuda.CACHE_ENV) else f"default; set ${cuda.CACHE_ENV} to move it"
+    print(f"kernel cache: {folder} ({len(entries)} compiled kernels, {size / 2**20:.1f} MiB; {source})")
+    print(f"gpu strategy: {os.environ.get(cuda.STRATEGY_ENV, 'auto')} (${cuda.STRATEGY_ENV})")
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sparse-semirings")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+# parser
+
+
+def _add_compute_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend", default="auto", choices=_backend.BACKENDS, help="default: the GPU if usable, else the CPU"
+    )
+    p.add_argument("-o", "--output", help="write the result: .npz, .npy or .csv")
+
+
+def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("-m", "--metric", default=default, help=f"a measure of `distances.METRICS` (default {default})")
+    p.add_argument("-p", type=float, help="Minkowski's p")
+    p.add_argument("--working-memory", type=float, metavar="MiB", help="bound on the engine's temporaries")
+    p.add_argument("--check", action="store_true", help=f"compare {CHECK_ROWS} rows with scipy cdist (densifies)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="semiring", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--traceback", action="store_true", help="show the traceback of an error (for bug reports)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser(
+        "knn",
+        help="k nearest rows (no file: the bundled standard-library TF-IDF)",
+        description="The k nearest rows of DATA to each query row. Without QUERIES every row of DATA is a query and "
+        "is not its own neighbour. Without DATA: modules of the standard library nearest to a few well-known ones, "
+        "by the TF-IDF of their docstrings.",
+    )
+    p.add_argument("data", nargs="?", help="matrix file (.mtx, .npz, .npy); omitted: the bundled dataset")
+    p.add_argument("-q", "--queries", help="matrix file of query rows (same columns as DATA)")
+    p.add_argument("-k", type=int, default=5, help="neighbours per query (default 5)")
+    p.add_argument("--show", type=int, default=3, help="query rows to print (default 3)")
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar (shown on a terminal for long runs)",
+    )
+    _add_metric_options(p, "cosine")
+    _add_compute_options(p)
+    p.set_defaults(run=run_knn)
+
+    p = commands.add_parser("pairwise", help="all distances between the rows of X and of Y (dense result)")
+    p.add_argument("x", metavar="X", help="matrix file (.mtx, .npz, .npy)")
+    p.add_argument("y", metavar="Y", nargs="?", help="matrix file; omitted: X")
+    _add_metric_options(p, "euclidean")
+    p.add_argument(
+        "-s", "--semiring", help="a built-in semiring's name (plus_times, min_plus, ...) instead of a metric"
+    )
+    _add_compute_options(p)
+    p.set_defaults(run=run_pairwise)
+
+    p = commands.add_parser("graph", help="graph measures: triangles, jaccard, ktruss, truss")
+    measures = p.add_subparsers(dest="measure", required=True, metavar="MEASURE")
+    helps = {
+        "triangles": "count triangles (total, per vertex or per edge)",
+        "jaccard": "Jaccard similarity of the endpoints of every edge",
+        "ktruss": "the k-truss subgraph",
+        "truss": "each edge's truss number (the truss decomposition)",
+    }
+    for name, text in helps.items():
+        m = measures.add_parser(name, help=text, description=text)
+        m.add_argument("graph", help="edge list (source target [weight] per line) or matrix file (.mtx, .npz, .npy)")
+        m.add_argument("--one-based", action="store_true", help="edge list vertex ids start at 1")
+        m.add_argument(
+            "--normalize", action="store_true", help="symmetrise a matrix and drop self-loops instead of refusing them"
+        )
+        if name == "triangles":
+            m.add_argument("--per", default="total", choices=("total", "vertex", "edge"))
+            m.add_argument("--order", default="degree", choices=("degree", "id"), help="edge orientation")
+        if name == "jaccard":
+            m.add_argument("--weighted", action="store_true", help="sums of min / max weights instead of counts")
+        if name == "ktruss":
+            m.add_argument("-k", type=int, required=True, help="k >= 2")
+        _add_compute_options(m)
+        m.set_defaults(run=run_graph)
+
+    p = commands.add_parser("info", help="versions, backend, GPU, kernel cache")
+    p.set_defaults(run=run_info)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
+        if args.traceback:
+            raise
+        print(f"semiring: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("semiring: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
