@@ -291,15 +291,17 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
     if mask is None:
         index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
-        out = cupy.empty((m, p), dtype=T)
         if sr.is_union and os.environ.get(STRATEGY_ENV, "auto") == "auto":
             split = sr.margin_split(nonnegative=_nonnegative(xv, yv))
             if split is not None:
                 done = _union_by_margins(split, sr, X, Y, out_dtype)
                 if done is not None:
                     return done
+        out = cupy.empty((m, p), dtype=T)
         degree = X.indices.size / max(1, m) + Y.indices.size / max(1, p)
         strategy = choose_strategy(X.shape[1], value_type, sr, degree)
+        if sr.annihilates and not _finite(xv, yv):
+            strategy = "merge"  # rowvec skips zero entries, exact only where 0 ⊗ y is 0
         if strategy == "rowvec":
             _rowvec(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy == "rowvec-compact":
@@ -319,6 +321,12 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
 
 def _nonnegative(*values) -> bool:
     return all(v.size == 0 or float(v.min()) >= 0 for v in values)
+
+
+def _finite(*values) -> bool:
+    import cupy
+
+    return all(bool(cupy.isfinite(v).all()) for v in values)
 
 
 # A union split into margins (see Semiring.margin_split): the sum, and where it

@@ -231,6 +231,11 @@ def render_pairwise_rowvec(
     the roles swapped (A is now Y, B is X, output transposed): it adds
     ``X[b,c] ⊗ 0`` for X's columns the Y row does not store, skipped by
     structure so a stored zero is counted once.
+
+    For an annihilating op ``0 ⊗ y`` adds nothing, so entries whose A value is 0
+    skip the op (a margin split's cross op has three logs, say).  That equals
+    the intersection for finite values; the engine merges inputs holding ±inf
+    or NaN, where ``0 ⊗ inf`` of a stored zero is NaN.
     """
     T, I = _types(value_type, index_type)
     if group not in (1, 2, 4, 8, 16, 32):
@@ -243,7 +248,9 @@ def render_pairwise_rowvec(
         term = "if (!SR_PRESENT(c)) acc = sr_add(acc, sr_mult(y, T(0), params));"
     elif structural:
         term = "if (SR_PRESENT(c)) acc = sr_add(acc, sr_mult(dense[c], y, params));"
-    else:  # annihilating, or a union's first pass: a missing A entry reads 0
+    elif sr.annihilates:  # a missing (or zero) A entry adds nothing: skip the op, which may be costly
+        term = "const T x = dense[c]; if (x != T(0)) acc = sr_add(acc, sr_mult(x, y, params));"
+    else:  # a union's first pass: a missing A entry reads 0 and counts
         term = "acc = sr_add(acc, sr_mult(dense[c], y, params));"
     store = "out[o] = sr_add(out[o], acc);" if second_pass else "out[o] = sr_add(start, acc);"
     identity = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")

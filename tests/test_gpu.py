@@ -183,3 +183,15 @@ def test_margin_split_recomputes_cancelling_entries(dtype):
     rtol = 2e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-3)
     assert semiring.plus_absdiff.margin_split() is not None  # the split path ran under auto
+
+
+def test_infinite_values_follow_the_cpu_engine():
+    """rowvec skips zero entries of an annihilating op; with ±inf stored the engine merges instead,
+    so a stored zero times inf is NaN, as on the CPU engine and in GraphBLAS."""
+    X = sp.csr_matrix((np.array([0.0, 2.0, 1.0, np.inf]), np.array([0, 1, 0, 2]), np.array([0, 2, 4])), shape=(2, 3))
+    assert X.nnz == 4  # X[0, 0] is an explicitly stored zero
+    Y = sp.csr_matrix(np.array([[np.inf, 1.0, 0.0], [0.0, 3.0, -np.inf]]))
+    for sr in (semiring.plus_times, semiring.min_plus, semiring.plus_absdiff):
+        np.testing.assert_array_equal(
+            semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu")
+        )
