@@ -157,6 +157,33 @@ extern "C" __global__ void {name}(const I* __restrict__ indptr, const T* __restr
     return KernelSource(name, PREAMBLE + body)
 
 
+def render_densify(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+    """One warp per row: the row's entries in columns [c0, c1) written into a dense, zeroed chunk.
+
+    The dense GEMM path (``kernels.cuda``) multiplies dense-ish rows chunk by
+    chunk of columns, so the dense copies it makes stay within a fixed budget.
+    """
+    T, I = _types(value_type, index_type)
+    name = f"sr_densify_{value_type}_{index_type}"
+    body = f"""\
+typedef {T} T;
+typedef {I} I;
+extern "C" __global__ void {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const T* __restrict__ data,
+    long long m, long long c0, long long c1, T* __restrict__ out)
+{{
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= m) return;
+    for (I k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {{
+        const long long c = indices[k];
+        if (c >= c0 && c < c1) out[row * (c1 - c0) + (c - c0)] = data[k];
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
+
+
 EXPANSION_ARGS = {
     "c0": "c0[t]",
     "c1": "c1[t]",

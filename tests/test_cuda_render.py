@@ -98,3 +98,8 @@ def test_rowvec_kernels_compile(sr, value_type, index_type):
             assert len(cuda.compile_kernel(kernel)) > 0
     with pytest.raises(ValueError, match="group must be a power of two"):
         cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group=3)
+
+
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_densify_kernel_compiles(value_type, index_type):
+    assert len(cuda.compile_kernel(cuda_source.render_densify(value_type, index_type))) > 0
