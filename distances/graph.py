@@ -133,10 +133,11 @@ class _Graph:
         """A CSR result with G's pattern (A's by default) in the input's form."""
         G = self.G if G is None else G
         if self.kind == "cupy":
+            import cupy
             import cupyx.scipy.sparse as csp
 
-            data = values if values.dtype.kind == "f" else values.astype(np.float64)  # CuPy sparse holds floats
-            return csp.csr_matrix((data, G.indices, G.indptr), shape=G.shape)
+            data = cupy.asarray(values, dtype=np.float64)  # CuPy's sparse matrices hold floats only
+            return csp.csr_matrix((data, cupy.asarray(G.indices), cupy.asarray(G.indptr)), shape=G.shape)
         values, indices, indptr = (self.engine.to_host(a) for a in (values, G.indices, G.indptr))
         kind = sp.csr_array if self.kind == "scipy-array" else sp.csr_matrix
         out = kind((values, indices, indptr), shape=G.shape)
@@ -145,7 +146,11 @@ class _Graph:
 
     def dense(self, values):
         """A vector result in the input's form (NumPy, or CuPy for CuPy input)."""
-        return values if self.kind == "cupy" else self.engine.to_host(values)
+        if self.kind == "cupy":
+            import cupy
+
+            return cupy.asarray(values)
+        return self.engine.to_host(values)
 
 
 def _graph(A, backend: str, *, weighted: bool = False, normalize: bool = False, measure: str = "") -> _Graph:
@@ -208,7 +213,7 @@ def _normalized(G: sp.csr_matrix) -> sp.csr_matrix:
 def _checked(engine, G, kind: str, weighted: bool, measure: str) -> _Graph:
     broken = engine.check_graph(G, weighted)
     rules = {
-        "unsorted": "column indices must be sorted and unique within each row (canonical CSR)",
+        "unsorted": "column indices must lie in [0, n) and be sorted and unique within each row (canonical CSR)",
         "self-loops": "an undirected simple graph has no self-loops (diagonal entries)",
         "missing reverse": "A must be symmetric: every stored (u, v) needs a stored (v, u)",
         "unequal reverse weight": "weights must be symmetric: A[u, v] == A[v, u]",
@@ -220,7 +225,7 @@ def _checked(engine, G, kind: str, weighted: bool, measure: str) -> _Graph:
                 "and symmetrise (see distances.graph)"
             )
     if weighted:
-        data = engine.to_host(G.data) if kind == "cupy" else G.data
+        data = engine.to_host(G.data)
         if data.size and data.min() < 0:
             raise ValueError(
                 f"A contains negative weights (min {data.min()!r}); weighted {measure or 'measures'} "

@@ -61,44 +61,44 @@ def set_similarity(name: str, Nu: set, Nv: set) -> float:
     return c / den[name] if den[name] > 0 else 0.0
 
 
-def check_against_networkx(G: nx.Graph, A, nodes) -> None:
+def check_against_networkx(G: nx.Graph, A, nodes, backend: str = "cpu") -> None:
     index = {u: i for i, u in enumerate(nodes)}
     N = {index[u]: {index[w] for w in G[u]} for u in G}
     edges = [(index[u], index[v]) for u, v in G.edges()]
     both = edges + [(v, u) for u, v in edges]
 
     tri = nx.triangles(G)
-    assert graph.triangle_count(A, backend="cpu") == sum(tri.values()) // 3
-    assert graph.triangle_count(A, order="id", backend="cpu") == sum(tri.values()) // 3
-    np.testing.assert_array_equal(graph.triangle_count(A, per="vertex", backend="cpu"), [tri[u] for u in nodes])
+    assert graph.triangle_count(A, backend=backend) == sum(tri.values()) // 3
+    assert graph.triangle_count(A, order="id", backend=backend) == sum(tri.values()) // 3
+    np.testing.assert_array_equal(graph.triangle_count(A, per="vertex", backend=backend), [tri[u] for u in nodes])
 
-    per_edge = edge_values(graph.triangle_count(A, per="edge", backend="cpu"))
-    cn = edge_values(graph.common_neighbors(A, backend="cpu"))
+    per_edge = edge_values(graph.triangle_count(A, per="edge", backend=backend))
+    cn = edge_values(graph.common_neighbors(A, backend=backend))
     assert set(cn) == set(both) == set(per_edge)
     for u, v in both:
         want = len(list(nx.common_neighbors(G, nodes[u], nodes[v])))
         assert cn[u, v] == want and per_edge[u, v] == want
 
-    jac = edge_values(graph.jaccard(A, backend="cpu"))
+    jac = edge_values(graph.jaccard(A, backend=backend))
     for u, v, p in nx.jaccard_coefficient(G, [(nodes[u], nodes[v]) for u, v in both]):
         assert jac[index[u], index[v]] == pytest.approx(p, rel=1e-12)
     for name in ("sorensen", "overlap", "cosine"):
-        got = edge_values(getattr(graph, name)(A, backend="cpu"))
+        got = edge_values(getattr(graph, name)(A, backend=backend))
         for u, v in both:
             assert got[u, v] == pytest.approx(set_similarity(name, N[u], N[v]), rel=1e-12)
-    scan = edge_values(graph.scan_similarity(A, backend="cpu"))
+    scan = edge_values(graph.scan_similarity(A, backend=backend))
     for u, v in both:
         closed_u, closed_v = N[u] | {u}, N[v] | {v}
         want = len(closed_u & closed_v) / math.sqrt(len(closed_u) * len(closed_v))
         assert scan[u, v] == pytest.approx(want, rel=1e-12)
 
-    truss = edge_values(graph.truss_decomposition(A, backend="cpu"))
+    truss = edge_values(graph.truss_decomposition(A, backend=backend))
     assert set(truss) == set(both)
     k = 2
     while True:
         want = {(index[u], index[v]) for u, v in nx.k_truss(G, k).edges()}
         want |= {(v, u) for u, v in want}
-        got = set(edge_values(graph.ktruss(A, k, backend="cpu")))
+        got = set(edge_values(graph.ktruss(A, k, backend=backend)))
         assert got == want, k
         assert {e for e, t in truss.items() if t >= k} == want, k
         if not want:

@@ -1,0 +1,176 @@
+"""The GPU graph engine: the kernels of ``kernels.cuda_graph_source`` run through CuPy.
+
+The same interface as ``kernels.cpu_graph`` on :class:`kernels.cuda.DeviceCSR`
+graphs; everything stays on the device (orientation, compaction and scans
+included) and only scalars (a total, the count of broken rules) come back.
+Memory beyond the graph and the result is O(vertices + edges): the oriented
+graph L with its rows, flags and per-edge counters — never one entry per wedge.
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from . import cuda
+from . import cuda_graph_source as src
+from .cuda import DeviceCSR, _function, _run
+
+xp = cupy
+
+
+def _index(G: DeviceCSR) -> tuple[str, object, object]:
+    """The index type name and G's index arrays in it (both int32, else both int64)."""
+    name, (indptr, indices) = cuda._indices(G.indptr, G.indices)
+    return name, indptr, indices
+
+
+def _launch(kernel, threads: int, args: tuple) -> None:
+    if threads:
+        _run(_function(kernel), ((threads + src.BLOCK - 1) // src.BLOCK,), (src.BLOCK,), args)
+
+
+def nnz(G: DeviceCSR) -> int:
+    return int(G.indices.size)
+
+
+def to_device(A) -> DeviceCSR:
+    return cuda.to_device(A)
+
+
+def to_host(a):
+    return a.get() if isinstance(a, cupy.ndarray) else a
+
+
+def from_cupy(A) -> DeviceCSR:
+    """A CuPy sparse matrix as a DeviceCSR, no copy (canonical order restored on a copy when it is not)."""
+    A = A.tocsr()
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be square (an adjacency matrix: row and column i are vertex i), got shape {A.shape}")
+    return DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+
+
+def check_graph(G: DeviceCSR, weighted: bool) -> dict:
+    it, indptr, indices = _index(G)
+    counts = cupy.zeros(4, np.uint64)
+    data = G.data.astype(np.float64, copy=False) if weighted else counts  # read only when weighted
+    args = (indptr, indices, data, np.int64(G.shape[0]), np.int32(weighted), counts)
+    _launch(src.render_check(it), 32 * G.shape[0], args)
+    unsorted, loops, missing, unequal = (int(c) for c in counts.get())
+    return {"self-loops": loops, "missing reverse": missing, "unequal reverse weight": unequal, "unsorted": unsorted}
+
+
+def degrees(G: DeviceCSR):
+    return cupy.diff(G.indptr)
+
+
+def edge_rows(G: DeviceCSR):
+    """The row of every stored entry (COO rows), in G's index type."""
+    it, indptr, indices = _index(G)
+    rows = cupy.empty(indices.size, indices.dtype)
+    _launch(src.render_rows(it), 32 * G.shape[0], (indptr, np.int64(G.shape[0]), rows))
+    return rows
+
+
+def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool):
+    """(indptr, indices, rows or None, positions or None) of the entries kept (see ``render_compact``)."""
+    it, indptr, indices = _index(G)
+    n = G.shape[0]
+    counts = cupy.empty(n, np.int64)
+    _launch(src.render_compact(mode, it), 32 * n, (indptr, indices, np.int64(n), flag, counts))
+    new_indptr = cupy.zeros(n + 1, indices.dtype)
+    if n:
+        new_indptr[1:] = cupy.cumsum(counts)
+    total = int(new_indptr[-1])
+    new_indices = cupy.empty(total, indices.dtype)
+    new_rows = cupy.empty(total if rows else 1, indices.dtype)
+    new_positions = cupy.empty(total if positions else 1, np.int64)
+    args = (indptr, indices, np.int64(n), flag, new_indptr, np.int32(rows), np.int32(positions))
+    _launch(src.render_compact(mode, it, fill=True), 32 * n, (*args, new_rows, new_positions, new_indices))
+    return new_indptr, new_indices, (new_rows if rows else None), (new_positions if positions else None)
+
+
+def orient(G: DeviceCSR, by_degree: bool):
+    """L: the entries u → v with u ≺ v; (indptr, indices, rows)."""
+    indptr, indices, rows, _ = _compact(G, "orient", np.int32(by_degree), rows=True, positions=False)
+    return indptr, indices, rows
+
+
+def compact_graph(G: DeviceCSR, keep):
+    """The subgraph of the kept entries, and their positions in G."""
+    flags = keep.astype(np.uint8)
+    indptr, indices, _, positions = _compact(G, "keep", flags, rows=False, positions=True)
+    return DeviceCSR(indptr, indices, G.data[positions], G.shape), positions
+
+
+def _intersect(mode: str, indptr, indices, rows, out, tree=None) -> None:
+    it = "int32" if indices.dtype == np.int32 else "int64"
+    _launch(
+        src.render_intersect(mode, it, tree), int(indices.size), (indptr, indices, rows, np.int64(indices.size), out)
+    )
+
+
+def triangle_count_total(G: DeviceCSR, by_degree: bool) -> int:
+    indptr, indices, rows = orient(G, by_degree)
+    total = cupy.zeros(1, np.uint64)
+    _intersect("total", indptr, indices, rows, total)
+    return int(total.get()[0])
+
+
+def edge_triangles(G: DeviceCSR, by_degree: bool):
+    """Triangles through each entry of G: counted on L (atomics), written to both entries of each edge."""
+    it, indptr, indices = _index(G)
+    lp, li, lrows = orient(G, by_degree)
+    counts = cupy.zeros(li.size, np.uint32)
+    _intersect("edge", lp, li, lrows, counts)
+    out = cupy.zeros(indices.size, np.int64)
+    _launch(src.render_mirror(it), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
+    return out
+
+
+def vertex_triangles(G: DeviceCSR, by_degree: bool):
+    lp, li, lrows = orient(G, by_degree)
+    counts = cupy.zeros(G.shape[0], np.uint64)
+    _intersect("vertex", lp, li, lrows, counts)
+    return counts.astype(np.int64)
+
+
+def edge_measure(G: DeviceCSR, tree):
+    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge intersected once."""
+    _, indptr, indices = _index(G)
+    out = cupy.zeros(indices.size, np.float64)
+    _intersect("measure", indptr, indices, edge_rows(G), out, tree)
+    return out
+
+
+_COUNT = None
+
+
+def common_neighbor_counts(G: DeviceCSR):
+    global _COUNT
+    if _COUNT is None:
+        from semiring import expr
+
+        _COUNT = expr.parse("c", src.EXPANSION_VARIABLES)[0]
+    return edge_measure(G, _COUNT).astype(np.int64)
+
+
+def masked_product(G: DeviceCSR, P: DeviceCSR, sr):
+    """``C⟨P⟩ = G ⊕.⊗ Gᵀ``: the semiring primitive at P's entries."""
+    return cuda.pairwise(G, G, sr, np.float64, mask=(edge_rows(P), P.indices))
+
+
+def row_norm(G: DeviceCSR, tree):
+    return cuda.row_norm(G, tree, np.float64)
+
+
+def expand(tree, rows, cols, c, norms):
+    """``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])`` on the device."""
+    it, (rows, cols) = cuda._indices(rows, cols)
+    out = cupy.empty(rows.size, np.float64)
+    args = (rows, cols, c.astype(np.float64), norms.astype(np.float64), np.int64(rows.size), out)
+    _launch(src.render_expand(tree, it), rows.size, args)
+    return out

@@ -1,0 +1,325 @@
+"""CUDA C for the graph kernels, rendered as text: a pure function, no GPU library imported.
+
+The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
+``long long``).  Kernels (``kernels.cuda_graph`` launches them):
+
+* ``render_check`` — one warp per row: counts entries out of order or range,
+  self-loops, entries whose reverse is missing, and (weighted) reverses with
+  another weight.
+* ``render_rows`` — one warp per row: the row of every stored entry (COO rows).
+* ``render_compact`` — one warp per row, in two passes (count, then fill):
+  the entries that ``u ≺ v`` in the total order keeps (``mode="orient"``,
+  giving the oriented graph L) or that a flag keeps (``mode="keep"``, the
+  k-truss loop).  Warp ballots give each kept entry its slot: no scan over the
+  edges, rows stay sorted.
+* ``render_intersect`` — the set-intersection kernel behind triangle counts
+  and common neighbours.  One warp per 32 consecutive edges (u, v): each edge
+  contributes ``min(|N(u)|, |N(v)|)`` work items (the elements of its shorter
+  list), the warp scans these counts and its lanes deal the items out evenly, so
+  hub edges and leaf edges share lanes without idling.  An item is a binary
+  search of one element of the shorter list in the longer (degree skew costs
+  the shorter list only).  ``mode`` says what a match does:
+
+  - ``"total"`` — count (per-warp sum, one atomic per block);
+  - ``"edge"`` — per-edge triangles on L: the edge, and the two edges to the
+    third vertex, each +1 (atomics);
+  - ``"vertex"`` — per-vertex triangles: the third vertex +1 per match, the
+    edge's two vertices + its count once;
+  - ``"measure"`` — common neighbours of every undirected edge once (at
+    ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries.
+* ``render_mirror`` — per-edge counts of L written to both entries of A.
+* ``render_expand`` — ``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from semiring import expr as _expr
+
+from .cuda_source import PREAMBLE, KernelSource, _types
+
+EXPANSION_VARIABLES = ("c", "nu", "nv")
+INTERSECT_MODES = ("total", "edge", "vertex", "measure")
+WARPS = 8  # warps per block of the per-edge and per-row kernels
+BLOCK = 32 * WARPS
+
+_SEARCH = """\
+__device__ __forceinline__ I gr_lower_bound(const I* __restrict__ a, I lo, I hi, I x) {
+    while (lo < hi) {
+        const I mid = lo + ((hi - lo) >> 1);
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+"""
+
+_ORDER = """\
+// The total order: by degree, ties by id (by_degree), else by id alone.
+__device__ __forceinline__ bool gr_precedes(I u, I v, I du, I dv, int by_degree) {
+    return (by_degree && du != dv) ? du < dv : u < v;
+}
+"""
+
+
+def _label(tree: _expr.Node) -> str:
+    return hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
+
+
+def _head(index_type: str) -> str:
+    _, I = _types("float64", index_type)
+    return PREAMBLE + f"typedef {I} I;\n" + _SEARCH
+
+
+def render_check(index_type: str = "int32") -> KernelSource:
+    """counts[0..3] += entries unsorted or out of range, self-loops, missing reverses, unequal reverse weights."""
+    name = f"gr_check_{index_type}"
+    body = f"""\
+extern "C" __global__ void {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const double* __restrict__ data,
+    long long n, int weighted, unsigned long long* __restrict__ counts)
+{{
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (u >= n) return;
+    for (I k = indptr[u] + lane; k < indptr[u + 1]; k += 32) {{
+        const I v = indices[k];
+        if (v < 0 || v >= n || (k > indptr[u] && indices[k - 1] >= v)) {{ atomicAdd(&counts[0], 1ull); continue; }}
+        if (v == u) {{ atomicAdd(&counts[1], 1ull); continue; }}
+        const I r = gr_lower_bound(indices, indptr[v], indptr[v + 1], (I)u);
+        if (r == indptr[v + 1] || indices[r] != u) atomicAdd(&counts[2], 1ull);
+        else if (weighted && data[r] != data[k]) atomicAdd(&counts[3], 1ull);
+    }}
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+def render_rows(index_type: str = "int32") -> KernelSource:
+    """rows[k] = the row of stored entry k."""
+    name = f"gr_rows_{index_type}"
+    body = f"""\
+extern "C" __global__ void {name}(const I* __restrict__ indptr, long long n, I* __restrict__ rows)
+{{
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (u >= n) return;
+    for (I k = indptr[u] + lane; k < indptr[u + 1]; k += 32) rows[k] = (I)u;
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> KernelSource:
+    """Keep the entries ``u ≺ v`` (``mode="orient"``) or flagged (``mode="keep"``), one warp per row.
+
+    ``fill=False``: ``counts[u]`` = entries kept in row u.  ``fill=True``: with
+    ``new_indptr`` (the counts' exclusive scan), writes the kept column indices,
+    and their rows (``write_rows``) and old positions (``write_positions``).
+    """
+    if mode not in ("orient", "keep"):
+        raise ValueError(f"mode must be 'orient' or 'keep', got {mode!r}")
+    name = f"gr_compact_{mode}_{'fill' if fill else 'count'}_{index_type}"
+    if mode == "orient":
+        flag_args = "int by_degree"
+        flag = "gr_precedes((I)u, v, du, indptr[v + 1] - indptr[v], by_degree)"
+    else:
+        flag_args = "const unsigned char* __restrict__ keep"
+        flag = "keep[k] != 0"
+    if fill:
+        out_args = (
+            "const I* __restrict__ new_indptr, int write_rows, int write_positions,\n"
+            "    I* __restrict__ new_rows, long long* __restrict__ positions, I* __restrict__ new_indices"
+        )
+        per_chunk = """\
+        const unsigned kept = __ballot_sync(0xffffffffu, flag);
+        if (flag) {
+            const long long slot = base + __popc(kept & ((1u << lane) - 1u));
+            new_indices[slot] = v;
+            if (write_rows) new_rows[slot] = (I)u;
+            if (write_positions) positions[slot] = k;
+        }
+        base += __popc(kept);"""
+        start = "long long base = new_indptr[u];"
+        finish = ""
+    else:
+        out_args = "long long* __restrict__ counts"
+        per_chunk = "        total += __popc(__ballot_sync(0xffffffffu, flag));"
+        start = "long long total = 0;"
+        finish = "if (lane == 0) counts[u] = total;"
+    body = f"""\
+extern "C" __global__ void {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, long long n, {flag_args},
+    {out_args})
+{{
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (u >= n) return;  // whole warps leave together: u is the same on every lane
+    const I du = indptr[u + 1] - indptr[u];
+    {start}
+    for (I k0 = indptr[u]; k0 < indptr[u + 1]; k0 += 32) {{
+        const I k = k0 + lane;
+        bool flag = false;
+        I v = 0;
+        if (k < indptr[u + 1]) {{
+            v = indices[k];
+            flag = {flag};
+        }}
+{per_chunk}
+    }}
+    {finish}
+}}
+"""
+    return KernelSource(name, _head(index_type) + _ORDER + body)
+
+
+def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | None = None) -> KernelSource:
+    """|N(u) ∩ N(v)| for every edge of a CSR graph, one warp per 32 edges; see the module docstring.
+
+    ``mode="measure"`` needs ``tree``, an expression of c, nu, nv (d(u), d(v)).
+    """
+    if mode not in INTERSECT_MODES:
+        raise ValueError(f"mode must be one of {INTERSECT_MODES}, got {mode!r}")
+    if (mode == "measure") != (tree is not None):
+        raise ValueError("a tree (the measure) is given with mode='measure' and only then")
+    label = "" if tree is None else "_" + _label(tree)
+    name = f"gr_intersect_{mode}{label}_{index_type}"
+    take = "u < v" if mode == "measure" else "true"  # measure: each undirected edge once
+    outputs = {
+        "total": "unsigned long long* __restrict__ total",
+        "edge": "unsigned int* __restrict__ counts",
+        "vertex": "unsigned long long* __restrict__ counts",
+        "measure": "double* __restrict__ out",
+    }[mode]
+    on_match = {
+        "total": "++found;",
+        "edge": (
+            "atomicAdd(&s_count[warp][i], 1u);\n"
+            "                atomicAdd(&counts[sa + k], 1u);  // the shorter list's owner to x\n"
+            "                atomicAdd(&counts[r], 1u);      // the longer list's owner to x"
+        ),
+        "vertex": "atomicAdd(&s_count[warp][i], 1u);\n                atomicAdd(&counts[x], 1ull);",
+        "measure": "atomicAdd(&s_count[warp][i], 1u);",
+    }[mode]
+    if mode == "total":
+        finish = """\
+    for (int o = 16; o > 0; o >>= 1) found += __shfl_down_sync(0xffffffffu, found, o);
+    __shared__ unsigned long long s_found[GR_WARPS];
+    if (lane == 0) s_found[warp] = found;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long sum = 0;
+        for (int w = 0; w < GR_WARPS; ++w) sum += s_found[w];
+        if (sum) atomicAdd(total, sum);
+    }"""
+    elif mode == "edge":
+        finish = """\
+    if (e < nnz && s_count[warp][lane]) atomicAdd(&counts[e], s_count[warp][lane]);"""
+    elif mode == "vertex":
+        finish = """\
+    const unsigned c = s_count[warp][lane];
+    if (e < nnz && c) { atomicAdd(&counts[u], (unsigned long long)c); atomicAdd(&counts[v], (unsigned long long)c); }"""
+    else:
+        f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
+        finish = f"""\
+    if (e < nnz && take) {{
+        const double c = (double)s_count[warp][lane], nu = (double)du, nv = (double)dv;
+        const double value = {f};
+        out[e] = value;
+        out[gr_lower_bound(indices, indptr[v], indptr[v + 1], u)] = value;  // the entry (v, u)
+    }}"""
+    body = f"""\
+#define GR_WARPS {WARPS}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rows, long long nnz,
+    {outputs})
+{{
+    __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the edges' work items
+    __shared__ I s_a[GR_WARPS][32], s_b[GR_WARPS][32], s_bend[GR_WARPS][32];
+    __shared__ unsigned s_count[GR_WARPS][32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long e = ((long long)blockIdx.x * GR_WARPS + warp) * 32 + lane;
+    I u = 0, v = 0, du = 0, dv = 0, a = 0, b = 0, bend = 0;
+    bool take = false;
+    long long items = 0;
+    if (e < nnz) {{
+        u = rows[e];
+        v = indices[e];
+        du = indptr[u + 1] - indptr[u];
+        dv = indptr[v + 1] - indptr[v];
+        take = {take};
+        if (take) {{  // a: the shorter list, searched for in b
+            if (du <= dv) {{ a = indptr[u]; b = indptr[v]; bend = indptr[v + 1]; items = du; }}
+            else {{ a = indptr[v]; b = indptr[u]; bend = indptr[u + 1]; items = dv; }}
+        }}
+    }}
+    long long end = items;  // inclusive scan across the warp
+    for (int o = 1; o < 32; o <<= 1) {{
+        const long long t = __shfl_up_sync(0xffffffffu, end, o);
+        if (lane >= o) end += t;
+    }}
+    s_start[warp][lane + 1] = end;
+    if (lane == 0) s_start[warp][0] = 0;
+    s_a[warp][lane] = a;
+    s_b[warp][lane] = b;
+    s_bend[warp][lane] = bend;
+    s_count[warp][lane] = 0;
+    const long long work = __shfl_sync(0xffffffffu, end, 31);
+    __syncwarp();
+    unsigned long long found = 0;
+    for (long long j = lane; j < work; j += 32) {{
+        int lo = 0, hi = 31;  // the edge i of item j: the last with s_start[i] <= j
+        while (lo < hi) {{
+            const int mid = (lo + hi + 1) >> 1;
+            if (s_start[warp][mid] <= j) lo = mid; else hi = mid - 1;
+        }}
+        const int i = lo;
+        const I sa = s_a[warp][i], k = (I)(j - s_start[warp][i]);
+        const I x = indices[sa + k];
+        const I r = gr_lower_bound(indices, s_b[warp][i], s_bend[warp][i], x);
+        if (r < s_bend[warp][i] && indices[r] == x) {{
+                {on_match}
+        }}
+    }}
+    __syncwarp();
+{finish}
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+def render_mirror(index_type: str = "int32") -> KernelSource:
+    """For each edge (u, v) of L: ``out`` at A's entries (u, v) and (v, u) = ``counts[e]``."""
+    name = f"gr_mirror_{index_type}"
+    body = f"""\
+extern "C" __global__ void {name}(
+    const I* __restrict__ l_rows, const I* __restrict__ l_indices, const unsigned int* __restrict__ counts,
+    long long l_nnz, const I* __restrict__ indptr, const I* __restrict__ indices, long long* __restrict__ out)
+{{
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= l_nnz) return;
+    const I u = l_rows[e], v = l_indices[e];
+    const long long c = counts[e];
+    out[gr_lower_bound(indices, indptr[u], indptr[u + 1], v)] = c;
+    out[gr_lower_bound(indices, indptr[v], indptr[v + 1], u)] = c;
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+def render_expand(tree: _expr.Node, index_type: str = "int32") -> KernelSource:
+    """``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])``, f an expression of c, nu, nv."""
+    name = f"gr_expand_{_label(tree)}_{index_type}"
+    f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
+    body = f"""\
+extern "C" __global__ void {name}(
+    const I* __restrict__ rows, const I* __restrict__ cols, const double* __restrict__ cs,
+    const double* __restrict__ norms, long long count, double* __restrict__ out)
+{{
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const double c = cs[k], nu = norms[rows[k]], nv = norms[cols[k]];
+    out[k] = {f};
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)

@@ -1,0 +1,110 @@
+"""``distances.graph`` on the GPU engine against networkx and the CPU engine (marked ``gpu``).
+
+Run on a GPU machine with ``python -m pytest -m gpu tests/test_graph_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from test_graph import BUNDLED, adjacency, check_against_networkx, edge_values, graphs, random_graph, weighted_graph
+
+from distances import graph
+from semiring.backend import cuda_unavailable_reason
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
+]
+
+
+@pytest.mark.parametrize("name", list(BUNDLED))
+def test_bundled_graphs_match_networkx(name):
+    G = nx.Graph(BUNDLED[name]())
+    check_against_networkx(G, *adjacency(G), backend="cuda")
+
+
+@given(graphs())
+@settings(max_examples=25)
+def test_random_graphs_match_networkx(case):
+    G, A, nodes = case
+    check_against_networkx(G, A, nodes, backend="cuda")
+
+
+def same(f, A, **kw):
+    """f on the GPU equals f on the CPU engine (exactly: counts, or one formula on the same counts)."""
+    want, got = f(A, backend="cpu", **kw), f(A, backend="cuda", **kw)
+    if sp.issparse(want):
+        assert type(got) is type(want)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-14)
+    else:
+        np.testing.assert_array_equal(got, want)
+    return got
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_skewed_graph_matches_cpu_engine(index):
+    A = random_graph(20000, 200000, seed=5, index=index)
+    for order in ("degree", "id"):
+        total = same(graph.triangle_count, A, order=order)
+        assert total > 0
+        assert int(same(graph.triangle_count, A, per="vertex", order=order).sum()) == 3 * total
+        assert int(same(graph.triangle_count, A, per="edge", order=order).sum()) == 6 * total
+    for f in (graph.common_neighbors, graph.jaccard, graph.sorensen, graph.overlap, graph.cosine):
+        same(f, A)
+    same(graph.scan_similarity, A)
+    for k in (3, 4, 5):
+        same(graph.ktruss, A, k=k)
+    same(graph.truss_decomposition, A)
+
+
+def test_cupy_input_stays_on_the_device():
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    A = random_graph(3000, 30000, seed=6)
+    D = csp.csr_matrix(A)
+    J = graph.jaccard(D)  # backend "auto": CuPy input runs on the GPU
+    assert isinstance(J, csp.csr_matrix)
+    np.testing.assert_allclose(J.get().toarray(), graph.jaccard(A, backend="cpu").toarray(), rtol=1e-14)
+    assert graph.triangle_count(D) == graph.triangle_count(A, backend="cpu")
+    v = graph.triangle_count(D, per="vertex")
+    assert isinstance(v, cupy.ndarray)
+    np.testing.assert_array_equal(v.get(), graph.triangle_count(A, per="vertex", backend="cpu"))
+    T = graph.truss_decomposition(D)
+    np.testing.assert_array_equal(T.get().toarray(), graph.truss_decomposition(A, backend="cpu").toarray())
+    assert graph.triangle_count(D, backend="cpu") == graph.triangle_count(A, backend="cpu")
+
+
+def test_pairs_and_weighted_measures_match_cpu_engine():
+    A = weighted_graph(300, 4000, seed=7)
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, A.shape[0], (500, 2))
+    for f in (graph.jaccard, graph.sorensen, graph.overlap, graph.cosine):
+        for weighted in (False, True):
+            want = f(A, pairs=pairs, weighted=weighted, backend="cpu")
+            np.testing.assert_allclose(f(A, pairs=pairs, weighted=weighted, backend="cuda"), want, rtol=1e-12)
+            W = f(A, weighted=weighted, backend="cuda")
+            np.testing.assert_allclose(W.data, f(A, weighted=weighted, backend="cpu").data, rtol=1e-12)
+
+
+def test_bad_input_is_refused_on_the_device():
+    import cupyx.scipy.sparse as csp
+
+    tri = np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], float)
+    with pytest.raises(ValueError, match="self-loops.*1 stored entries"):
+        graph.triangle_count(csp.csr_matrix(sp.csr_matrix(tri + np.diag([1.0, 0, 0]))))
+    with pytest.raises(ValueError, match="must be symmetric.*3 stored entries"):
+        graph.common_neighbors(csp.csr_matrix(sp.csr_matrix(np.triu(tri))))
+    with pytest.raises(ValueError, match="A must be square"):
+        graph.jaccard(csp.csr_matrix(sp.csr_matrix(np.ones((2, 3)))))
+    assert graph.triangle_count(csp.csr_matrix(sp.csr_matrix(np.triu(tri))), normalize=True) == 1
+    empty = csp.csr_matrix((5, 5), dtype=np.float64)
+    assert graph.triangle_count(empty) == 0
+    assert graph.truss_decomposition(empty).nnz == 0
+    assert edge_values(graph.jaccard(sp.csr_matrix((4, 4)), backend="cuda")) == {}
