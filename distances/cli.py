@@ -27,6 +27,7 @@ FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
 CHECK_ROWS = 64  # queries checked against SciPy by --check
 CHECK_MAX_ENTRIES = 50_000_000  # densifying more than this for the check is refused
 EXIT_ERROR = 2  # as argparse's usage errors
+EXIT_CHECK_FAILED = 1  # the result differs from SciPy's
 
 
 class UsageError(ValueError):
@@ -198,6 +199,7 @@ def run_knn(args) -> int:
         for i in shown:
             near = "  ".join(f"{names[j]} {d:.2f}" for j, d in zip(indices[i], distances[i]))
             print(f"  {names[i]:<{width}}  {near}")
+    verdict = ""
     if args.check or names is not None:
         rows, which = (shown, "the modules shown") if names else (np.arange(min(CHECK_ROWS, queries)), "the first rows")
         verdict = _check_knn(X, Q, rows, args.metric, params, distances, indices)
@@ -207,7 +209,7 @@ def run_knn(args) -> int:
         print(f"wrote {args.output}")
     if names is not None:
         print("your own data: semiring knn data.mtx -k 10 --metric cosine -o neighbours.npz   (semiring knn --help)")
-    return 0
+    return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
 
 
 def _bundled():
@@ -228,8 +230,24 @@ def _bundled():
 # pairwise
 
 
+def _check_pairwise(X, Y, metric: str, params: dict, D) -> str:
+    """Whether the first rows of D equal SciPy's cdist."""
+    rows = min(CHECK_ROWS, D.shape[0])
+    B = X if Y is None else Y
+    if (rows + B.shape[0]) * X.shape[1] > CHECK_MAX_ENTRIES:
+        return "skipped (too large to densify)"
+    ref = scipy_reference(metric, params, X[:rows], B)
+    if ref is None:
+        return f"skipped (SciPy has no {metric})"
+    wrong = ~np.isclose(D[:rows], ref, rtol=1e-4, atol=1e-6, equal_nan=True).all(axis=1)
+    return f"NO ({wrong.sum()} of {rows} rows differ)" if wrong.any() else "yes"
+
+
 def run_pairwise(args) -> int:
-    if not args.semiring:
+    if args.semiring:
+        if args.p is not None:
+            raise UsageError("-p applies to --metric minkowski, not to a semiring")
+    else:
         _check_metric(args)
     if args.output:
         io.check_output(args.output)
@@ -240,12 +258,9 @@ def run_pairwise(args) -> int:
     if Y is not None:
         print(_describe(Y, f"Y {args.y}"))
     print(_backend_line(engine))
-    what = f"semiring {args.semiring}" if args.semiring else args.metric
+    params = _metric_params(args)
     if args.semiring:
         import semiring
-
-        if args.p is not None:
-            raise UsageError("-p applies to --metric minkowski, not to a semiring")
 
         def compute(A, B):
             return semiring.pairwise(A, A if B is None else B, args.semiring, backend=engine)
@@ -253,8 +268,9 @@ def run_pairwise(args) -> int:
         from .pairwise import pairwise_distances
 
         def compute(A, B):
-            options = {"backend": engine, "working_memory": args.working_memory, **_metric_params(args)}
-            return pairwise_distances(A, B, metric=args.metric, **options)
+            return pairwise_distances(
+                A, B, metric=args.metric, backend=engine, working_memory=args.working_memory, **params
+            )
 
     with _naming(X=args.x, Y=args.y):
         start = time.perf_counter()
@@ -264,36 +280,22 @@ def run_pairwise(args) -> int:
         D = compute(X, Y)
         seconds = time.perf_counter() - start
     finite = D[np.isfinite(D)]
-    stats = (
-        f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}"
-        if finite.size
-        else "none finite"
-    )
+    stats = f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}" if finite.size else ""
     print(
-        f"pairwise {what}: {D.shape[0]:,} x {D.shape[1]:,} in {_seconds(seconds)} on {engine} "
-        f"(+ {_seconds(compiling)} compiling the kernels, once per process); {stats}"
+        f"pairwise {args.semiring or args.metric}: {D.shape[0]:,} x {D.shape[1]:,} in {_seconds(seconds)} on {engine} "
+        f"(+ {_seconds(compiling)} compiling the kernels, once per process); {stats or 'no finite values'}"
     )
+    verdict = ""
     if args.check:
         if args.semiring:
             print("check: skipped (SciPy has no semirings; use --metric)")
         else:
-            rows = min(CHECK_ROWS, D.shape[0])
-            B = X if Y is None else Y
-            ref = (
-                None
-                if (rows + B.shape[0]) * X.shape[1] > CHECK_MAX_ENTRIES
-                else scipy_reference(args.metric, _metric_params(args), X[:rows], B)
-            )
-            verdict = (
-                "skipped"
-                if ref is None
-                else ("yes" if np.allclose(D[:rows], ref, rtol=1e-4, atol=1e-6, equal_nan=True) else "NO")
-            )
-            print(f"check against scipy cdist (float64) on the first {rows} rows: {verdict}")
+            verdict = _check_pairwise(X, Y, args.metric, params, D)
+            print(f"check against scipy cdist (float64) on the first {min(CHECK_ROWS, D.shape[0])} rows: {verdict}")
     if args.output:
         io.write_array(args.output, D, "distance")
         print(f"wrote {args.output}")
-    return 0
+    return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
 
 
 # graph
@@ -426,7 +428,11 @@ def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("-m", "--metric", default=default, help=f"a measure of `distances.METRICS` (default {default})")
     p.add_argument("-p", type=float, help="Minkowski's p")
     p.add_argument("--working-memory", type=float, metavar="MiB", help="bound on the engine's temporaries")
-    p.add_argument("--check", action="store_true", help=f"compare {CHECK_ROWS} rows with scipy cdist (densifies)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help=f"compare {CHECK_ROWS} rows with scipy cdist (densifies); exit 1 if they differ",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -458,3 +458,17 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith(f"semiring: error: {bad}: not a valid Matrix Market file")
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_failed_check_exits_1(data, tmp_path, capsys, monkeypatch):
+    """The check compares with SciPy; an oracle that disagrees must fail the command."""
+    import distances.cli
+
+    X, _ = data
+    x = save(X, tmp_path / "x.npz")
+    honest = distances.cli.scipy_reference
+    monkeypatch.setattr(distances.cli, "scipy_reference", lambda *a: honest(*a) + 0.5)
+    status, out, _ = run(["knn", x, "--check"], capsys)
+    assert status == 1 and f"for the first rows: NO ({min(64, X.shape[0])} of" in out
+    status, out, _ = run(["pairwise", x, "-m", "cosine", "--check"], capsys)
+    assert status == 1 and "first 60 rows: NO (60 of 60 rows differ)" in out
