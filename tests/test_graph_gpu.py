@@ -28,7 +28,7 @@ def test_bundled_graphs_match_networkx(name):
 
 
 @given(graphs())
-@settings(max_examples=25)
+@settings(max_examples=15)
 def test_random_graphs_match_networkx(case):
     G, A, nodes = case
     check_against_networkx(G, A, nodes, backend="cuda")
