@@ -1,0 +1,189 @@
+"""PNG plots of the benchmark results in ``benchmarks/results/`` for the docs.
+
+    python benchmarks/plots.py            # writes docs/img/<result name>.png
+
+One plot per result file that exists: ``cpu_engine_*.json``
+(``benchmarks/cpu_engine.py``), ``gpu_bench_*.json`` (``benchmarks/gpu_bench.py``),
+``knn_bench*.json`` and ``graph_bench*.json``.  Missing files are skipped and
+named.  Times are on a log axis; a peer whose result disagreed with ours is
+drawn hatched and labelled "wrong", one that failed is labelled with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+COLORS = {"ours": "#1f77b4", "peer": "#ff7f0e", "third": "#2ca02c", "fourth": "#9467bd"}
+
+
+def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[str], notes=None) -> None:
+    """Bars of times (ms) per group, one bar per series; None leaves a gap; notes[(s, g)] writes text on a bar.
+
+    A note "wrong" also hatches its bar; a note on a gap sits at the bottom of the axis.
+    """
+    notes = notes or {}
+    width = 0.8 / len(series)
+    x = np.arange(len(groups))
+    placed = []
+    for s, (name, values) in enumerate(series.items()):
+        offset = x - 0.4 + width * (s + 0.5)
+        heights = np.array([v if v else np.nan for v in values], dtype=float)
+        bars = ax.bar(offset, heights, width, label=name, color=colors[s % len(colors)])
+        for g, (bar, group) in enumerate(zip(bars, groups)):
+            note = notes.get((name, group))
+            if note == "wrong":
+                bar.set_hatch("//")
+            if note:
+                placed.append((offset[g], heights[g], note))
+    ax.set_yscale("log")
+    bottom = ax.get_ylim()[0]
+    for x_at, height, note in placed:  # after every bar, so that the axis' bottom is final
+        ax.text(
+            x_at, height if np.isfinite(height) else bottom, note, rotation=90, ha="center", va="bottom", fontsize=6
+        )
+    ax.set_xticks(x, groups, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("time (ms, log scale)")
+    ax.set_axisbelow(True)
+    ax.grid(axis="y", which="major", alpha=0.4)
+
+
+def plot_cpu_engine(result: dict, title: str):
+    """Ours against scikit-learn and python-graphblas, best time per dataset and measure."""
+    datasets = list(dict.fromkeys(r["dataset"] for r in result["results"]))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 4), sharey=True, squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        rows = [r for r in result["results"] if r["dataset"] == dataset]
+        groups = [r["measure"] for r in rows]
+        peers = [r["peer"] for r in rows]
+        series = {
+            "ours (CPU engine)": [r["ours"]["best_ms"] for r in rows],
+            "peer (scikit-learn, python-graphblas)": [r["peer_timing"]["best_ms"] for r in rows],
+        }
+        grouped_bars(ax, [f"{g}\nvs {p}" for g, p in zip(groups, peers)], series, [COLORS["ours"], COLORS["peer"]])
+        ax.set_title(dataset, fontsize=9)
+    _legend(fig, axes[0, 0])
+    machine = result["machine"]
+    args = result["args"]
+    fig.suptitle(
+        f"{title}: CPU engine, {args['queries']} queries against every row, {machine['threads']} threads "
+        f"({machine['cpu_model']})",
+        fontsize=9,
+    )
+    return fig
+
+
+def plot_gpu_bench(result: dict, title: str):
+    """Ours on the GPU against the naive merge kernel, cuSPARSE, dense cuBLAS and scikit-learn."""
+    rows = result["rows"]
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    peers = {
+        "ours (GPU)": ("ours_ms", None),
+        "naive merge (GPU)": ("naive_ms", "naive_agrees"),
+        "cuSPARSE + densify (GPU)": ("cusparse_ms", "cusparse_agrees"),
+        "dense cuBLAS (GPU)": ("dense_ms", "dense_agrees"),
+        "scikit-learn (CPU)": ("sklearn_ms_all_queries", "sklearn_agrees"),
+    }
+    colors = [COLORS["ours"], "#7f7f7f", COLORS["peer"], COLORS["third"], COLORS["fourth"]]
+    present = {name: spec for name, spec in peers.items() if any(spec[0] in r or _failed(name, r) for r in rows)}
+    fig, axes = plt.subplots(len(datasets), 1, figsize=(9, 2.6 * len(datasets) + 0.6), squeeze=False)
+    for ax, dataset in zip(axes[:, 0], datasets):
+        here = [r for r in rows if r["dataset"] == dataset]
+        groups = [r["metric"] for r in here]
+        series, notes = {}, {}
+        for name, (key, agrees) in present.items():
+            series[name] = [r.get(key) for r in here]
+            for r in here:
+                if agrees and r.get(agrees) is False:
+                    notes[(name, r["metric"])] = "wrong"
+                if _failed(name, r):
+                    notes[(name, r["metric"])] = "failed"
+        grouped_bars(ax, groups, series, [colors[list(peers).index(n)] for n in series], notes)
+        ax.set_title(dataset, fontsize=9)
+    _legend(fig, axes[0, 0])
+    fig.suptitle(f"{title}: distances, query rows against every row, float32", fontsize=9)
+    return fig
+
+
+def _failed(name: str, row: dict) -> bool:
+    return name.startswith("cuSPARSE") and "cusparse_error" in row
+
+
+def _legend(fig, ax) -> None:
+    """One legend for every panel, above them."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(
+        handles, labels, loc="upper center", ncol=len(labels), fontsize=7, bbox_to_anchor=(0.5, 0.97), frameon=False
+    )
+
+
+def _rows(result) -> list[dict]:
+    """The list of per-measurement records in a result file of unknown layout."""
+    if isinstance(result, list):
+        return [r for r in result if isinstance(r, dict)]
+    for key in ("results", "rows", "runs"):
+        if isinstance(result.get(key), list):
+            return [r for r in result[key] if isinstance(r, dict)]
+    return []
+
+
+def plot_timings(result, title: str):
+    """Any result whose records carry labels (strings) and times (numbers under keys ending in ``_ms``)."""
+    rows = _rows(result)
+    times = sorted({k for r in rows for k, v in r.items() if k.endswith("_ms") and isinstance(v, (int, float))})
+    if not rows or not times:
+        return None
+    labels = [" ".join(str(v) for v in r.values() if isinstance(v, str))[:40] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows)), 4))
+    colors = [COLORS["ours"], COLORS["peer"], COLORS["third"], COLORS["fourth"], "#7f7f7f", "#8c564b"]
+    grouped_bars(ax, labels, {k.removesuffix("_ms"): [r.get(k) for r in rows] for k in times}, colors)
+    _legend(fig, ax)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+PLOTTERS = (
+    ("cpu_engine_*.json", plot_cpu_engine),
+    ("gpu_bench_*.json", plot_gpu_bench),
+    ("knn_bench*.json", plot_timings),
+    ("graph_bench*.json", plot_timings),
+)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=pathlib.Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "img")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for pattern, plot in PLOTTERS:
+        files = sorted(args.results.glob(pattern))
+        if not files:
+            print(f"no {pattern} in {args.results}: skipped")
+        for path in files:
+            try:
+                fig = plot(json.loads(path.read_text()), path.stem)
+            except (KeyError, TypeError, ValueError) as exc:  # a result written by another version of its script
+                print(f"{path.name}: not plotted ({type(exc).__name__}: {exc})")
+                continue
+            if fig is None:
+                print(f"{path.name}: no timings found, not plotted")
+                continue
+            target = args.out / f"{path.stem}.png"
+            fig.tight_layout(rect=(0, 0, 1, 0.94))
+            fig.savefig(target, dpi=110, metadata={"Software": None})  # no version stamp: the same data, the same file
+            plt.close(fig)
+            print(f"{path.name} -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
