@@ -383,7 +383,7 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
 
 
 # --------------------------------------------------------------------------- k-nearest neighbours (see kernels.cpu_topk)
-# Re-exported as the engine interface; imported last because cpu_topk reuses JIT from above.
+# The engine's kNN interface, re-exported.
 from .cpu_topk import topk_finish, topk_init, topk_push  # noqa: F401
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .cpu import JIT
+JIT = {"nogil": True, "error_model": "numpy", "cache": False}  # as kernels.cpu (which imports this module)
 
 EMPTY = np.iinfo(np.int64).max  # the index of a sentinel slot: worse than any real entry
 
