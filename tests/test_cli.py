@@ -9,8 +9,11 @@ scikit-learn's ``TfidfVectorizer``.  The CLI runs in-process through
 from __future__ import annotations
 
 import gzip
+import pathlib
+import re
 import shutil
 import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -472,3 +475,38 @@ def test_a_failed_check_exits_1(data, tmp_path, capsys, monkeypatch):
     assert status == 1 and f"for the first rows: NO ({min(64, X.shape[0])} of" in out
     status, out, _ = run(["pairwise", x, "-m", "cosine", "--check"], capsys)
     assert status == 1 and "first 60 rows: NO (60 of 60 rows differ)" in out
+
+
+# The documentation site
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "quickstart.md").read_text(), re.DOTALL)
+    assert blocks
+    namespace = {}
+    exec(compile("\n".join(blocks), "quickstart.md", "exec"), namespace)  # noqa: S102 - our own docs
+    G = nx.from_scipy_sparse_array(namespace["A"])
+    assert namespace["triangles"] == sum(nx.triangles(G).values()) // 3
+    assert namespace["dist"].shape == (100, 10) and namespace["D"].shape == (100, 2000)
+
+
+def test_docs_site_pages_and_images_exist():
+    """Every page in mkdocs.yml exists, every docs page is in it, every image a page shows exists."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    nav = re.findall(r":\s*([\w-]+\.md)\s*$", config, re.MULTILINE)
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(nav) == pages
+    for page in pages:
+        for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (ROOT / "docs" / page).read_text()):
+            assert (ROOT / "docs" / image).is_file(), (page, image)
+
+
+def test_docs_build_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    pytest.importorskip("material", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "site" / "cli" / "index.html").is_file()
