@@ -1,0 +1,179 @@
+"""NearestNeighbors on the GPU engine: the selection kernel, tiles, every measure (marked ``gpu``).
+
+Run on a GPU machine with ``python -m pytest -m gpu tests/test_neighbors_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from strategies import dense
+from test_distances import NONNEGATIVE, oracle
+from test_neighbors import assert_neighbors_up_to_ties, reference_knn
+
+import distances
+from distances.specs import DISTANCES
+from semiring.backend import cuda_unavailable_reason
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
+]
+
+
+def gpu_knn(X, query, k, metric, **kw):
+    nn = distances.NearestNeighbors(k, metric, backend="cuda", verbose=False, **kw).fit(X)
+    return nn.kneighbors(query)
+
+
+# --------------------------------------------------------------------------- the selection itself
+
+
+@pytest.mark.parametrize("k", [1, 5, 8, 9, 33, 100, 128, 130])  # every list capacity, and the sort beyond 128
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("largest", [False, True])
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_topk_push_over_tiles_equals_the_stable_sort(k, dtype, largest, exclude_self):
+    """Blocks full of ties, NaN and ±inf, pushed in tiles of every width (some narrower than k)."""
+    import cupy
+
+    from kernels import cuda
+
+    rng = np.random.default_rng(k)
+    m, n = 70, 300
+    D = rng.choice(np.array([0.0, 1.0, 2.0, -1.0, np.nan, np.inf, -np.inf, 0.5]), size=(m, n)).astype(dtype)
+    D[3] = np.nan  # a row of NaN only: ordered by index
+    want_d, want_i = reference_knn(D[:, :n], k, largest=largest, exclude_self=exclude_self)
+    for width in (3, 64, n):
+        selection = cuda.topk_init(m, k, dtype)
+        for c0 in range(0, n, width):
+            block = cupy.asarray(D[:, c0 : c0 + width])
+            cuda.topk_push(block, c0, 0 if exclude_self else -1, largest, selection)
+        got_d, got_i = cuda.topk_finish(selection, largest, dtype)
+        np.testing.assert_array_equal(got_i, want_i, err_msg=f"width {width}")
+        np.testing.assert_array_equal(got_d, want_d.astype(dtype))
+
+
+def test_indices_beyond_int32():
+    import cupy
+
+    from kernels import cuda
+
+    col0 = 3 * 2**31  # an index tile far past int32
+    block = cupy.asarray(np.array([[3.0, 1.0, 2.0, 1.0]]))
+    selection = cuda.topk_init(1, 3, np.float64)
+    cuda.topk_push(block, col0, -1, False, selection)
+    d, i = cuda.topk_finish(selection, False, np.float64)
+    assert i.dtype == np.int64
+    np.testing.assert_array_equal(i, [[col0 + 1, col0 + 3, col0 + 2]])
+    np.testing.assert_array_equal(d, [[1.0, 1.0, 2.0]])
+
+
+# --------------------------------------------------------------------------- every measure, end to end
+
+
+@pytest.mark.parametrize("name", [d.name for d in DISTANCES])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_metric_against_float64_oracle(name, dtype):
+    rng = np.random.default_rng(7)
+    X = sp.random(150, 30, density=0.3, format="csr", random_state=rng)
+    X.data = np.round(X.data * 4) + 1  # small integers: exact ties, which must come in index order
+    X = X.astype(dtype)
+    X[5] = 0  # an empty row (NaN for cosine, hellinger, ...)
+    X.eliminate_zeros()
+    Q = X[:40].copy()
+    Q.data = Q.data + dtype(0.5) * (np.arange(Q.nnz) % 3 == 0)
+    spec = distances.get_metric(name)
+    tol = {"rtol": 2e-4, "atol": 2e-5} if dtype == np.float32 else {"rtol": 1e-7, "atol": 1e-9}
+    for query, exclude in ((Q, False), (None, True)):
+        D = oracle(name, dense(Q if query is not None else X), dense(X))
+        for memory in (None, 0.01):  # 0.01 MiB: tiles of a few rows against a few dozen index rows
+            d, i = gpu_knn(X, query, 7, name, working_memory=memory)
+            assert d.dtype == dtype and i.dtype == np.int64
+            assert_neighbors_up_to_ties(d, i, D, 7, largest=spec.similarity, exclude_self=exclude, **tol)
+
+
+@pytest.mark.parametrize("name", ["inner_product", "cityblock", "euclidean", "chebyshev", "jaccard"])
+@pytest.mark.parametrize("k", [1, 10, 40, 129])
+def test_same_neighbours_as_the_cpu_engine(name, k):
+    """Integer data in float64: both engines compute the same exact values, so the same neighbours."""
+    rng = np.random.default_rng(k)
+    X = sp.random(400, 50, density=0.2, format="csr", random_state=rng)
+    X.data = np.round(X.data * 5)  # stored zeros included
+    kw = {"n_neighbors": k, "metric": name, "verbose": False}
+    for query in (X[:60], None):
+        want = distances.NearestNeighbors(**kw, backend="cpu").fit(X).kneighbors(query)
+        for memory in (None, 0.05):
+            got = distances.NearestNeighbors(**kw, backend="cuda", working_memory=memory).fit(X).kneighbors(query)
+            np.testing.assert_array_equal(got[1], want[1], err_msg=f"{name} k={k} memory={memory}")
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+
+
+def test_matches_scikit_learn_on_the_gpu():
+    from sklearn.neighbors import NearestNeighbors as SkNN
+
+    rng = np.random.default_rng(3)
+    X = sp.random(2000, 300, density=0.05, format="csr", random_state=rng, dtype=np.float32)
+    for metric in ("cosine", "manhattan", "euclidean"):
+        sk = SkNN(n_neighbors=10, metric=metric, algorithm="brute").fit(X.astype(np.float64))
+        _, i_sk = sk.kneighbors()
+        d, i = gpu_knn(X, None, 10, metric, working_memory=1)
+        D = distances.pairwise_distances(X.astype(np.float64), metric=metric, backend="cpu")
+        assert_neighbors_up_to_ties(d, i, D, 10, exclude_self=True, rtol=1e-4, atol=1e-5)
+        same = (i == i_sk).mean()
+        assert same > 0.99, f"{metric}: {same:.4f} of the neighbours as scikit-learn's"
+
+
+def test_peak_memory_within_working_memory_plus_inputs_and_outputs():
+    import cupy
+
+    rng = np.random.default_rng(0)
+    X = sp.random(20_000, 5_000, density=0.01, format="csr", random_state=rng, dtype=np.float32)
+    budget_mib = 64
+    pool = cupy.get_default_memory_pool()
+    gpu_knn(X[:100], None, 10, "cosine")  # compile outside the measurement
+    pool.free_all_blocks()
+    hook = _PeakHook()
+    with hook:
+        d, i = gpu_knn(X, None, 10, "cosine", working_memory=budget_mib)
+    inputs = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    outputs = d.nbytes + i.nbytes
+    assert hook.peak <= budget_mib * 2**20 + 3 * inputs + 2 * outputs, (hook.peak / 2**20, inputs / 2**20)
+
+
+class _PeakHook:
+    """Bytes taken from CuPy's pool at once (what the code holds, not what the pool caches)."""
+
+    def __init__(self):
+        import cupy
+
+        outer = self
+
+        class Hook(cupy.cuda.MemoryHook):
+            name = "peak"
+
+            def malloc_postprocess(self, **kw):
+                outer.live += kw["mem_size"]
+                outer.peak = max(outer.peak, outer.live)
+
+            def free_postprocess(self, **kw):
+                outer.live -= kw["mem_size"]
+
+        self.live = self.peak = 0
+        self._hook = Hook()
+
+    def __enter__(self):
+        self._hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._hook.__exit__(*exc)
+
+
+def test_nonnegative_measures_refuse_negative_queries():
+    X = sp.random(20, 5, density=0.5, format="csr", random_state=0)
+    for name in sorted(NONNEGATIVE):
+        nn = distances.NearestNeighbors(2, name, backend="cuda").fit(X)
+        with pytest.raises(ValueError, match="X contains negative values"):
+            nn.kneighbors(-X)
