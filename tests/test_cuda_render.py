@@ -103,3 +103,28 @@ def test_rowvec_kernels_compile(sr, value_type, index_type):
 @pytest.mark.parametrize("value_type, index_type", TYPES)
 def test_densify_kernel_compiles(value_type, index_type):
     assert len(cuda.compile_kernel(cuda_source.render_densify(value_type, index_type))) > 0
+
+
+def _margin_splits():
+    splits = {}
+    for sr in SEMIRINGS:
+        for nonnegative in (False, True):
+            split = sr.margin_split(nonnegative)
+            if split is not None:
+                splits.setdefault(split.cross.key, split)
+    return list(splits.values())
+
+
+@pytest.mark.parametrize("split", _margin_splits(), ids=lambda s: s.cross.name)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_margin_split_kernels_compile(split, value_type, index_type):
+    """The GPU's plus-monoid union path: the cross op's intersection kernels and the margins' row norms."""
+    kernels = [
+        cuda_source.render_pairwise_rowvec(split.cross, value_type, index_type, 8),
+        cuda_source.render_pairwise_merge(split.cross, value_type, index_type),
+    ]
+    for label, tree in (("x", split.x_margin), ("y", split.y_margin)):
+        for t in (tree, E.Node("call", ("abs", tree))):
+            kernels.append(cuda_source.render_row_norm(t, f"{label}{len(kernels)}", value_type, index_type))
+    for kernel in kernels:
+        assert len(cuda.compile_kernel(kernel)) > 0
