@@ -18,10 +18,15 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.spatial.distance import cdist
 
+import semiring
 from semiring import backend as _backend
 
-from . import io
+from . import datasets, graph, io
+from .neighbors import NearestNeighbors
+from .pairwise import pairwise_distances
+from .specs import get_metric
 
 FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
 CHECK_ROWS = 64  # queries checked against SciPy by --check
@@ -82,18 +87,14 @@ def _naming(**files):
 
 
 def _metric_params(args) -> dict:
-    return {} if args.p is None else {"p": args.p}
+    if args.p is None:
+        return {}
+    if "p" not in get_metric(args.metric).params:
+        raise UsageError(f"-p applies to --metric minkowski, not to {args.metric}")
+    return {"p": args.p}
 
 
 # knn
-
-
-def _neighbors_class():
-    try:
-        from .neighbors import NearestNeighbors
-    except ImportError as exc:
-        raise RuntimeError(f"k-nearest neighbours are not available in this build ({exc})") from None
-    return NearestNeighbors
 
 
 def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, progress: bool):
@@ -102,7 +103,6 @@ def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, pr
     Q None: every row of X, which is not its own neighbour.  The kernels are
     compiled first on two rows, so that the time of the real run is its own.
     """
-    NearestNeighbors = _neighbors_class()
     n = X.shape[0]
     limit = n - 1 if Q is None else n
     if not 1 <= k <= limit:
@@ -119,12 +119,8 @@ def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, pr
 
 def scipy_reference(metric: str, params: dict, A, B):
     """SciPy's cdist between the rows of A and B (densified, float64), or None where SciPy lacks the measure."""
-    from scipy.spatial.distance import cdist
-
-    from .specs import get_metric
-
     spec = get_metric(metric)
-    if spec.name in ("inner_product", "hellinger", "kldivergence"):
+    if spec.name in ("inner_product", "hellinger", "kldivergence"):  # ours only (docs/measures.md)
         return None
     a = np.asarray(A.toarray(), dtype=np.float64)
     b = np.asarray(B.toarray(), dtype=np.float64)
@@ -154,10 +150,9 @@ def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
 
 
 def _check_metric(args) -> None:
-    """An unknown metric is named before any file is read."""
-    from .specs import get_metric
-
+    """An unknown metric, or a parameter it does not take, is named before any file is read."""
     get_metric(args.metric)
+    _metric_params(args)
 
 
 def run_knn(args) -> int:
@@ -213,8 +208,6 @@ def run_knn(args) -> int:
 
 
 def _bundled():
-    from . import datasets
-
     start = time.perf_counter()
     corpus = datasets.stdlib_tfidf()
     X = corpus.X
@@ -260,12 +253,10 @@ def run_pairwise(args) -> int:
     print(_backend_line(engine))
     params = _metric_params(args)
     if args.semiring:
-        import semiring
 
         def compute(A, B):
             return semiring.pairwise(A, A if B is None else B, args.semiring, backend=engine)
     else:
-        from .pairwise import pairwise_distances
 
         def compute(A, B):
             return pairwise_distances(
@@ -301,20 +292,11 @@ def run_pairwise(args) -> int:
 # graph
 
 
-def _graph_module():
-    try:
-        from . import graph
-    except ImportError as exc:
-        raise RuntimeError(f"graph measures are not available in this build ({exc})") from None
-    return graph
-
-
 def run_graph(args) -> int:
     if args.output:
         io.check_output(args.output, io.RESULT_SUFFIXES + (".mtx",))
         if args.measure == "triangles" and args.per == "total":
             raise UsageError("--per total gives one number; write --per vertex or --per edge to a file")
-    graph = _graph_module()
     engine = _backend.resolve(args.backend)
     A = io.read_graph(args.graph, one_based=args.one_based)
     print(

@@ -430,6 +430,8 @@ def test_bad_arguments_are_refused_before_work(data, tmp_path, capsys):
         (["knn", x, "-o", tmp_path / "nowhere" / "o.npz"], "cannot write: folder"),
         (["knn", x, "-k", 60], "-k must be between 1 and 59 for 60 rows"),
         (["knn", x, "-m", "nope"], "unknown metric 'nope'"),
+        (["knn", x, "-m", "cosine", "-p", 3], "-p applies to --metric minkowski, not to cosine"),
+        (["pairwise", x, "-s", "plus_times", "-p", 3], "-p applies to --metric minkowski, not to a semiring"),
         (["knn", "-q", x], "--queries needs a data file"),
         (["knn", x, "-q", q], f"(data = {x}, queries = {q})"),
         (["knn", x, "--backend", "cuda"], "backend='cuda' cannot run"),
