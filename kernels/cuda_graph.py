@@ -9,8 +9,12 @@ graph L with its rows, flags and per-edge counters — never one entry per wedge
 
 from __future__ import annotations
 
+import os
+
 import cupy
 import numpy as np
+
+from semiring import expr
 
 from . import cuda
 from . import cuda_graph_source as src
@@ -54,13 +58,25 @@ def from_cupy(A) -> DeviceCSR:
 
 
 def check_graph(G: DeviceCSR, weighted: bool) -> dict:
+    """Entries breaking each rule; symmetry by fingerprints, the exact count only when they differ from 0."""
     it, indptr, indices = _index(G)
+    n = G.shape[0]
     counts = cupy.zeros(4, np.uint64)
     data = G.data.astype(np.float64, copy=False) if weighted else counts  # read only when weighted
-    args = (indptr, indices, data, np.int64(G.shape[0]), np.int32(weighted), counts)
-    _launch(src.render_check(it), 32 * G.shape[0], args)
-    unsorted, loops, missing, unequal = (int(c) for c in counts.get())
-    return {"self-loops": loops, "missing reverse": missing, "unequal reverse weight": unequal, "unsorted": unsorted}
+    args = (indptr, indices, data, np.int64(n), np.int32(weighted), counts)
+    if n:
+        blocks = min(CHECK_BLOCKS, (32 * n + src.BLOCK - 1) // src.BLOCK)
+        _run(_function(src.render_check(it)), (blocks,), (src.BLOCK,), args)
+    unsorted, loops, *fingerprints = (int(c) for c in counts.get())
+    broken = {"self-loops": loops, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": unsorted}
+    if not unsorted and any(fingerprints):  # asymmetric (or weights equal but for their bits, as -0.0 and 0.0)
+        counts[...] = 0
+        _launch(src.render_check_exact(it), 32 * n, args)
+        broken["missing reverse"], broken["unequal reverse weight"] = (int(c) for c in counts.get()[2:])
+    return broken
+
+
+CHECK_BLOCKS = 2048  # the streaming check's grid: warps stride over the rows, one atomic per block
 
 
 def degrees(G: DeviceCSR):
@@ -120,14 +136,17 @@ def triangle_count_total(G: DeviceCSR, by_degree: bool) -> int:
     return int(total.get()[0])
 
 
-def edge_triangles(G: DeviceCSR, by_degree: bool):
-    """Triangles through each entry of G: counted on L (atomics), written to both entries of each edge."""
+def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
+    """Triangles through each entry of G: counted on L (atomics), written to both entries of each edge.
+
+    With ``tree`` (an expression of c, nu, nv): that measure of the count and the two degrees instead.
+    """
     it, indptr, indices = _index(G)
     lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(li.size, np.uint32)
     _intersect("edge", lp, li, lrows, counts)
-    out = cupy.zeros(indices.size, np.int64)
-    _launch(src.render_mirror(it), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
+    out = cupy.zeros(indices.size, np.int64 if tree is None else np.float64)
+    _launch(src.render_mirror(it, tree), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
     return out
 
 
@@ -138,23 +157,36 @@ def vertex_triangles(G: DeviceCSR, by_degree: bool):
     return counts.astype(np.int64)
 
 
+# How the per-edge counts behind common neighbours and the edge similarities are found:
+# "oriented" — on the degree-oriented graph L, each triangle once, scattered to its three edges
+# (atomics) and mirrored; "direct" — each undirected edge u < v intersects its full lists.
+EDGE_STRATEGIES = ("auto", "oriented", "direct")
+EDGE_STRATEGY_ENV = "SEMIRING_GRAPH_EDGES"
+
+
+def edge_strategy() -> str:
+    chosen = os.environ.get(EDGE_STRATEGY_ENV, "auto")
+    if chosen not in EDGE_STRATEGIES:
+        raise ValueError(f"{EDGE_STRATEGY_ENV} must be one of {EDGE_STRATEGIES}, got {chosen!r}")
+    return "oriented" if chosen == "auto" else chosen
+
+
 def edge_measure(G: DeviceCSR, tree):
-    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge intersected once."""
+    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once."""
+    if edge_strategy() == "oriented":
+        return edge_triangles(G, True, tree)
     _, indptr, indices = _index(G)
     out = cupy.zeros(indices.size, np.float64)
     _intersect("measure", indptr, indices, edge_rows(G), out, tree)
     return out
 
 
-_COUNT = None
+_COUNT = expr.parse("c", src.EXPANSION_VARIABLES)[0]
 
 
 def common_neighbor_counts(G: DeviceCSR):
-    global _COUNT
-    if _COUNT is None:
-        from semiring import expr
-
-        _COUNT = expr.parse("c", src.EXPANSION_VARIABLES)[0]
+    if edge_strategy() == "oriented":
+        return edge_triangles(G, True)
     return edge_measure(G, _COUNT).astype(np.int64)
 
 

@@ -3,9 +3,10 @@
 The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
 ``long long``).  Kernels (``kernels.cuda_graph`` launches them):
 
-* ``render_check`` — one warp per row: counts entries out of order or range,
-  self-loops, entries whose reverse is missing, and (weighted) reverses with
-  another weight.
+* ``render_check`` — one streaming pass: entries out of order or range,
+  self-loops, and fingerprints of symmetry; ``render_check_exact`` (one warp
+  per row, a binary search per entry) counts the entries whose reverse is
+  missing or weighs differently, run only when a fingerprint says so.
 * ``render_rows`` — one warp per row: the row of every stored entry (COO rows).
 * ``render_compact`` — one warp per row, in two passes (count, then fill):
   the entries that ``u ≺ v`` in the total order keeps (``mode="orient"``,
@@ -27,7 +28,9 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
     edge's two vertices + its count once;
   - ``"measure"`` — common neighbours of every undirected edge once (at
     ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries.
-* ``render_mirror`` — per-edge counts of L written to both entries of A.
+* ``render_mirror`` — per-edge counts of L written to both entries of A, or a
+  measure of (count, d(u), d(v)) — how the edge similarities are finished when
+  the per-edge counts come from the oriented graph.
 * ``render_expand`` — ``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])``.
 """
 
@@ -71,9 +74,72 @@ def _head(index_type: str) -> str:
     return PREAMBLE + f"typedef {I} I;\n" + _SEARCH
 
 
+_MIX = """\
+__device__ __forceinline__ unsigned long long gr_mix(unsigned long long z) {  // splitmix64's finaliser
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+__device__ __forceinline__ unsigned long long gr_hash(unsigned long long a, unsigned long long b,
+                                                      unsigned long long w, unsigned long long seed) {
+    return gr_mix(gr_mix(a ^ seed) + b + gr_mix(w ^ seed));
+}
+"""
+
+
 def render_check(index_type: str = "int32") -> KernelSource:
-    """counts[0..3] += entries unsorted or out of range, self-loops, missing reverses, unequal reverse weights."""
+    """Rows in order, self-loops, and two fingerprints of symmetry, in one streaming pass.
+
+    ``counts[0]`` += entries out of order or range, ``counts[1]`` += self-loops,
+    ``counts[2..3]`` += Σ h(u, v, w) − h(v, u, w) for two seeds of a 64-bit hash
+    (``w`` the weight's bits when ``weighted``).  A symmetric matrix sums to 0
+    (the multisets {(u, v, w)} and {(v, u, w)} are equal); an asymmetric one
+    sums to 0 with probability about 2⁻¹²⁸.  No random access, unlike looking
+    up each entry's reverse: ``render_check_exact`` does that, to count the
+    entries at fault, only when a fingerprint is not 0.  Warps stride over rows
+    and each block adds its sums once.
+    """
     name = f"gr_check_{index_type}"
+    body = f"""\
+#define GR_WARPS {WARPS}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const double* __restrict__ data,
+    long long n, int weighted, unsigned long long* __restrict__ counts)
+{{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    unsigned long long sums[4] = {{0ull, 0ull, 0ull, 0ull}};
+    for (long long u = (long long)blockIdx.x * GR_WARPS + warp; u < n; u += (long long)gridDim.x * GR_WARPS) {{
+        for (I k = indptr[u] + lane; k < indptr[u + 1]; k += 32) {{
+            const I v = indices[k];
+            if (v < 0 || v >= n || (k > indptr[u] && indices[k - 1] >= v)) {{ ++sums[0]; continue; }}
+            if (v == u) {{ ++sums[1]; continue; }}
+            const unsigned long long w = weighted ? (unsigned long long)__double_as_longlong(data[k]) : 0ull;
+            const unsigned long long a = (unsigned long long)u, b = (unsigned long long)v;
+            sums[2] += gr_hash(a, b, w, 0x243f6a8885a308d3ull) - gr_hash(b, a, w, 0x243f6a8885a308d3ull);
+            sums[3] += gr_hash(a, b, w, 0x13198a2e03707344ull) - gr_hash(b, a, w, 0x13198a2e03707344ull);
+        }}
+    }}
+    __shared__ unsigned long long s_sums[GR_WARPS][4];
+    for (int q = 0; q < 4; ++q) {{
+        unsigned long long x = sums[q];
+        for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+        if (lane == 0) s_sums[warp][q] = x;
+    }}
+    __syncthreads();
+    if (threadIdx.x < 4) {{
+        unsigned long long x = 0;
+        for (int w = 0; w < GR_WARPS; ++w) x += s_sums[w][threadIdx.x];
+        if (x) atomicAdd(&counts[threadIdx.x], x);
+    }}
+}}
+"""
+    return KernelSource(name, _head(index_type) + _MIX + body)
+
+
+def render_check_exact(index_type: str = "int32") -> KernelSource:
+    """counts[0..3] += entries unsorted or out of range, self-loops, missing reverses, unequal reverse weights."""
+    name = f"gr_check_exact_{index_type}"
     body = f"""\
 extern "C" __global__ void {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, const double* __restrict__ data,
@@ -288,20 +354,35 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     return KernelSource(name, _head(index_type) + body)
 
 
-def render_mirror(index_type: str = "int32") -> KernelSource:
-    """For each edge (u, v) of L: ``out`` at A's entries (u, v) and (v, u) = ``counts[e]``."""
-    name = f"gr_mirror_{index_type}"
+def render_mirror(index_type: str = "int32", tree: _expr.Node | None = None) -> KernelSource:
+    """For each edge (u, v) of L, its count ``counts[e]`` written to A's entries (u, v) and (v, u).
+
+    With ``tree`` (an expression of c, nu, nv) the value written is the measure
+    of (c, d(u), d(v)), in double; without, the count itself.
+    """
+    label = "" if tree is None else "_" + _label(tree)
+    name = f"gr_mirror{label}_{index_type}"
+    if tree is None:
+        out_type, value = "long long", "c"
+    else:
+        f = _expr.render_cuda(tree, {"c": "(double)c", "nu": "nu", "nv": "nv"}, "double")
+        out_type = "double"
+        value = f"""[&]() {{
+        const double nu = (double)(indptr[u + 1] - indptr[u]), nv = (double)(indptr[v + 1] - indptr[v]);
+        return {f};
+    }}()"""
     body = f"""\
 extern "C" __global__ void {name}(
     const I* __restrict__ l_rows, const I* __restrict__ l_indices, const unsigned int* __restrict__ counts,
-    long long l_nnz, const I* __restrict__ indptr, const I* __restrict__ indices, long long* __restrict__ out)
+    long long l_nnz, const I* __restrict__ indptr, const I* __restrict__ indices, {out_type}* __restrict__ out)
 {{
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= l_nnz) return;
     const I u = l_rows[e], v = l_indices[e];
     const long long c = counts[e];
-    out[gr_lower_bound(indices, indptr[u], indptr[u + 1], v)] = c;
-    out[gr_lower_bound(indices, indptr[v], indptr[v + 1], u)] = c;
+    const {out_type} value = {value};
+    out[gr_lower_bound(indices, indptr[u], indptr[u + 1], v)] = value;
+    out[gr_lower_bound(indices, indptr[v], indptr[v + 1], u)] = value;
 }}
 """
     return KernelSource(name, _head(index_type) + body)

@@ -21,15 +21,24 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(params=["oriented", "direct"])
+def edges(request, monkeypatch):
+    """Run a test under each way of counting per-edge common neighbours on the GPU."""
+    from kernels import cuda_graph
+
+    monkeypatch.setenv(cuda_graph.EDGE_STRATEGY_ENV, request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("name", list(BUNDLED))
-def test_bundled_graphs_match_networkx(name):
+def test_bundled_graphs_match_networkx(name, edges):
     G = nx.Graph(BUNDLED[name]())
     check_against_networkx(G, *adjacency(G), backend="cuda")
 
 
 @given(graphs())
 @settings(max_examples=15)
-def test_random_graphs_match_networkx(case):
+def test_random_graphs_match_networkx(case, edges):
     G, A, nodes = case
     check_against_networkx(G, A, nodes, backend="cuda")
 
@@ -48,7 +57,7 @@ def same(f, A, **kw):
 
 
 @pytest.mark.parametrize("index", [np.int32, np.int64])
-def test_skewed_graph_matches_cpu_engine(index):
+def test_skewed_graph_matches_cpu_engine(index, edges):
     A = random_graph(20000, 200000, seed=5, index=index)
     for order in ("degree", "id"):
         total = same(graph.triangle_count, A, order=order)
@@ -63,7 +72,7 @@ def test_skewed_graph_matches_cpu_engine(index):
     same(graph.truss_decomposition, A)
 
 
-def test_cupy_input_stays_on_the_device():
+def test_cupy_input_stays_on_the_device(edges):
     import cupy
     import cupyx.scipy.sparse as csp
 
@@ -103,6 +112,16 @@ def test_bad_input_is_refused_on_the_device():
         graph.common_neighbors(csp.csr_matrix(sp.csr_matrix(np.triu(tri))))
     with pytest.raises(ValueError, match="A must be square"):
         graph.jaccard(csp.csr_matrix(sp.csr_matrix(np.ones((2, 3)))))
+    weights = sp.csr_matrix(tri)
+    weights.data[0] = 2.0  # A[0, 1] != A[1, 0]: the fingerprints differ, the exact check counts both entries
+    with pytest.raises(ValueError, match="weights must be symmetric.*2 stored entries"):
+        graph.jaccard(csp.csr_matrix(weights), weighted=True)
+    assert graph.jaccard(csp.csr_matrix(weights)).nnz == 6  # the pattern is symmetric
+    from kernels import cuda_graph
+
+    G = cuda_graph.to_device(sp.csr_matrix(tri))
+    G.indices[:2] = G.indices[:2][::-1].copy()  # row 0 stored as (2, 1): the device check finds it
+    assert cuda_graph.check_graph(G, False)["unsorted"] == 1
     assert graph.triangle_count(csp.csr_matrix(sp.csr_matrix(np.triu(tri))), normalize=True) == 1
     empty = csp.csr_matrix((5, 5), dtype=np.float64)
     assert graph.triangle_count(empty) == 0

@@ -18,6 +18,7 @@ COUNT = E.parse("c", src.EXPANSION_VARIABLES)[0]
 
 def kernels(index_type: str):
     yield src.render_check(index_type)
+    yield src.render_check_exact(index_type)
     yield src.render_rows(index_type)
     yield src.render_mirror(index_type)
     for mode in ("orient", "keep"):
@@ -27,6 +28,7 @@ def kernels(index_type: str):
         yield src.render_intersect(mode, index_type)
     for tree in [COUNT] + [s.tree for s in SIMILARITIES.values()]:
         yield src.render_intersect("measure", index_type, tree)
+        yield src.render_mirror(index_type, tree)
         yield src.render_expand(tree, index_type)
 
 
@@ -37,7 +39,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda.compile_kernel(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert len(names) == 10 + 2 * (1 + len(SIMILARITIES))  # every kernel has its own name
+    assert len(names) == 11 + 3 * (1 + len(SIMILARITIES))  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
