@@ -51,6 +51,7 @@ def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[st
             x_at, height if np.isfinite(height) else bottom, note, rotation=90, ha="center", va="bottom", fontsize=6
         )
     ax.set_xticks(x, groups, rotation=45, ha="right", fontsize=7)
+    ax.set_xlim(-0.5, len(groups) - 0.5)  # gaps (failed peers) at the ends stay inside, with their notes
     ax.set_ylabel("time (ms, log scale)")
     ax.set_axisbelow(True)
     ax.grid(axis="y", which="major", alpha=0.4)
@@ -125,36 +126,90 @@ def _legend(fig, ax) -> None:
     )
 
 
-def _rows(result) -> list[dict]:
-    """The list of per-measurement records in a result file of unknown layout."""
-    if isinstance(result, list):
-        return [r for r in result if isinstance(r, dict)]
-    for key in ("results", "rows", "runs"):
-        if isinstance(result.get(key), list):
-            return [r for r in result[key] if isinstance(r, dict)]
-    return []
-
-
-def plot_timings(result, title: str):
-    """Any result whose records carry labels (strings) and times (numbers under keys ending in ``_ms``)."""
-    rows = _rows(result)
-    times = sorted({k for r in rows for k, v in r.items() if k.endswith("_ms") and isinstance(v, (int, float))})
-    if not rows or not times:
-        return None
-    labels = [" ".join(str(v) for v in r.values() if isinstance(v, str))[:40] for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows)), 4))
-    colors = [COLORS["ours"], COLORS["peer"], COLORS["third"], COLORS["fourth"], "#7f7f7f", "#8c564b"]
-    grouped_bars(ax, labels, {k.removesuffix("_ms"): [r.get(k) for r in rows] for k in times}, colors)
+def plot_knn_bench(result: dict, title: str):
+    """kNN, every row against every row: ours on the GPU and the CPU against scikit-learn's brute force."""
+    rows, meta = result["rows"], result.get("meta", {})
+    groups = [f"{r['dataset']}\n{r['metric']}" for r in rows]
+    series = {
+        "ours GPU, all rows": [r["gpu_all_s"] * 1e3 for r in rows],
+        "ours GPU, subset": [r["gpu_subset_s"] * 1e3 for r in rows],
+        "ours CPU, subset": [r["cpu_subset_s"] * 1e3 for r in rows],
+        "scikit-learn, subset": [r["sklearn_subset_s"] * 1e3 for r in rows],
+    }
+    notes = {}
+    for group, r in zip(groups, rows):
+        for engine, name in (("gpu", "ours GPU, subset"), ("cpu", "ours CPU, subset")):
+            if not r[f"{engine}_vs_sklearn"]["equal_up_to_ties"]:
+                notes[(name, group)] = "wrong"
+    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(rows)), 4.6))
+    colors = [COLORS["ours"], "#aec7e8", COLORS["third"], COLORS["peer"]]
+    grouped_bars(ax, groups, series, colors, notes)
     _legend(fig, ax)
-    fig.suptitle(title, fontsize=9)
+    subset = rows[0]["subset_queries"] if rows else 0
+    fig.suptitle(
+        f"{title}: the k = {meta.get('k', '?')} nearest of every row ({meta.get('device', 'GPU')})\n"
+        f"subset: the first {subset:,} rows as queries",
+        fontsize=9,
+    )
+    return fig
+
+
+def plot_graph_bench(result: dict, title: str):
+    """Triangle counts and per-edge measures on R-MAT graphs: ours on the GPU, cuSPARSE, python-graphblas."""
+    rows = result["results"]
+    groups = [f"scale {r['scale']}\n{r['vertices']:,} V, {r['edges']:,} E" for r in rows]
+    fig, (tc, edge) = plt.subplots(1, 2, figsize=(12, 4.4))
+    notes = {}
+
+    def peer(name, group, record, key="ms"):
+        """A peer's time; its failure, wrong answer or time limit becomes a note."""
+        if "error" in record:
+            notes[(name, group)] = "failed"
+        elif record.get("correct") is False:
+            notes[(name, group)] = "wrong"
+        elif "ms_at_least" in record and key == "ms":
+            notes[(name, group)] = "cut off"
+            return record["ms_at_least"]
+        return record.get(key)
+
+    triangles = {"ours (degree order)": [], "ours (id order)": [], "cuSPARSE (L·L)∘L": [], "cuSPARSE (A·A)∘A": []}
+    triangles["python-graphblas"] = []
+    per_edge = {"ours Jaccard": [], "ours common neighbours": [], "graphblas Jaccard": []}
+    per_edge["graphblas common neighbours"] = []
+    for group, r in zip(groups, rows):
+        o, p = r["ours"], r["peers"]
+        g = p["python-graphblas"]
+        triangles["ours (degree order)"].append(o["triangles"]["ms"])
+        triangles["ours (id order)"].append(o["triangles_id_order"]["ms"])
+        triangles["cuSPARSE (L·L)∘L"].append(peer("cuSPARSE (L·L)∘L", group, p["cusparse (L·L)∘L triangles"]))
+        both = p["cusparse (A·A)∘A triangles / common neighbours"]
+        triangles["cuSPARSE (A·A)∘A"].append(peer("cuSPARSE (A·A)∘A", group, both))
+        triangles["python-graphblas"].append(peer("python-graphblas", group, g.get("triangles", {"error": "none"})))
+        cn = g.get("common_neighbors", {"error": "none"})
+        per_edge["ours Jaccard"].append(o["jaccard"]["ms"])
+        per_edge["ours common neighbours"].append(o["common_neighbors"]["ms"])
+        per_edge["graphblas Jaccard"].append(peer("graphblas Jaccard", group, cn, "jaccard_ms"))
+        per_edge["graphblas common neighbours"].append(peer("graphblas common neighbours", group, cn))
+    colors = [COLORS["ours"], "#aec7e8", COLORS["peer"], "#ffbb78", COLORS["third"]]
+    grouped_bars(tc, groups, triangles, colors, notes)
+    tc.set_title("triangle count", fontsize=9)
+    grouped_bars(edge, groups, per_edge, [COLORS["ours"], "#aec7e8", COLORS["third"], "#98df8a"], notes)
+    edge.set_title("at every edge", fontsize=9)
+    for ax in (tc, edge):
+        ax.legend(fontsize=7)
+    fig.suptitle(
+        f"{title}: Graph500 R-MAT graphs; GPU: {result.get('device', '?')}, "
+        f"python-graphblas on {result.get('cpu_cores', '?')} CPU cores",
+        fontsize=9,
+    )
     return fig
 
 
 PLOTTERS = (
     ("cpu_engine_*.json", plot_cpu_engine),
     ("gpu_bench_*.json", plot_gpu_bench),
-    ("knn_bench*.json", plot_timings),
-    ("graph_bench*.json", plot_timings),
+    ("knn_bench*.json", plot_knn_bench),
+    ("graph_bench*.json", plot_graph_bench),
 )
 
 
@@ -173,9 +228,7 @@ def main(argv=None) -> int:
                 fig = plot(json.loads(path.read_text()), path.stem)
             except (KeyError, TypeError, ValueError) as exc:  # a result written by another version of its script
                 print(f"{path.name}: not plotted ({type(exc).__name__}: {exc})")
-                continue
-            if fig is None:
-                print(f"{path.name}: no timings found, not plotted")
+                plt.close("all")
                 continue
             target = args.out / f"{path.stem}.png"
             fig.tight_layout(rect=(0, 0, 1, 0.94))
