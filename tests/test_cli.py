@@ -184,6 +184,19 @@ def test_knn_queries_and_every_output(data, tmp_path, capsys, suffix):
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-12)
 
 
+def test_knn_empty_rows_and_explicit_zeros(tmp_path, capsys):
+    """An empty row (cosine NaN to everything) and a stored zero; the check and scikit-learn agree with the output."""
+    X = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 0], [3, 1, 0], [0, 2, 2], [1, 1, 1]]))
+    X.data[X.data == 2] = 0  # stored zeros: the pattern stays, the values go
+    out = tmp_path / "nn.npz"
+    status, text, err = run(["knn", save(X, tmp_path / "x.sparse.npz"), "-k", 2, "--check", "-o", out], capsys)
+    assert status == 0, err
+    assert "for the first rows: yes" in text
+    ref = cdist(X.toarray(), X.toarray(), "cosine")[~np.eye(5, dtype=bool)].reshape(5, 4)  # not its own neighbour
+    with np.load(out) as saved:
+        np.testing.assert_allclose(saved["distances"], np.sort(ref, axis=1)[:, :2], rtol=1e-12, equal_nan=True)
+
+
 # pairwise
 
 
