@@ -189,26 +189,30 @@ def main() -> None:
     parser.add_argument("--budget-mib", type=float, default=512, help="working_memory shown on nytimes-like")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    import cupy
-
-    rows = []
+    meta, rows = _meta(args), []
     for name in args.datasets.split(","):
         X = make_dataset(name, args.scale, seed=0)
         for metric in args.metrics.split(","):
             rows.append(run(name, metric, X, args))
-    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    meta = {
-        "device": device,
+            if args.json:  # after every row: a run cut short keeps what it measured
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print("\n".join(table(rows)))
+
+
+def _meta(args) -> dict:
+    import cupy
+    import sklearn
+
+    return {
+        "scikit_learn": sklearn.__version__,
         "host_cores": os.cpu_count(),
         "python": platform.python_version(),
         "scale": args.scale,
         "k": K,
         "command": "python benchmarks/knn_bench.py " + " ".join(sys.argv[1:]),
+        "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
     }
-    print("\n".join(table(rows)))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

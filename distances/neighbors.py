@@ -26,6 +26,8 @@ from .pairwise import _block, _prepared, resolve_metric
 DEFAULT_WORKING_MEMORY_MIB = 1024
 # The index is split into tiles only when this many query rows against all of it would not fit.
 MIN_QUERY_ROWS = 256
+# A progress bar appears only for runs longer than this (seconds).
+PROGRESS_DELAY_S = 0.5
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -151,7 +153,25 @@ class NearestNeighbors:
         self._fit_X = X
         self.effective_metric_, self.effective_metric_params_ = spec.name, values
         self.n_samples_fit_, self.n_features_in_ = X.shape
+        self._index_cache = None
+        self._index(_backend.engine(self.backend), spec, validation.result_dtype(X, X))
         return self
+
+    def _index(self, engine, spec, dtype):
+        """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
+
+        Made by ``fit`` and kept, so queries pay only for themselves (as scikit-learn's and cuML's estimators,
+        where fit holds the index); remade when the engine, the measure or the accumulation type changes.
+        Pickling drops it (see ``__getstate__``).
+        """
+        acc = engine.accumulate_dtype(dtype)
+        key = (engine.__name__, spec.prepare, spec.norms, acc)
+        if getattr(self, "_index_cache", None) is None or self._index_cache[0] != key:
+            self._index_cache = (key, *_prepared(engine, spec, self._fit_X, acc))
+        return self._index_cache[1:]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_index_cache": None}  # device arrays stay out of pickles
 
     def kneighbors(self, X=None, n_neighbors: int | None = None, return_distance: bool = True):
         """The ``n_neighbors`` nearest fitted rows of each row of X: ``(distances, indices)``, or indices.
@@ -178,12 +198,19 @@ class NearestNeighbors:
         else:
             if k > n:
                 raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
-            Q, _ = validation.check_pair(X, self._fit_X)
+            Q = validation.check_matrix(X, "X")  # the fitted rows were checked by fit
+            if Q.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "
+                    "as input (the fitted rows' columns)"
+                )
             if spec.nonnegative:
                 validation.check_nonnegative(Q, "X", spec.name)
         engine = _backend.engine(self.backend)
+        dtype = validation.result_dtype(Q, self._fit_X)
+        index = self._index(engine, spec, dtype)
         dist, ind = _kneighbors(
-            engine, spec, values, Q, self._fit_X, int(k), self.working_memory, bool(self.verbose), X is None
+            engine, spec, values, Q, self._fit_X, index, int(k), self.working_memory, bool(self.verbose), X is None
         )
         return (dist, ind) if return_distance else ind
 
@@ -226,8 +253,11 @@ def tile_shape(m: int, n: int, bytes_per_entry: int, working_memory: float | Non
     return rows, cols
 
 
-def _kneighbors(engine, spec, values, Q, Y, k: int, working_memory, verbose: bool, exclude_self: bool):
-    """The driver: tiles of queries × index on the engine's device, each merged into a running top-k."""
+def _kneighbors(engine, spec, values, Q, Y, index, k: int, working_memory, verbose: bool, exclude_self: bool):
+    """The driver: tiles of queries × index on the engine's device, each merged into a running top-k.
+
+    ``index`` is Y prepared on the device with its norms (``NearestNeighbors._index``).
+    """
     dtype = validation.result_dtype(Q, Y)
     acc = engine.accumulate_dtype(dtype)
     m, n = Q.shape[0], Y.shape[0]
@@ -235,7 +265,7 @@ def _kneighbors(engine, spec, values, Q, Y, k: int, working_memory, verbose: boo
     # when k is too large for the selection kernel's registers.
     per_entry = len(spec.terms) * acc.itemsize + np.dtype(dtype).itemsize + engine.topk_extra_bytes(k)
     rows, cols = tile_shape(m, n, per_entry, working_memory)
-    Yp, ynorms = _prepared(engine, spec, Y, acc)
+    Yp, ynorms = index
     dist, ind = np.empty((m, k), dtype), np.empty((m, k), np.int64)
     with _progress(m, verbose) as bar:
         for r0 in range(0, m, rows):
@@ -272,11 +302,11 @@ class _NoProgress:
 def _progress(total: int, verbose: bool):
     """A tqdm bar over query rows when asked for and standard error is a terminal; else nothing.
 
-    The bar appears only for runs longer than half a second, and is closed on
+    The bar appears only for runs longer than ``PROGRESS_DELAY_S``, and is closed on
     any exit, Ctrl-C included (KeyboardInterrupt then propagates as usual).
     """
     if not (verbose and sys.stderr.isatty()):
         return _NoProgress()
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="kneighbors", unit="rows", delay=0.5, leave=False, file=sys.stderr)
+    return tqdm(total=total, desc="kneighbors", unit="rows", delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr)
