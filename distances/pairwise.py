@@ -66,7 +66,10 @@ def pairwise_distances(
     ``distances.METRICS``); the result equals ``scipy.spatial.distance.cdist`` on
     the densified input where SciPy defines the measure, except where the docs
     state otherwise.  Inputs are SciPy sparse matrices/arrays or dense arrays;
-    the result is a dense array, float32 when both inputs are float32.
+    the result is a dense array, float32 when both inputs are float32.  CuPy
+    inputs (``cupy`` arrays, ``cupyx.scipy.sparse``) give a ``cupy.ndarray``,
+    which, computed on the GPU, never leaves it (the inputs are validated on a
+    host copy).
 
     ``working_memory`` (MiB, as scikit-learn) bounds the engine's temporaries:
     rows of X are processed in batches whose buffers fit it.  The default is
@@ -84,30 +87,35 @@ def pairwise_distances(
     """
     spec, values = resolve_metric(metric, params)
     engine = _backend.engine(backend)
-    X, Y = validation.check_pair(X, Y)
+    cupy_input = validation.is_cupy(X) or validation.is_cupy(Y)
+    X, Y = validation.check_pair(validation.from_cupy(X), validation.from_cupy(Y))
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
     if working_memory is not None:
         working_memory = validation.check_positive(working_memory, "working_memory")
-    return _compute(engine, spec, values, X, Y, validation.result_dtype(X, Y), working_memory)
+    keep = cupy_input and engine.DEVICE_RESULTS
+    D = _compute(engine, spec, values, X, Y, validation.result_dtype(X, Y), working_memory, keep)
+    return validation.as_cupy(D) if cupy_input and not keep else D
 
 
-def _compute(engine, spec: Distance, values: dict, X, Y, dtype, working_memory) -> np.ndarray:
+def _compute(engine, spec: Distance, values: dict, X, Y, dtype, working_memory, on_device: bool = False):
+    """The measure for X against Y, batch by batch; on the engine's device when ``on_device``."""
     m, p = X.shape[0], Y.shape[0]
     acc = engine.accumulate_dtype(dtype)  # float64 on the CPU; the result's type on the GPU
     Yp, ynorms = _prepared(engine, spec, Y, acc)
     # Temporaries per result entry: the terms, and the result itself when it has its own buffer.
     per_entry = len(spec.terms) * acc.itemsize + np.dtype(dtype).itemsize
     rows = engine.batch_rows(m, p, per_entry, working_memory)
+    collect = (lambda a: a) if on_device else engine.to_host
     if rows >= m:  # one batch: X against itself shares Y's preparation and norms
         Xp, xnorms = (Yp, ynorms) if Y is X else _prepared(engine, spec, X, acc)
-        return engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
-    out = np.empty((m, p), dtype)
+        return collect(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
+    out = engine.empty((m, p), dtype) if on_device else np.empty((m, p), dtype)
     for r0 in range(0, m, rows):
         Xp, xnorms = _prepared(engine, spec, X[r0 : r0 + rows], acc)
-        out[r0 : r0 + rows] = engine.to_host(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
+        out[r0 : r0 + rows] = collect(_block(engine, spec, values, Xp, xnorms, Yp, ynorms, acc, dtype))
     return out
 
 

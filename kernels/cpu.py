@@ -257,6 +257,7 @@ def empty(shape, dtype) -> np.ndarray:
 
 
 DEFAULT_WORKING_MEMORY_MIB = 1024
+DEVICE_RESULTS = False  # results live in host memory (CuPy callers get a copy)
 
 
 def batch_rows(m: int, p: int, bytes_per_entry: int, working_memory: float | None = None) -> int:

@@ -148,6 +148,7 @@ def clear_memory_cache() -> None:
 # ``semiring.pairwise`` call these without knowing which engine runs.  Arrays
 # stay on the device between steps; only ``to_host`` copies back.
 EXPANSION_VARIABLES = tuple(cuda_source.EXPANSION_ARGS)
+DEVICE_RESULTS = True  # results are CuPy arrays: CuPy callers get them without a host round trip
 THREADS = 256
 
 _FUNCTIONS: dict = {}

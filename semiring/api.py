@@ -38,6 +38,11 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
     The result is float32 when both inputs are float32, else float64; values
     are accumulated in float64 on the CPU.  Stored values may be ±inf, not NaN.
 
+    CuPy inputs (``cupy`` arrays, ``cupyx.scipy.sparse`` matrices) give a CuPy
+    result (``cupy.ndarray``, or ``cupyx.scipy.sparse.csr_matrix`` with a
+    mask); computed on the GPU, a dense result never leaves it.  The inputs are
+    validated on a host copy.
+
     >>> import numpy as np, scipy.sparse as sp, semiring
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
     >>> semiring.pairwise(X, None, semiring.min_plus)
@@ -46,20 +51,26 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
     """
     sr = as_semiring(sr)
     engine = _backend.engine(backend)
+    cupy_input = any(validation.is_cupy(a) for a in (X, Y, mask))
+    X, Y, mask = (validation.from_cupy(a) for a in (X, Y, mask))
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
     M = None if mask is None else validation.check_mask(mask, (X.shape[0], Y.shape[0]))
     Yd = engine.to_device(Y)
     if M is None:
+        keep = cupy_input and engine.DEVICE_RESULTS  # a CuPy result computed on the GPU stays there
+        collect = (lambda a: a) if keep else engine.to_host
         rows = engine.batch_rows(X.shape[0], Y.shape[0], np.dtype(dtype).itemsize)
         if rows >= X.shape[0]:
             Xd = Yd if Y is X else engine.to_device(X)
-            return engine.to_host(engine.pairwise(Xd, Yd, sr, dtype))
-        out = np.empty((X.shape[0], Y.shape[0]), dtype)  # larger than the device: batches of X rows
-        for r0 in range(0, X.shape[0], rows):
-            out[r0 : r0 + rows] = engine.to_host(engine.pairwise(engine.to_device(X[r0 : r0 + rows]), Yd, sr, dtype))
-        return out
+            out = collect(engine.pairwise(Xd, Yd, sr, dtype))
+        else:  # larger than the device's budget: batches of X rows
+            out = engine.empty((X.shape[0], Y.shape[0]), dtype) if keep else np.empty((X.shape[0], Y.shape[0]), dtype)
+            for r0 in range(0, X.shape[0], rows):
+                out[r0 : r0 + rows] = collect(engine.pairwise(engine.to_device(X[r0 : r0 + rows]), Yd, sr, dtype))
+        return validation.as_cupy(out) if cupy_input and not keep else out
     Xd = Yd if Y is X else engine.to_device(X)
     values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.mask_from_csr(M)))
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
-    return kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
+    result = kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
+    return validation.as_cupy(result) if cupy_input else result

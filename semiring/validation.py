@@ -96,6 +96,27 @@ def _check_structure(A: sp.csr_matrix, name: str) -> None:
         raise ValueError(f"{name}: column indices must lie in [0, {n}), found {used.min()}..{used.max()}")
 
 
+def is_cupy(A) -> bool:
+    """Whether A is a CuPy array or a ``cupyx.scipy.sparse`` matrix (told by its module: CuPy is not imported)."""
+    return type(A).__module__.split(".")[0] in ("cupy", "cupyx")
+
+
+def from_cupy(A):
+    """A host copy of a CuPy input, validated like any other; other inputs as they are."""
+    return A.get() if is_cupy(A) else A
+
+
+def as_cupy(result):
+    """A host result as the CuPy kind of it: ``cupy.ndarray`` or ``cupyx.scipy.sparse.csr_matrix``."""
+    import cupy
+
+    if sp.issparse(result):
+        import cupyx.scipy.sparse as csp
+
+        return csp.csr_matrix(result)
+    return cupy.asarray(result)
+
+
 def check_pair(X, Y, *, allow_inf: bool = False):
     """Validate X and Y (``Y=None`` means X against itself) and their widths."""
     X = check_matrix(X, "X", allow_inf=allow_inf)

@@ -195,3 +195,29 @@ def test_infinite_values_follow_the_cpu_engine():
         np.testing.assert_array_equal(
             semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu")
         )
+
+
+@pytest.mark.parametrize("backend", ["cuda", "cpu"])
+def test_cupy_inputs_give_cupy_results(backend):
+    """CuPy in, CuPy out (dense and masked), equal to the SciPy route; a SciPy input beside a CuPy one counts as CuPy."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    X = sp.random(30, 50, density=0.2, format="csr", random_state=5)
+    Y = sp.random(20, 50, density=0.3, format="csr", random_state=6)
+    Xg, Yg = csp.csr_matrix(X), csp.csr_matrix(Y)
+    want = semiring.pairwise(X, Y, semiring.plus_absdiff, backend="cpu")
+    got = semiring.pairwise(Xg, Yg, semiring.plus_absdiff, backend=backend)
+    assert isinstance(got, cupy.ndarray)
+    np.testing.assert_allclose(got.get(), want, rtol=1e-12)
+    M = sp.random(30, 20, density=0.3, format="csr", random_state=7)
+    got_m = semiring.pairwise(Xg, Y, semiring.plus_times, mask=csp.csr_matrix(M), backend=backend)
+    assert isinstance(got_m, csp.csr_matrix)
+    want_m = semiring.pairwise(X, Y, semiring.plus_times, mask=M, backend="cpu")
+    np.testing.assert_allclose(got_m.toarray().get(), want_m.toarray(), rtol=1e-12)
+    D = distances.pairwise_distances(cupy.asarray(X.toarray()), Yg, metric="cosine", backend=backend)
+    assert isinstance(D, cupy.ndarray)
+    np.testing.assert_allclose(D.get(), distances.pairwise_distances(X, Y, metric="cosine", backend="cpu"), rtol=1e-9)
+    D = distances.pairwise_distances(Xg, metric="euclidean", backend=backend, working_memory=0.001)  # batches
+    assert isinstance(D, cupy.ndarray)
+    np.testing.assert_allclose(D.get(), distances.pairwise_distances(X, metric="euclidean"), rtol=1e-9, atol=1e-12)
