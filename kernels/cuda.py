@@ -286,13 +286,15 @@ def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True)
     """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
 
     ``"margins"`` (a plus-monoid union split into row margins and one
-    intersection), ``"dense-gemm"``, or :func:`choose_strategy`'s
+    intersection), ``"dense-gemm"``, ``"inverted"``, or :func:`choose_strategy`'s
     ``"rowvec"``/``"rowvec-compact"``/``"merge"``; ``$SEMIRING_GPU_STRATEGY``
-    other than ``auto`` turns the first two off.
+    other than ``auto`` turns the first three off (``inverted`` forces the
+    inverted kernel where it applies).
     """
     xv = X.data if xv is None else xv
     yv = Y.data if yv is None else yv
-    auto = os.environ.get(STRATEGY_ENV, "auto") == "auto"
+    forced = os.environ.get(STRATEGY_ENV, "auto")
+    auto = forced == "auto"
     if margins and auto and sr.is_union and sr.margin_split(_nonnegative(xv, yv)) is not None:
         return "margins"
     degree = X.indices.size / max(1, X.shape[0]) + Y.indices.size / max(1, Y.shape[0])
@@ -301,6 +303,8 @@ def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True)
         return "merge"  # rowvec skips zero entries, exact only where 0 ⊗ y is 0
     if auto and strategy != "merge" and _dense_pays(sr, Y):
         return "dense-gemm"
+    if _inverted_applies(sr, Y) and (forced == "inverted" or (auto and _inverted_pays(X, Y))):
+        return "inverted"
     return strategy
 
 
@@ -321,7 +325,9 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
                 return done
             strategy = plan(sr, X, Y, xv, yv, margins=False)  # a margin is not finite
         out = cupy.empty((m, p), dtype=T)
-        if strategy == "dense-gemm":
+        if strategy == "inverted":
+            _inverted(sr, value_type, index_type, X, xv, Y, out)
+        elif strategy == "dense-gemm":
             _dense_gemm(value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], out)
         elif strategy == "rowvec":
             _rowvec(sr, value_type, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
@@ -377,7 +383,7 @@ def _union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype):
     return out
 
 
-STRATEGIES = ("auto", "rowvec", "merge")  # what $SEMIRING_GPU_STRATEGY may say
+STRATEGIES = ("auto", "rowvec", "merge", "inverted")  # what $SEMIRING_GPU_STRATEGY may say
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 ROWVEC_THREADS = 1024
 
@@ -450,6 +456,61 @@ def _dense_gemm(value_type, index_type, held, streamed, ncols, out):
         _launch(kernel, p * 32, (*streamed, np.int64(p), np.int64(c0), np.int64(c1), B))
         cublas.gemm("N", "T", A, B, out=out, alpha=1.0, beta=0.0 if c0 == 0 else 1.0)
         del A, B
+
+
+# Plus-monoid intersections of short rows over a wide space: walk, for each stored
+# entry of X, the postings of its column in Y (``render_pairwise_inverted``).
+# Its work is Σ over X's entries of their column's length in Y, each an atomic
+# add; rowvec's is one shared-memory lookup per stored entry of Y per X row.
+# The inverted kernel runs where its work, weighted by INVERTED_COST per atomic,
+# is the smaller; its postings index the whole column space, so at most
+# INVERTED_MAX_COLUMNS columns.
+INVERTED_COST = 8
+INVERTED_MAX_COLUMNS = 1 << 24
+
+
+def _inverted_applies(sr, Y: DeviceCSR) -> bool:
+    return sr.add.op.text == "x + y" and not sr.is_union and 0 < Y.shape[1] <= INVERTED_MAX_COLUMNS
+
+
+def _inverted_pays(X: DeviceCSR, Y: DeviceCSR) -> bool:
+    import cupy
+
+    if X.indices.size == 0 or Y.indices.size == 0:
+        return False
+    counts = cupy.bincount(Y.indices, minlength=Y.shape[1])
+    work = int(counts[X.indices].sum())
+    return INVERTED_COST * work < X.shape[0] * Y.indices.size
+
+
+def _postings(Y: DeviceCSR, index_type: str, T):
+    """Y in CSC form — (column pointers, row of each entry, value) — built once per device matrix."""
+    import cupy
+
+    cache = Y.__dict__.setdefault("_postings", {})
+    key = (index_type, np.dtype(T).str)
+    if key not in cache:
+        I = np.int32 if index_type == "int32" else np.int64
+        nnz = Y.indices.size
+        order = cupy.argsort(Y.indices)
+        rows = cupy.searchsorted(Y.indptr, cupy.arange(nnz), side="right") - 1
+        colptr = cupy.zeros(Y.shape[1] + 1, dtype=I)
+        colptr[1:] = cupy.cumsum(cupy.bincount(Y.indices, minlength=Y.shape[1]))
+        cache[key] = (colptr, rows[order].astype(I), Y.data[order].astype(T))
+    return cache[key]
+
+
+def _inverted(sr, value_type, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
+    import cupy
+
+    colptr, yrow, yv = _postings(Y, index_type, out.dtype)
+    I = colptr.dtype
+    nnz = X.indices.size
+    xrow = (cupy.searchsorted(X.indptr, cupy.arange(nnz), side="right") - 1).astype(I)
+    out.fill(0)
+    kernel = cuda_source.render_pairwise_inverted(sr, value_type, index_type)
+    args = (xrow, X.indices.astype(I, copy=False), xv, np.int64(nnz), colptr, yrow, yv)
+    _launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), _params(sr.params), out))
 
 
 def _shared_capacity(value_type: str, sr) -> int:

@@ -242,6 +242,42 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + body)
 
 
+def render_pairwise_inverted(sr, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+    """One warp per stored entry ``(i, c, x)`` of X, walking column c's postings of Y:
+    ``out[i, j] += x ⊗ y`` with an atomic add for every ``(j, y)`` stored in that column.
+
+    For plus-monoid intersections (and structural ones such as ``plus_pair``):
+    only products of stored pairs are formed, so the work is Σ over X's
+    entries of their column's length in Y — far less than streaming all of Y
+    per X row when rows are short and the column space wide (EDGAR-like).  The
+    postings (Y in CSC form) are built once per device matrix; ``out`` starts
+    zeroed.
+    """
+    if sr.add.op.text != "x + y" or sr.is_union:
+        raise ValueError(f"the inverted kernel needs a plus-monoid intersection semiring, got {sr!r}")
+    T, I = _types(value_type, index_type)
+    name = f"sr_inverted_{_suffix(sr.name, value_type, index_type)}"
+    body = f"""\
+typedef {I} I;
+extern "C" __global__ void {name}(
+    const I* __restrict__ xrow, const I* __restrict__ xi, const T* __restrict__ xv, long long nnz_x,
+    const I* __restrict__ colptr, const I* __restrict__ yrow, const T* __restrict__ yv,
+    long long p, const double* __restrict__ params, T* __restrict__ out)
+{{
+    const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+    const int lane = threadIdx.x % 32;
+    for (long long e = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; e < nnz_x; e += warps) {{
+        const long long i = xrow[e];
+        const I c = xi[e];
+        const T x = xv[e];
+        for (I k = colptr[c] + lane; k < colptr[c + 1]; k += 32)
+            atomicAdd(&out[i * p + yrow[k]], sr_mult(x, yv[k], params));
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
+
+
 def render_pairwise_rowvec(
     sr, value_type: str = "float32", index_type: str = "int32", group: int = 8, second_pass: bool = False
 ) -> KernelSource:

@@ -128,3 +128,18 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
             kernels.append(cuda_source.render_row_norm(t, f"{label}{len(kernels)}", value_type, index_type))
     for kernel in kernels:
         assert len(cuda.compile_kernel(kernel)) > 0
+
+
+@pytest.mark.parametrize(
+    "sr", [sr for sr in SEMIRINGS if sr.add.op.text == "x + y" and not sr.is_union], ids=lambda s: s.name
+)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_inverted_kernel_compiles(sr, value_type, index_type):
+    assert len(cuda.compile_kernel(cuda_source.render_pairwise_inverted(sr, value_type, index_type))) > 0
+
+
+def test_inverted_kernel_refuses_what_it_cannot_add():
+    with pytest.raises(ValueError, match="plus-monoid intersection"):
+        cuda_source.render_pairwise_inverted(semiring.min_plus)
+    with pytest.raises(ValueError, match="plus-monoid intersection"):
+        cuda_source.render_pairwise_inverted(semiring.plus_absdiff)

@@ -25,13 +25,14 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["auto", "rowvec", "merge"])
+@pytest.fixture(params=["auto", "rowvec", "merge", "inverted"])
 def strategy(request, monkeypatch):
     """Run a test under each GPU strategy.
 
     ``auto`` picks rowvec for these small column spaces, and splits plus-monoid
     unions into margins + an intersection (``Semiring.margin_split``); the
-    forced strategies run unions in two passes or by merging.
+    forced strategies run unions in two passes or by merging; ``inverted``
+    walks Y's postings for plus-monoid intersections.
     """
     from kernels import cuda
 
