@@ -399,11 +399,11 @@ def _version() -> str:
 # parser
 
 
-def _add_compute_options(p: argparse.ArgumentParser) -> None:
+def _add_compute_options(p: argparse.ArgumentParser, formats: str = ".npz, .npy or .csv") -> None:
     p.add_argument(
         "--backend", default="auto", choices=_backend.BACKENDS, help="default: the GPU if usable, else the CPU"
     )
-    p.add_argument("-o", "--output", help="write the result: .npz, .npy or .csv")
+    p.add_argument("-o", "--output", help=f"write the result: {formats}")
 
 
 def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
@@ -418,7 +418,13 @@ def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="semiring", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="semiring",
+        description="k-nearest neighbours, pairwise distances and graph measures of sparse matrices and graphs "
+        "in files, on the GPU when one is usable, else on the CPU.",
+        epilog="Start with: semiring knn (no file: the bundled dataset). Exit status: 0 done, 1 a --check "
+        "found a difference from SciPy, 2 a bad file or argument.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--traceback", action="store_true", help="show the traceback of an error (for bug reports)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -476,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--weighted", action="store_true", help="sums of min / max weights instead of counts")
         if name == "ktruss":
             m.add_argument("-k", type=int, required=True, help="k >= 2")
-        _add_compute_options(m)
+        _add_compute_options(m, ".npz, .npy, .csv or .mtx")
         m.set_defaults(run=run_graph)
 
     p = commands.add_parser("info", help="versions, backend, GPU, kernel cache")
