@@ -6,8 +6,9 @@ array([[0., 2.],
        [2., 0.]])
 """
 
+from . import graph
 from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
 from .specs import DISTANCES, METRICS, Distance, get_metric
 
-__all__ = ["DISTANCES", "METRICS", "Distance", "NearestNeighbors", "get_metric", "pairwise_distances"]
+__all__ = ["DISTANCES", "METRICS", "Distance", "NearestNeighbors", "get_metric", "graph", "pairwise_distances"]

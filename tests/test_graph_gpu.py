@@ -36,7 +36,7 @@ def test_bundled_graphs_match_networkx(name, edges):
     check_against_networkx(G, *adjacency(G), backend="cuda")
 
 
-@given(graphs())
+@given(case=graphs())  # by keyword: hypothesis fills positional strategies from the right, past the fixture
 @settings(max_examples=15)
 def test_random_graphs_match_networkx(case, edges):
     G, A, nodes = case
