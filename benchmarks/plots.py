@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 COLORS = {"ours": "#1f77b4", "peer": "#ff7f0e", "third": "#2ca02c", "fourth": "#9467bd"}
 
 
-def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[str], notes=None) -> None:
+def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[str], notes=None, tilt=45) -> None:
     """Bars of times (ms) per group, one bar per series; None leaves a gap; notes[(s, g)] writes text on a bar.
 
     A note "wrong" also hatches its bar; a note on a gap sits at the bottom of the axis.
@@ -50,7 +50,7 @@ def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[st
         ax.text(
             x_at, height if np.isfinite(height) else bottom, note, rotation=90, ha="center", va="bottom", fontsize=6
         )
-    ax.set_xticks(x, groups, rotation=45, ha="right", fontsize=7)
+    ax.set_xticks(x, groups, rotation=tilt, ha="right" if tilt else "center", fontsize=7)
     ax.set_xlim(-0.5, len(groups) - 0.5)  # gaps (failed peers) at the ends stay inside, with their notes
     ax.set_ylabel("time (ms, log scale)")
     ax.set_axisbelow(True)
@@ -144,7 +144,7 @@ def plot_knn_bench(result: dict, title: str):
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(rows)), 4.6))
     colors = [COLORS["ours"], "#aec7e8", COLORS["third"], COLORS["peer"]]
     grouped_bars(ax, groups, series, colors, notes)
-    _legend(fig, ax)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
     subset = rows[0]["subset_queries"] if rows else 0
     fig.suptitle(
         f"{title}: the k = {meta.get('k', '?')} nearest of every row ({meta.get('device', 'GPU')})\n"
@@ -163,13 +163,13 @@ def plot_graph_bench(result: dict, title: str):
 
     def peer(name, group, record, key="ms"):
         """A peer's time; its failure, wrong answer or time limit becomes a note."""
+        if "ms_at_least" in record:  # stopped at the time limit: at least this long
+            notes[(name, group)] = "cut off"
+            return record["ms_at_least"]
         if "error" in record:
             notes[(name, group)] = "failed"
         elif record.get("correct") is False:
             notes[(name, group)] = "wrong"
-        elif "ms_at_least" in record and key == "ms":
-            notes[(name, group)] = "cut off"
-            return record["ms_at_least"]
         return record.get(key)
 
     triangles = {"ours (degree order)": [], "ours (id order)": [], "cuSPARSE (L·L)∘L": [], "cuSPARSE (A·A)∘A": []}
@@ -191,12 +191,12 @@ def plot_graph_bench(result: dict, title: str):
         per_edge["graphblas Jaccard"].append(peer("graphblas Jaccard", group, cn, "jaccard_ms"))
         per_edge["graphblas common neighbours"].append(peer("graphblas common neighbours", group, cn))
     colors = [COLORS["ours"], "#aec7e8", COLORS["peer"], "#ffbb78", COLORS["third"]]
-    grouped_bars(tc, groups, triangles, colors, notes)
+    grouped_bars(tc, groups, triangles, colors, notes, tilt=0)
     tc.set_title("triangle count", fontsize=9)
-    grouped_bars(edge, groups, per_edge, [COLORS["ours"], "#aec7e8", COLORS["third"], "#98df8a"], notes)
+    grouped_bars(edge, groups, per_edge, [COLORS["ours"], "#aec7e8", COLORS["third"], "#98df8a"], notes, tilt=0)
     edge.set_title("at every edge", fontsize=9)
-    for ax in (tc, edge):
-        ax.legend(fontsize=7)
+    for ax in (tc, edge):  # below the axes, clear of the bars
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.suptitle(
         f"{title}: Graph500 R-MAT graphs; GPU: {result.get('device', '?')}, "
         f"python-graphblas on {result.get('cpu_cores', '?')} CPU cores",
@@ -232,7 +232,9 @@ def main(argv=None) -> int:
                 continue
             target = args.out / f"{path.stem}.png"
             fig.tight_layout(rect=(0, 0, 1, 0.94))
-            fig.savefig(target, dpi=110, metadata={"Software": None})  # no version stamp: the same data, the same file
+            fig.savefig(
+                target, dpi=110, bbox_inches="tight", metadata={"Software": None}
+            )  # no version stamp: the same data, the same file
             plt.close(fig)
             print(f"{path.name} -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
     return 0
