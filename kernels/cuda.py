@@ -642,7 +642,7 @@ def _operands(T, terms, xnorms, ynorms) -> list:
 
 
 def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]):
-    """The entries where the condition holds, as (rows, cols) int64 arrays, in no particular order.
+    """The entries where the condition holds, as (rows, cols) index arrays, in no particular order.
 
     Listed by a kernel with a counter (``render_expansion(select=True)``): the
     memory taken is that of the hits, never an m×p flag array.  The buffers
@@ -653,11 +653,13 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
 
     value_type, T = _names(terms[0].dtype)
     m, p = shape
-    kernel = cuda_source.render_expansion(tree, tuple(param_names), _label(tree), value_type, select=True)
+    # int32 positions where they fit, so the merge that recomputes them keeps int32 row arrays too
+    index_type, I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
+    kernel = cuda_source.render_expansion(tree, tuple(param_names), _label(tree), value_type, True, index_type)
     args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), _params(params))
     capacity = max(1024, m * p // 256)
     while True:
-        rows, cols = cupy.empty(capacity, np.int64), cupy.empty(capacity, np.int64)
+        rows, cols = cupy.empty(capacity, I), cupy.empty(capacity, I)
         count = cupy.zeros(1, np.uint64)
         _launch(kernel, m * p, (*args, np.int64(capacity), rows, cols, count))
         hits = int(count[0])

@@ -196,7 +196,12 @@ EXPANSION_ARGS = {
 
 
 def render_expansion(
-    tree: _expr.Node, param_names: tuple[str, ...], label: str, value_type: str = "float32", select: bool = False
+    tree: _expr.Node,
+    param_names: tuple[str, ...],
+    label: str,
+    value_type: str = "float32",
+    select: bool = False,
+    index_type: str = "int64",
 ) -> KernelSource:
     """One thread per output entry: ``out[t] = f(c0, c1, nx0[i], nx1[i], ny0[j], ny1[j], n)``.
 
@@ -205,29 +210,28 @@ def render_expansion(
 
     With ``select`` the expression is a condition and the kernel lists the
     entries where it holds instead of writing an m×p result: the k-th hit goes
-    to ``rows[k], cols[k]`` while k < ``capacity``, and ``count`` (the output)
+    to ``rows[k], cols[k]`` (of ``index_type``) while k < ``capacity``, and ``count`` (the output)
     ends as the number of hits, so a caller whose buffers were too small knows
     how large to make them.  Hits are rare (entries to recompute), so one
     atomic per hit costs little, and no m×p flag array is ever allocated.
     """
-    T, _ = _types(value_type, "int64")
+    T, I = _types(value_type, index_type)
     kind = "select" if select else "expand"
-    name = f"sr_{kind}_{_suffix(label, value_type, 'int64')}"
+    name = f"sr_{kind}_{_suffix(label, value_type, index_type)}"
     names = dict(EXPANSION_ARGS)
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
     f = _expr.render_cuda(tree, names, "T")
     if select:
-        tail = "long long capacity, long long* __restrict__ rows, long long* __restrict__ cols, " + (
-            "unsigned long long* __restrict__ count"
-        )
+        tail = "long long capacity, I* __restrict__ rows, I* __restrict__ cols, unsigned long long* __restrict__ count"
         store = f"""if ({f} != T(0)) {{
         const unsigned long long k = atomicAdd(count, 1ULL);
-        if (k < (unsigned long long)capacity) {{ rows[k] = i; cols[k] = j; }}
+        if (k < (unsigned long long)capacity) {{ rows[k] = (I)i; cols[k] = (I)j; }}
     }}"""
     else:
         tail, store = "T* __restrict__ out", f"out[t] = {f};"
     body = f"""\
 typedef {T} T;
+typedef {I} I;
 extern "C" __global__ void {name}(
     const T* __restrict__ c0, const T* __restrict__ c1,
     const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,

@@ -47,7 +47,8 @@ def test_expansion_kernel_compiles(d, value_type):
     if d.refine:
         when = E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]
         exact = E.parse(d.refine.expansion, tuple(cuda_source.EXPANSION_ARGS))[0]
-        kernels.append(cuda_source.render_expansion(when, (), f"{d.name}_when", value_type, select=True))
+        for index_type in ("int32", "int64"):
+            kernels.append(cuda_source.render_expansion(when, (), f"{d.name}_when", value_type, True, index_type))
         kernels.append(cuda_source.render_expansion(exact, (), f"{d.name}_exact", value_type))
     for kernel in kernels:
         assert len(cuda.compile_kernel(kernel)) > 0
