@@ -69,7 +69,7 @@ class NearestNeighbors:
     >>> nn = distances.NearestNeighbors(n_neighbors=2).fit(X)
     >>> dist, ind = nn.kneighbors([[2.9, 0.0]])
     >>> ind, dist.round(2)
-    (array([[2, 3]]), array([[0.1 , 1.  ]]))
+    (array([[2, 3]]), array([[0.1, 1. ]]))
     >>> nn.kneighbors(n_neighbors=1)[1].ravel()  # X=None: each fitted row's nearest other row
     array([1, 0, 3, 2])
     """
