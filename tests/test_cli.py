@@ -130,8 +130,9 @@ def test_stdlib_corpus_refuses_an_empty_folder(tmp_path):
 # knn
 
 
-def test_knn_bundled_default(corpus, tmp_path, capsys):
+def test_knn_bundled_default(corpus, tmp_path, capsys, monkeypatch):
     """The README's first command: neighbours from the bundled data, equal to scikit-learn's brute force."""
+    monkeypatch.setattr(datasets, "stdlib_tfidf", lambda: corpus)  # built once for the module (and tested above)
     out = tmp_path / "nn.npz"
     status, text, err = run(["knn", "-o", out], capsys)
     assert status == 0, err
