@@ -192,15 +192,6 @@ def row_sums(indptr, values, out):
 
 
 @njit(parallel=True, **JIT)
-def _compact_counts(indptr, keep, counts):
-    for u in prange(indptr.size - 1):
-        c = 0
-        for k in range(indptr[u], indptr[u + 1]):
-            c += keep[k]
-        counts[u] = c
-
-
-@njit(parallel=True, **JIT)
 def _compact_fill(indptr, indices, keep, new_indptr, new_indices, position):
     for u in prange(indptr.size - 1):
         t = new_indptr[u]
@@ -216,7 +207,7 @@ def compact(indptr, indices, keep):
     n = indptr.size - 1
     counts = np.zeros(n, np.int64)
     if n:
-        _compact_counts(indptr, keep, counts)
+        row_sums(indptr, keep, counts)  # entries kept per row
     new_indptr = np.zeros(n + 1, indptr.dtype)
     np.cumsum(counts, out=new_indptr[1:])
     new_indices = np.empty(int(new_indptr[-1]), indices.dtype)
