@@ -282,21 +282,24 @@ def _params(values) -> object:
     return cupy.asarray(values if values.size else np.zeros(1))
 
 
-def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True) -> str:
+def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> str:
     """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
 
     ``"margins"`` (a plus-monoid union split into row margins and one
     intersection), ``"dense-gemm"``, ``"inverted"``, or :func:`choose_strategy`'s
     ``"rowvec"``/``"rowvec-compact"``/``"merge"``; ``$SEMIRING_GPU_STRATEGY``
     other than ``auto`` turns the first three off (``inverted`` forces the
-    inverted kernel where it applies).
+    inverted kernel where it applies).  ``nonnegative`` (whether all values
+    are), when the caller knows it, spares looking again.
     """
     xv = X.data if xv is None else xv
     yv = Y.data if yv is None else yv
     forced = os.environ.get(STRATEGY_ENV, "auto")
     auto = forced == "auto"
-    if margins and auto and sr.is_union and sr.margin_split(_nonnegative(xv, yv)) is not None:
-        return "margins"
+    if margins and auto and sr.is_union:
+        nonnegative = _nonnegative(xv, yv) if nonnegative is None else nonnegative
+        if sr.margin_split(nonnegative) is not None:
+            return "margins"
     degree = X.indices.size / max(1, X.shape[0]) + Y.indices.size / max(1, Y.shape[0])
     strategy = choose_strategy(X.shape[1], _names(yv.dtype)[0], sr, degree)
     if sr.annihilates and not _finite(xv, yv):
@@ -318,9 +321,10 @@ def pairwise(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask=None):
     if mask is None:
         index_type, (xp, xi, yp, yi) = _indices(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
-        strategy = plan(sr, X, Y, xv, yv)
+        nonnegative = sr.is_union and _nonnegative(xv, yv)  # only a union's margin split asks
+        strategy = plan(sr, X, Y, xv, yv, nonnegative=nonnegative)
         if strategy == "margins":
-            done = _union_by_margins(sr.margin_split(_nonnegative(xv, yv)), sr, X, Y, out_dtype)
+            done = _union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype)
             if done is not None:
                 return done
             strategy = plan(sr, X, Y, xv, yv, margins=False)  # a margin is not finite
@@ -474,13 +478,20 @@ def _inverted_applies(sr, Y: DeviceCSR) -> bool:
 
 
 def _inverted_pays(X: DeviceCSR, Y: DeviceCSR) -> bool:
-    import cupy
 
     if X.indices.size == 0 or Y.indices.size == 0:
         return False
-    counts = cupy.bincount(Y.indices, minlength=Y.shape[1])
-    work = int(counts[X.indices].sum())
+    work = int(_column_counts(Y)[X.indices].sum())
     return INVERTED_COST * work < X.shape[0] * Y.indices.size
+
+
+def _column_counts(Y: DeviceCSR):
+    """Stored entries per column of Y, counted once per device matrix (the cost model and the postings share it)."""
+    import cupy
+
+    if "_column_counts" not in Y.__dict__:
+        Y.__dict__["_column_counts"] = cupy.bincount(Y.indices, minlength=Y.shape[1])
+    return Y.__dict__["_column_counts"]
 
 
 def _postings(Y: DeviceCSR, index_type: str, T):
@@ -495,7 +506,7 @@ def _postings(Y: DeviceCSR, index_type: str, T):
         order = cupy.argsort(Y.indices)
         rows = cupy.searchsorted(Y.indptr, cupy.arange(nnz), side="right") - 1
         colptr = cupy.zeros(Y.shape[1] + 1, dtype=I)
-        colptr[1:] = cupy.cumsum(cupy.bincount(Y.indices, minlength=Y.shape[1]))
+        colptr[1:] = cupy.cumsum(_column_counts(Y))
         cache[key] = (colptr, rows[order].astype(I), Y.data[order].astype(T))
     return cache[key]
 
