@@ -395,7 +395,7 @@ def main(argv=None) -> int:
     from sklearn.metrics import pairwise_distances as sk_pairwise
     from threadpoolctl import threadpool_limits
 
-    import distances
+    from semiring import distances
     import semiring
 
     numba.set_num_threads(args.threads)

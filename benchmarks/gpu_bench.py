@@ -45,9 +45,9 @@ import numpy as np
 from datasets import DATASETS, describe, make_dataset
 from scipy.spatial.distance import cdist
 
-from distances.pairwise import _block, _prepared, prepare
-from distances.specs import get_metric
-from kernels import cuda
+from semiring.distances.pairwise import _block, _prepared, prepare
+from semiring.distances.specs import get_metric
+from semiring.kernels import cuda
 
 INTERSECTION = ("cosine", "euclidean", "inner_product", "jaccard")
 UNION = ("manhattan", "chebyshev", "canberra", "jensenshannon", "hamming")

@@ -20,7 +20,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import numpy as np
 from datasets import make_dataset
 
-import distances
+from semiring import distances
 
 
 def main() -> None:

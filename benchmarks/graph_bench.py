@@ -131,8 +131,8 @@ def run_gpu(scale: int, repeats: int, seed: int, gb_timeout: float) -> dict:
     import cupy
     import cupyx.scipy.sparse as csp
 
-    from distances import graph
-    from kernels import cuda_graph
+    from semiring.distances import graph
+    from semiring.kernels import cuda_graph
 
     t0 = time.perf_counter()
     indptr, indices, n = rmat(scale, seed=seed, xp=cupy)

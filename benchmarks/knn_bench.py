@@ -42,8 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 from datasets import DATASETS, make_dataset
 
-import distances
-from distances import neighbors
+from semiring import distances
+from semiring.distances import neighbors
 
 MIB = 2**20
 K = 10

@@ -1,6 +1,7 @@
 """Sparse pairwise distances on the semiring primitive.
 
->>> import numpy as np, distances
+>>> import numpy as np
+>>> from semiring import distances
 >>> distances.pairwise_distances(np.array([[1.0, 0.0], [0.0, 1.0]]), metric="cityblock")
 array([[0., 2.],
        [2., 0.]])

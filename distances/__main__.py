@@ -1,4 +1,4 @@
-"""A small pairwise-distance job on generated data: ``python -m distances``.
+"""A small pairwise-distance job on generated data: ``python -m semiring.distances``.
 
 Generates a seeded sparse matrix shaped like term counts (skewed column
 popularity, varying row lengths), computes distances from a few query rows to
@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
-import distances
+from semiring import distances
 from semiring import backend as _backend
 
 
@@ -32,7 +32,7 @@ def term_counts(rows: int, cols: int, mean_degree: float, seed: int) -> sp.csr_m
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m distances", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m semiring.distances", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--cols", type=int, default=20000)
     parser.add_argument("--degree", type=float, default=60.0, help="mean nonzeros per row")

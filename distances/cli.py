@@ -370,7 +370,7 @@ def run_info(args) -> int:
     import numba
     import scipy
 
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     print(f"sparse-semirings {_version()} on Python {platform.python_version()} ({platform.platform()})")
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}")

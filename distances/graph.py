@@ -173,10 +173,10 @@ def _graph(A, backend: str, *, weighted: bool = False, normalize: bool = False, 
 
 def _engine(name: str):
     if name == "cuda":
-        from kernels import cuda_graph
+        from semiring.kernels import cuda_graph
 
         return cuda_graph
-    from kernels import cpu_graph
+    from semiring.kernels import cpu_graph
 
     return cpu_graph
 

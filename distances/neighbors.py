@@ -64,7 +64,8 @@ class NearestNeighbors:
     scikit-learn, does not count a point as its own neighbour (it is excluded
     by index, so a duplicate of the point can still be its neighbour).
 
-    >>> import numpy as np, distances
+    >>> import numpy as np
+    >>> from semiring import distances
     >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [3.0, 1.0]])
     >>> nn = distances.NearestNeighbors(n_neighbors=2).fit(X)
     >>> dist, ind = nn.kneighbors([[2.9, 0.0]])

@@ -76,7 +76,8 @@ def pairwise_distances(
     1024 MiB on the CPU and half the free memory on the GPU, so a result larger
     than the GPU is computed batch by batch into host memory.
 
-    >>> import numpy as np, distances
+    >>> import numpy as np
+    >>> from semiring import distances
     >>> X = np.array([[0.0, 3.0, 4.0], [0.0, 0.0, 0.0]])
     >>> distances.pairwise_distances(X, metric="euclidean")
     array([[0., 5.],

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from kernels.cpu import EXPANSION_VARIABLES
+from semiring.kernels.cpu import EXPANSION_VARIABLES
 from semiring import Semiring, binary_op, monoid
 from semiring import expr as _expr
 from semiring.ops import BUILTIN_SEMIRINGS as B

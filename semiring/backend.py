@@ -12,7 +12,7 @@ BACKENDS = ("auto", "cpu", "cuda")
 
 def cuda_unavailable_reason() -> str | None:
     """Why ``backend="cuda"`` cannot run here, or None when it can."""
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     return cuda.unavailable_reason()
 
@@ -39,9 +39,9 @@ def engine(backend: str):
     """The engine module (``kernels.cpu`` or ``kernels.cuda``) for a request; see ``resolve``."""
     name = resolve(backend)
     if name == "cuda":
-        from kernels import cuda
+        from semiring.kernels import cuda
 
         return cuda
-    from kernels import cpu
+    from semiring.kernels import cpu
 
     return cpu

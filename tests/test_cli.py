@@ -26,8 +26,8 @@ from scipy.spatial.distance import cdist
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.neighbors import NearestNeighbors as SkNearestNeighbors
 
-from distances import datasets, io
-from distances.cli import main
+from semiring.distances import datasets, io
+from semiring.distances.cli import main
 
 
 def run(argv, capsys) -> tuple[int, str, str]:
@@ -481,12 +481,12 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
 
 def test_a_failed_check_exits_1(data, tmp_path, capsys, monkeypatch):
     """The check compares with SciPy; an oracle that disagrees must fail the command."""
-    import distances.cli
+    from semiring.distances import cli as distances_cli
 
     X, _ = data
     x = save(X, tmp_path / "x.npz")
-    honest = distances.cli.scipy_reference
-    monkeypatch.setattr(distances.cli, "scipy_reference", lambda *a: honest(*a) + 0.5)
+    honest = distances_cli.scipy_reference
+    monkeypatch.setattr(distances_cli, "scipy_reference", lambda *a: honest(*a) + 0.5)
     status, out, _ = run(["knn", x, "--check"], capsys)
     assert status == 1 and f"for the first rows: NO ({min(64, X.shape[0])} of" in out
     status, out, _ = run(["pairwise", x, "-m", "cosine", "--check"], capsys)

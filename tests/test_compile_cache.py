@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import semiring
-from kernels import cuda, cuda_source
+from semiring.kernels import cuda, cuda_source
 from semiring import Semiring, binary_op, monoid
 
 

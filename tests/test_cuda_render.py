@@ -13,8 +13,8 @@ import sys
 import pytest
 
 import semiring
-from distances.specs import DISTANCES, NORMS
-from kernels import cuda, cuda_source
+from semiring.distances.specs import DISTANCES, NORMS
+from semiring.kernels import cuda, cuda_source
 from semiring import expr as E
 
 TYPES = [("float32", "int32"), ("float64", "int64")]
@@ -81,7 +81,7 @@ def test_user_semiring_renders_its_own_op():
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, semiring, distances, kernels.cuda_source as cs\n"
+        "import sys, semiring, semiring.distances, semiring.kernels.cuda_source as cs\n"
         "cs.render_pairwise_merge(semiring.plus_times)\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"

@@ -13,8 +13,8 @@ from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 from strategies import dense, sparse_pair
 
-import distances
-from distances.specs import DISTANCES
+from semiring import distances
+from semiring.distances.specs import DISTANCES
 
 NONNEGATIVE = {d.name for d in DISTANCES if d.nonnegative}
 

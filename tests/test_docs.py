@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from distances.describe import measures_table
+from semiring.distances.describe import measures_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -24,4 +24,4 @@ def test_readme_example_runs(tmp_path):
 
 def test_measures_table_in_docs_is_generated_from_specs():
     text = (ROOT / "docs" / "measures.md").read_text()
-    assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m distances.describe"
+    assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.describe"

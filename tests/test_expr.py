@@ -16,8 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from distances.specs import DISTANCES, NORMS
-from kernels.cpu import EXPANSION_VARIABLES
+from semiring.distances.specs import DISTANCES, NORMS
+from semiring.kernels.cpu import EXPANSION_VARIABLES
 from semiring import BINARY_OPS, binary_op
 from semiring import expr as E
 from semiring.ops import PROBES

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from strategies import dense, sparse_pair
 from test_distances import NONNEGATIVE, constant_rows, oracle, tolerances
 
-import distances
+from semiring import distances
 import semiring
-from distances.specs import DISTANCES
+from semiring.distances.specs import DISTANCES
 from semiring import Semiring, binary_op, monoid
 from semiring.backend import cuda_unavailable_reason
 
@@ -34,7 +34,7 @@ def strategy(request, monkeypatch):
     forced strategies run unions in two passes or by merging; ``inverted``
     walks Y's postings for plus-monoid intersections.
     """
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     monkeypatch.setenv(cuda.STRATEGY_ENV, request.param)
     return request.param
@@ -120,7 +120,7 @@ def test_gpu_batches_give_the_one_pass_result():
 
 
 def test_strategy_choice_follows_shared_memory():
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     limit = cuda.max_shared_bytes()
     assert cuda.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
@@ -141,7 +141,7 @@ def test_wide_space_is_compacted_and_agrees(metric):
 
 @pytest.mark.parametrize("degree", [1, 5, 40, 300, 3000])
 def test_rowvec_group_sizes(degree, monkeypatch):
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     monkeypatch.setenv(cuda.STRATEGY_ENV, "rowvec")
     X = sp.random(64, 4000, density=degree / 4000, format="csr", random_state=degree)
@@ -154,7 +154,7 @@ def test_rowvec_group_sizes(degree, monkeypatch):
 @pytest.mark.parametrize("name", ["plus_times", "plus_pair", "plus_absdiff", "max_absdiff", "min_plus"])
 def test_compacted_batches_and_oversized_rows(name, monkeypatch):
     """Shared memory cut to 2 KiB: batches shrink, and rows storing more columns than fit are merged."""
-    from kernels import cuda
+    from semiring.kernels import cuda
 
     monkeypatch.setattr(cuda, "max_shared_bytes", lambda: 2048)
     rng = np.random.default_rng(3)

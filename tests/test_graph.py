@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distances import graph
+from semiring.distances import graph
 
 BUNDLED = {
     "karate": nx.karate_club_graph,

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from test_graph import BUNDLED, adjacency, check_against_networkx, edge_values, graphs, random_graph, weighted_graph
 
-from distances import graph
+from semiring.distances import graph
 from semiring.backend import cuda_unavailable_reason
 
 pytestmark = [
@@ -24,7 +24,7 @@ pytestmark = [
 @pytest.fixture(params=["oriented", "direct"])
 def edges(request, monkeypatch):
     """Run a test under each way of counting per-edge common neighbours on the GPU."""
-    from kernels import cuda_graph
+    from semiring.kernels import cuda_graph
 
     monkeypatch.setenv(cuda_graph.EDGE_STRATEGY_ENV, request.param)
     return request.param
@@ -117,7 +117,7 @@ def test_bad_input_is_refused_on_the_device():
     with pytest.raises(ValueError, match="weights must be symmetric.*2 stored entries"):
         graph.jaccard(csp.csr_matrix(weights), weighted=True)
     assert graph.jaccard(csp.csr_matrix(weights)).nnz == 6  # the pattern is symmetric
-    from kernels import cuda_graph
+    from semiring.kernels import cuda_graph
 
     G = cuda_graph.to_device(sp.csr_matrix(tri))
     G.indices[:2] = G.indices[:2][::-1].copy()  # row 0 stored as (2, 1): the device check finds it

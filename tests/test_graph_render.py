@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from distances.graph import SIMILARITIES
-from kernels import cuda
-from kernels import cuda_graph_source as src
+from semiring.distances.graph import SIMILARITIES
+from semiring.kernels import cuda
+from semiring.kernels import cuda_graph_source as src
 from semiring import expr as E
 
 INDEX_TYPES = ["int32", "int64"]
@@ -59,7 +59,7 @@ def test_measure_renders_its_expression():
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, distances.graph, kernels.cuda_graph_source as s\n"
+        "import sys, semiring.distances.graph, semiring.kernels.cuda_graph_source as s\n"
         "s.render_intersect('total')\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"

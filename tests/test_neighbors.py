@@ -18,8 +18,8 @@ from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
 from test_distances import NONNEGATIVE, oracle
 
-import distances
-from distances import neighbors
+from semiring import distances
+from semiring.distances import neighbors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -399,7 +399,8 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     """A real SIGINT during a long run: KeyboardInterrupt at the next tile, the estimator still usable."""
     script = tmp_path / "long_knn.py"
     script.write_text(
-        "import sys, time, numpy as np, scipy.sparse as sp, distances\n"
+        "import sys, time, numpy as np, scipy.sparse as sp\n"
+        "from semiring import distances\n"
         "X = sp.random(12000, 400, density=0.05, format='csr', random_state=0)  # ~6 s on 2 cores\n"
         "nn = distances.NearestNeighbors(3, 'inner_product', backend='cpu', working_memory=8).fit(X)\n"
         "nn.kneighbors(X[:5])  # compile first\n"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kernels import cuda, cuda_topk_source
+from semiring.kernels import cuda, cuda_topk_source
 
 
 @pytest.mark.parametrize("capacity", cuda_topk_source.CAPACITIES)
@@ -30,14 +30,14 @@ def test_capacity_choice_and_bad_arguments():
 
 
 def test_empty_slot_matches_the_cpu_engine():
-    from kernels import cpu_topk
+    from semiring.kernels import cpu_topk
 
     assert cuda_topk_source.EMPTY == cpu_topk.EMPTY
 
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, kernels.cuda_topk_source as s\n"
+        "import sys, semiring.kernels.cuda_topk_source as s\n"
         "s.render_topk('float64', 32, True)\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"

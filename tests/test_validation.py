@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
-import distances
+from semiring import distances
 import semiring
 
 
