@@ -63,6 +63,34 @@ def substitute(node: Node, values: Mapping[str, Node]) -> Node:
     return Node(node.kind, tuple(substitute(a, values) if isinstance(a, Node) else a for a in node.args))
 
 
+_COMMUTATIVE_BIN = ("+", "*")
+_COMMUTATIVE_CALL = ("min", "max")
+_SYMMETRIC_CMP = ("==", "!=")
+
+
+def canonical(node: Node) -> Node:
+    """``node`` with the operands of commutative operations in a fixed order.
+
+    Two spellings of one op (``x + y`` and ``y + x``, ``max(y, x)`` and
+    ``max(x, y)``) have the same canonical tree, so a built-in op is recognised
+    by what it computes rather than by how it was typed.
+
+    >>> a, _ = parse("y + x", ("x", "y")); b, _ = parse("x + y", ("x", "y"))
+    >>> canonical(a) == canonical(b)
+    True
+    """
+    args = tuple(canonical(a) if isinstance(a, Node) else a for a in node.args)
+    if node.kind == "bin" and args[0] in _COMMUTATIVE_BIN:
+        args = (args[0], *sorted(args[1:], key=repr))
+    elif node.kind == "cmp" and args[0] in _SYMMETRIC_CMP:
+        args = (args[0], *sorted(args[1:], key=repr))
+    elif node.kind == "call" and args[0] in _COMMUTATIVE_CALL:
+        args = (args[0], *sorted(args[1:], key=repr))
+    elif node.kind in ("and", "or"):
+        args = tuple(sorted(args, key=repr))
+    return Node(node.kind, args)
+
+
 # --------------------------------------------------------------------------- parsing
 
 

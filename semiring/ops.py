@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
@@ -77,6 +78,21 @@ class BinaryOp:
         """The CUDA C form, reading the operands from the C expressions ``x`` and ``y``."""
         names = {"x": x, "y": y, **{p: f"{value_type}({params}[{i}])" for i, p in enumerate(self.param_names)}}
         return _expr.render_cuda(self.tree, names, value_type)
+
+    @property
+    def kind(self) -> str | None:
+        """The built-in op this one computes (``"times"`` for ``x * y`` and ``y * x``), or None.
+
+        Recognised from the expression tree, whatever the operand order, so the
+        engines' fast paths for ``plus`` and ``times`` do not depend on spelling.
+        Ops with parameters are never built-ins.
+
+        >>> binary_op("y * x").kind, binary_op("x * y + 1").kind
+        ('times', None)
+        """
+        if self.params:
+            return None
+        return _BUILTIN_KINDS().get(_expr.canonical(self.tree))
 
     def with_params(self, **values: float) -> BinaryOp:
         unknown = set(values) - set(self.param_names)
@@ -171,6 +187,16 @@ class Monoid:
     @property
     def key(self) -> tuple:
         return (self.op.key, self.identity)
+
+    @property
+    def kind(self) -> str | None:
+        """``"plus"``, ``"times"``, ``"min"`` or ``"max"`` when this is that monoid (its op and identity), else None.
+
+        >>> Monoid(binary_op("y + x"), 0.0).kind
+        'plus'
+        """
+        builtin = getattr(monoid, self.op.kind or "", None)
+        return self.op.kind if isinstance(builtin, Monoid) and builtin.identity == self.identity else None
 
     def __repr__(self) -> str:
         return f"Monoid({self.op.text}, identity={self.identity!r})"
@@ -365,6 +391,12 @@ BINARY_OPS: Mapping[str, BinaryOp] = {
         binary_op("(x - y) * (x - y)", name="sqdiff"),
     )
 }
+
+@cache
+def _BUILTIN_KINDS() -> dict:
+    """Canonical tree of each built-in op -> its name (see ``BinaryOp.kind``)."""
+    return {_expr.canonical(op.tree): name for name, op in BINARY_OPS.items()}
+
 
 # Built-in semirings, named as in python-graphblas (add monoid _ multiply op).
 BUILTIN_SEMIRINGS: Mapping[str, Semiring] = {

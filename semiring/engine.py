@@ -1,0 +1,197 @@
+"""What an engine is: the interfaces every engine implements, and the vocabularies they share.
+
+Two interfaces, each method documented once here:
+
+* :class:`PairwiseEngine` — products of rows against rows under a semiring,
+  row norms, elementwise expansions, entry selection and running top-k: what
+  ``semiring.pairwise``, ``semiring.distances.pairwise_distances`` and
+  ``NearestNeighbors`` are built from.
+* :class:`GraphEngine` — the graph measures of ``semiring.distances.graph``.
+
+Engines live in ``semiring.kernels`` (``cpu``: numba on host memory; ``cuda``:
+NVRTC-compiled kernels run through CuPy) and are found by
+``semiring.backend``; this module imports none of them.  Each engine works on
+*its device's* matrices (``to_device`` makes one from a canonical SciPy CSR
+matrix): host CSR on the CPU, device CSR on the GPU.  Arrays it returns live
+on its device too, until ``to_host``.
+
+One representation per concept:
+
+* a matrix on the device — whatever ``to_device`` returns: ``.shape``,
+  ``.indptr``, ``.indices``, ``.data`` and ``.dtype``;
+* a set of entries (a mask to compute, the entries a condition selects) —
+  :class:`Entries`, row and column index arrays of equal length on the
+  device, in no particular order unless said;
+* a running top-k selection — whatever ``topk_init`` returns, opaque to callers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+# The operands of an expansion (see ``semiring.distances.specs``): up to two
+# product terms c0, c1 at entry (i, j), up to two row norms of X (nx0, nx1) at i
+# and of Y (ny0, ny1) at j, and the number of columns n.
+EXPANSION_VARIABLES = ("c0", "c1", "nx0", "nx1", "ny0", "ny1", "n")
+
+# The operands of a graph measure's expansion: the intersection c of N(u) and
+# N(v) (a count or a weighted sum) and the two vertices' norms (degrees).
+GRAPH_EXPANSION_VARIABLES = ("c", "nu", "nv")
+
+# The index of an empty slot of a top-k selection: int64's largest value, worse
+# than any real index, so that a selection needs no count of filled slots.
+TOPK_EMPTY = (1 << 63) - 1
+
+
+class Entries(NamedTuple):
+    """Entries ``(rows[s], cols[s])`` of an ``m × p`` result, as index arrays on the engine's device."""
+
+    rows: Any
+    cols: Any
+
+
+@runtime_checkable
+class PairwiseEngine(Protocol):
+    """An engine for products of rows against rows.  Implementations: ``semiring.kernels.cpu.ENGINE``,
+    ``semiring.kernels.cuda.ENGINE``."""
+
+    name: str  # "cpu" or "cuda", as ``backend=`` names it
+    device_results: bool  # arrays it returns live off the host (CuPy callers keep them there)
+
+    def unavailable_reason(self) -> str | None:
+        """Why this engine cannot run here (a sentence), or None when it can."""
+
+    def memory_limit_bytes(self) -> int | None:
+        """The most temporary memory a call may take on the device now, or None for no limit of its own."""
+
+    def to_device(self, A) -> Any:
+        """A canonical SciPy CSR matrix (sorted, unique indices; float32/float64) on the device."""
+
+    def to_host(self, a) -> np.ndarray:
+        """A device array as a NumPy array (the same object on the CPU)."""
+
+    def empty(self, shape, dtype) -> Any:
+        """An uninitialised array on the device."""
+
+    def accumulate_dtype(self, result_dtype) -> np.dtype:
+        """The type products are accumulated in for a result of ``result_dtype``."""
+
+    def row_slice(self, A, r0: int, r1: int) -> Any:
+        """Rows ``r0:r1`` of a device matrix, as a device matrix (views where possible)."""
+
+    def entries_from_csr(self, M) -> Entries:
+        """The stored entries of a SciPy CSR matrix, in its CSR order, on the device."""
+
+    def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> Any:
+        """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` over the columns ``sr.semantics`` selects.
+
+        A dense ``(m, p)`` array of ``dtype``, or with ``mask`` the values at its
+        entries, in its order (a 1-D array).
+        """
+
+    def row_norm(self, A, tree, dtype) -> Any:
+        """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""
+
+    def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
+        """``out[i, j] = f(c0[i, j], c1[i, j], nx*[i], ny*[j], n)`` (see ``EXPANSION_VARIABLES``); returns ``out``.
+
+        ``terms`` (up to two ``(m, p)`` arrays), ``xnorms`` and ``ynorms`` (up to
+        two vectors each) may be fewer than the expression names: missing ones
+        read as 0.  ``out`` may be ``terms[0]``.
+        """
+
+    def select(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape) -> Entries:
+        """The entries of an ``m × p`` result where the expression (as in ``expand``) is nonzero.
+
+        Memory follows the number selected: no ``m × p`` flag array is made.
+        """
+
+    def scatter(self, out, entries: Entries, values) -> None:
+        """``out[rows[s], cols[s]] = values[s]`` for every entry, in place."""
+
+    def topk_init(self, m: int, k: int, dtype) -> Any:
+        """An empty running selection of the ``k`` best of ``m`` rows."""
+
+    def topk_push(self, block, col0: int, self0: int, largest: bool, selection) -> None:
+        """Merge ``block`` (rows × candidates ``col0``, ``col0 + 1``, …) into ``selection`` in place.
+
+        Best means smallest (``largest=False``) or largest; NaN ranks after
+        every number, ties go to the smaller index.  ``self0 >= 0``: row ``r``
+        of the block is candidate ``self0 + r``, which it does not select.
+        """
+
+    def topk_finish(self, selection, largest: bool, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """The selection as host arrays ``(values, indices)``, each row best first; empty slots are
+        ``(NaN, TOPK_EMPTY)``."""
+
+    def topk_extra_bytes(self, k: int) -> int:
+        """Temporary bytes ``topk_push`` takes per block entry beyond the block itself."""
+
+
+@runtime_checkable
+class GraphEngine(Protocol):
+    """An engine for graph measures on a symmetric adjacency matrix ``G`` without self-loops.
+
+    Implementations: ``semiring.kernels.cpu.GRAPH_ENGINE``, ``semiring.kernels.cuda.GRAPH_ENGINE``.
+    """
+
+    name: str  # "cpu" or "cuda"
+    xp: Any  # the array module of its device: numpy or cupy
+
+    def to_device(self, A) -> Any:
+        """A canonical SciPy CSR matrix on the device."""
+
+    def from_cupy(self, A) -> Any:
+        """A ``cupyx.scipy.sparse`` matrix on the device (canonical CSR, float64 or float32 values)."""
+
+    def to_host(self, a) -> np.ndarray:
+        """A device array as a NumPy array."""
+
+    def nnz(self, G) -> int:
+        """Stored entries of G."""
+
+    def check_graph(self, G, weighted: bool) -> dict[str, int]:
+        """How many stored entries break each rule: ``"unsorted"``, ``"self-loops"``,
+        ``"missing reverse"``, ``"unequal reverse weight"`` (checked only when ``weighted``)."""
+
+    def degrees(self, G) -> Any:
+        """Stored entries per row."""
+
+    def edge_rows(self, G) -> Any:
+        """The row of each stored entry, in CSR order."""
+
+    def row_norm(self, G, tree) -> Any:
+        """``Σ_k f(G[u, k])`` over each row (``tree`` an expression of ``x``), float64."""
+
+    def common_neighbor_counts(self, G) -> Any:
+        """``|N(u) ∩ N(v)|`` at each stored entry (u, v), in CSR order."""
+
+    def edge_measure(self, G, tree) -> Any:
+        """``f(c, d(u), d(v))`` at each stored entry (``tree`` over ``GRAPH_EXPANSION_VARIABLES``, c the
+        common-neighbour count, d the degree), each undirected edge computed once."""
+
+    def masked_product(self, G, P, sr) -> Any:
+        """``(G ⊕.⊗ Gᵀ)`` at the stored entries of the device matrix P, in P's CSR order."""
+
+    def expand(self, tree, rows, cols, c, norms) -> Any:
+        """``f(c[s], norms[rows[s]], norms[cols[s]])`` for each s (``GRAPH_EXPANSION_VARIABLES``), float64."""
+
+    def triangle_count_total(self, G, by_degree: bool) -> int:
+        """Triangles of G, each counted once (edges oriented by degree, else by vertex id)."""
+
+    def edge_triangles(self, G, by_degree: bool) -> Any:
+        """Triangles through each stored entry (its support), in CSR order."""
+
+    def vertex_triangles(self, G, by_degree: bool) -> Any:
+        """Triangles at each vertex."""
+
+    def compact_graph(self, G, keep) -> tuple[Any, Any]:
+        """G with only the stored entries where ``keep`` holds, and the positions in G of those kept."""
+
+
+def missing_methods(engine, interface) -> list[str]:
+    """The names of ``interface`` that ``engine`` lacks (a test and the resolver's guard use it)."""
+    names = [n for n in dir(interface) if not n.startswith("_")] + list(getattr(interface, "__annotations__", {}))
+    return sorted({n for n in names if not hasattr(engine, n)})
