@@ -67,11 +67,11 @@ import scipy.sparse as sp
 from semiring import Semiring, binary_op, monoid, validation
 from semiring import backend as _backend
 from semiring import expr as _expr
+from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
 
 ORDERS = ("degree", "id")
 PER = ("total", "vertex", "edge")
-EXPANSION_VARIABLES = ("c", "nu", "nv")
 
 # Weighted intersections: min(|x|, |y|) annihilates at zero (so only common
 # neighbours are visited) and equals min(x, y) on the non-negative weights allowed.
@@ -89,7 +89,7 @@ class Similarity:
 
     @cached_property
     def tree(self) -> _expr.Node:
-        return _expr.parse(self.expansion, EXPANSION_VARIABLES)[0]
+        return _expr.parse(self.expansion, GRAPH_EXPANSION_VARIABLES)[0]
 
     @cached_property
     def norm_tree(self) -> _expr.Node:
@@ -121,8 +121,8 @@ def _is_cupy_sparse(A) -> bool:
 class _Graph:
     """A validated graph on one engine, and how to give results back in the input's form."""
 
-    engine: object  # kernels.cpu_graph or kernels.cuda_graph
-    G: object  # scipy csr_matrix (CPU) or DeviceCSR (GPU)
+    engine: GraphEngine
+    G: object  # a matrix on the engine's device: SciPy CSR (CPU) or DeviceCSR (GPU)
     kind: str  # "scipy-matrix", "scipy-array" or "cupy"
 
     @property
@@ -155,30 +155,14 @@ class _Graph:
 
 def _graph(A, backend: str, *, weighted: bool = False, normalize: bool = False, measure: str = "") -> _Graph:
     """Check ``A`` (square, symmetric, no self-loops; see the module docstring) and place it on the engine."""
-    if _is_cupy_sparse(A):
-        name = "cuda" if backend == "auto" else _backend.resolve(backend)
-        if name == "cpu" or normalize:
-            G = _host_graph(A.get(), normalize, "cupy")
-            if name == "cpu":
-                return _checked(_engine("cpu"), G, "cupy", weighted, measure)
-            return _checked(_engine("cuda"), _engine("cuda").to_device(G), "cupy", weighted, measure)
-        engine = _engine("cuda")
-        return _checked(engine, engine.from_cupy(A), "cupy", weighted, measure)
-    kind = "scipy-array" if isinstance(A, sp.sparray) else "scipy-matrix"
-    name = _backend.resolve(backend)
-    G = _host_graph(A, normalize, kind)
-    engine = _engine(name)
-    return _checked(engine, G if name == "cpu" else engine.to_device(G), kind, weighted, measure)
-
-
-def _engine(name: str):
-    if name == "cuda":
-        from semiring.kernels import cuda_graph
-
-        return cuda_graph
-    from semiring.kernels import cpu_graph
-
-    return cpu_graph
+    engine = _backend.graph_engine(backend)
+    cupy_input = _is_cupy_sparse(A)
+    kind = "cupy" if cupy_input else ("scipy-array" if isinstance(A, sp.sparray) else "scipy-matrix")
+    if cupy_input and engine.name == "cuda" and not normalize:
+        G = engine.from_cupy(A)  # stays on the GPU: no host round trip
+    else:
+        G = engine.to_device(_host_graph(A.get() if cupy_input else A, normalize, kind))
+    return _checked(engine, G, kind, weighted, measure)
 
 
 def _host_graph(A, normalize: bool, kind: str) -> sp.csr_matrix:
@@ -278,7 +262,7 @@ def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bo
         indptr = np.zeros(g.n + 1, np.int64)
         np.cumsum(np.bincount(rows, minlength=g.n), out=indptr[1:])
         P = sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(g.n, g.n))
-        P = P if eng.xp is np else eng.to_device(P)
+        P = eng.to_device(P)
     sr, norm = (s.weighted_semiring, s.norm_tree) if weighted else (BUILTIN_SEMIRINGS["plus_pair"], DEGREE_TREE)
     c = eng.masked_product(g.G, P, sr) if eng.nnz(P) else eng.xp.zeros(0)
     values = eng.expand(s.tree, eng.edge_rows(P), P.indices, c, eng.row_norm(g.G, norm))

@@ -18,12 +18,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import backend as _backend
-from semiring import validation
+from semiring import driver, validation
 
-from .pairwise import _block, _prepared, resolve_metric
+from .measure import BoundMeasure
+from .specs import resolve_metric
 
-# MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on either engine.
-DEFAULT_WORKING_MEMORY_MIB = 1024
 # The index is split into tiles only when this many query rows against all of it would not fit.
 MIN_QUERY_ROWS = 256
 # A progress bar appears only for runs longer than this (seconds).
@@ -50,7 +49,8 @@ class NearestNeighbors:
     backend : {"auto", "cpu", "cuda"}
         The engine; ``"auto"`` takes the GPU when it is usable.
     working_memory : float, optional
-        MiB (as scikit-learn's) for one tile's temporaries; default 1024.
+        MiB (as scikit-learn's) for one tile's temporaries; default 1024
+        (``semiring.driver.DEFAULT_WORKING_MEMORY_MIB``).
         Peak memory is about this plus the inputs and the ``n_queries × k``
         result.
     verbose : bool, default True
@@ -155,21 +155,20 @@ class NearestNeighbors:
         self.effective_metric_, self.effective_metric_params_ = spec.name, values
         self.n_samples_fit_, self.n_features_in_ = X.shape
         self._index_cache = None
-        self._index(_backend.engine(self.backend), spec, validation.result_dtype(X, X))
+        self._index(BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(X, X)))
         return self
 
-    def _index(self, engine, spec, dtype):
+    def _index(self, measure: BoundMeasure):
         """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
 
         Made by ``fit`` and kept, so queries pay only for themselves (as scikit-learn's and cuML's estimators,
         where fit holds the index); remade when the engine, the measure or the accumulation type changes.
         Pickling drops it (see ``__getstate__``).
         """
-        acc = engine.accumulate_dtype(dtype)
-        key = (engine.__name__, spec.prepare, spec.norms, acc)
+        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc)
         if getattr(self, "_index_cache", None) is None or self._index_cache[0] != key:
-            self._index_cache = (key, *_prepared(engine, spec, self._fit_X, acc))
-        return self._index_cache[1:]
+            self._index_cache = (key, measure.prepare(self._fit_X))
+        return self._index_cache[1]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_index_cache": None}  # device arrays stay out of pickles
@@ -207,12 +206,9 @@ class NearestNeighbors:
                 )
             if spec.nonnegative:
                 validation.check_nonnegative(Q, "X", spec.name)
-        engine = _backend.engine(self.backend)
-        dtype = validation.result_dtype(Q, self._fit_X)
-        index = self._index(engine, spec, dtype)
-        dist, ind = _kneighbors(
-            engine, spec, values, Q, self._fit_X, index, int(k), self.working_memory, bool(self.verbose), X is None
-        )
+        measure = BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, self._fit_X))
+        index = self._index(measure)
+        dist, ind = _kneighbors(measure, Q, index, int(k), self.working_memory, bool(self.verbose), X is None)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors: int | None = None, mode: str = "connectivity") -> sp.csr_matrix:
@@ -237,56 +233,35 @@ def _check_n_neighbors(k, name: str) -> None:
         raise ValueError(f"{name} must be a positive integer, got {k}")
 
 
-def tile_shape(m: int, n: int, bytes_per_entry: int, working_memory: float | None) -> tuple[int, int]:
-    """(query rows, index rows) of a tile whose temporaries fit the working memory (MiB).
+def _kneighbors(measure: BoundMeasure, Q, index, k: int, working_memory, verbose: bool, exclude_self: bool):
+    """Tiles of queries × index through the blocked driver, each merged into a running top-k on the device.
 
-    The whole index is one tile while ``MIN_QUERY_ROWS`` queries against it
-    fit; otherwise the index is cut into tiles that do.
+    ``index`` is the fitted rows prepared on the device (``NearestNeighbors._index``).
     """
-    budget = (working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20
-    cols = (
-        n
-        if n * bytes_per_entry * min(m, MIN_QUERY_ROWS) <= budget
-        else int(budget // (bytes_per_entry * min(m, MIN_QUERY_ROWS)))
-    )
-    cols = max(1, min(n, cols))
-    rows = max(1, min(m, int(budget // (cols * bytes_per_entry))))
-    return rows, cols
+    engine = measure.engine
 
+    def rows(r0: int, r1: int):  # the fitted rows as their own queries: slices of the prepared index
+        return index.slice(engine, r0, r1) if exclude_self else measure.prepare(Q[r0:r1])
 
-def _kneighbors(engine, spec, values, Q, Y, index, k: int, working_memory, verbose: bool, exclude_self: bool):
-    """The driver: tiles of queries × index on the engine's device, each merged into a running top-k.
+    def tile(queries, c0: int, c1: int):
+        return measure.block(queries, index.slice(engine, c0, c1))
 
-    ``index`` is Y prepared on the device with its norms (``NearestNeighbors._index``).
-    """
-    dtype = validation.result_dtype(Q, Y)
-    acc = engine.accumulate_dtype(dtype)
-    m, n = Q.shape[0], Y.shape[0]
-    # Temporaries per tile entry: the terms and the result (as pairwise_distances), plus the sort's on the GPU
-    # when k is too large for the selection kernel's registers.
-    per_entry = len(spec.terms) * acc.itemsize + np.dtype(dtype).itemsize + engine.topk_extra_bytes(k)
-    rows, cols = tile_shape(m, n, per_entry, working_memory)
-    Yp, ynorms = index
-    dist, ind = np.empty((m, k), dtype), np.empty((m, k), np.int64)
-    with _progress(m, verbose) as bar:
-        for r0 in range(0, m, rows):
-            r1 = min(m, r0 + rows)
-            if Q is Y:  # the fitted rows are their own queries: slices of the prepared index, on the device
-                Xp, xnorms = engine.row_slice(Yp, r0, r1), [norm[r0:r1] for norm in ynorms]
-            else:
-                Xp, xnorms = _prepared(engine, spec, Q[r0:r1], acc)
-            selection = engine.topk_init(r1 - r0, k, dtype)
-            for c0 in range(0, n, cols):
-                c1 = min(n, c0 + cols)
-                Yt, ytnorms = (Yp, ynorms) if cols >= n else (engine.row_slice(Yp, c0, c1), [y[c0:c1] for y in ynorms])
-                block = _block(engine, spec, values, Xp, xnorms, Yt, ytnorms, acc, dtype)
-                engine.topk_push(block, c0, r0 if exclude_self else -1, spec.similarity, selection)
-                del block  # freed before the next tile is made
-            dist[r0:r1], ind[r0:r1] = engine.topk_finish(selection, spec.similarity, dtype)
-            bar.update(r1 - r0)
-    if (ind == np.iinfo(np.int64).max).any():  # an empty slot left: a driver bug, never a silent answer
-        raise RuntimeError("internal error: fewer candidates than n_neighbors were selected")
-    return dist, ind
+    shape = (Q.shape[0], index.matrix.shape[0])
+    with _progress(shape[0], verbose) as bar:
+        return driver.topk(
+            engine,
+            shape,
+            k,
+            measure.dtype,
+            measure.bytes_per_entry,
+            working_memory,
+            largest=measure.spec.similarity,
+            exclude_self=exclude_self,
+            rows=rows,
+            tile=tile,
+            min_rows=MIN_QUERY_ROWS,
+            progress=bar,
+        )
 
 
 class _NoProgress:

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import backend as _backend
-from . import validation
+from . import driver, validation
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
 
@@ -21,7 +21,7 @@ def as_semiring(sr) -> Semiring:
     )
 
 
-def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
+def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: float | None = None):
     """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` for every row ``i`` of X and row ``j`` of Y.
 
     The columns ``k`` are those stored in both rows for an ``"intersection"``
@@ -43,6 +43,9 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
     mask); computed on the GPU, a dense result never leaves it.  The inputs are
     validated on a host copy.
 
+    ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
+    result computed at once (default 1024; see ``semiring.driver``).
+
     >>> import numpy as np, scipy.sparse as sp, semiring
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
     >>> semiring.pairwise(X, None, semiring.min_plus)
@@ -51,26 +54,26 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto"):
     """
     sr = as_semiring(sr)
     engine = _backend.engine(backend)
-    cupy_input = any(validation.is_cupy(a) for a in (X, Y, mask))
+    where = driver.placement(engine, X, Y, mask)
     X, Y, mask = (validation.from_cupy(a) for a in (X, Y, mask))
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
-    M = None if mask is None else validation.check_mask(mask, (X.shape[0], Y.shape[0]))
+    shape = (X.shape[0], Y.shape[0])
+    M = None if mask is None else validation.check_mask(mask, shape)
     Yd = engine.to_device(Y)
     if M is None:
-        keep = cupy_input and engine.DEVICE_RESULTS  # a CuPy result computed on the GPU stays there
-        collect = (lambda a: a) if keep else engine.to_host
-        rows = engine.batch_rows(X.shape[0], Y.shape[0], np.dtype(dtype).itemsize)
-        if rows >= X.shape[0]:
-            Xd = Yd if Y is X else engine.to_device(X)
-            out = collect(engine.pairwise(Xd, Yd, sr, dtype))
-        else:  # larger than the device's budget: batches of X rows
-            out = engine.empty((X.shape[0], Y.shape[0]), dtype) if keep else np.empty((X.shape[0], Y.shape[0]), dtype)
-            for r0 in range(0, X.shape[0], rows):
-                out[r0 : r0 + rows] = collect(engine.pairwise(engine.to_device(X[r0 : r0 + rows]), Yd, sr, dtype))
-        return validation.as_cupy(out) if cupy_input and not keep else out
+
+        def rows(r0: int, r1: int):
+            return Yd if (Y is X and (r0, r1) == (0, X.shape[0])) else engine.to_device(X[r0:r1])
+
+        def tile(Xd, c0: int, c1: int):
+            Yt = Yd if (c0, c1) == (0, shape[1]) else engine.row_slice(Yd, c0, c1)
+            return engine.pairwise(Xd, Yt, sr, dtype)
+
+        per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
+        return where.give(driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile))
     Xd = Yd if Y is X else engine.to_device(X)
-    values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.mask_from_csr(M)))
+    values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
     result = kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
-    return validation.as_cupy(result) if cupy_input else result
+    return validation.as_cupy(result) if where.cupy_input else result

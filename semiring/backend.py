@@ -1,47 +1,80 @@
-"""Backends are explicit: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+"""The one resolver of ``backend=``: ``"cpu"``, ``"cuda"`` or ``"auto"``, for every public call.
 
-``"auto"`` picks the GPU only when a GPU engine is present and usable; an
-explicit request that cannot run raises with the reason.  Nothing falls back
-silently.
+``"auto"`` picks the GPU only when its engine is usable; an explicit request
+that cannot run raises with the reason.  Nothing falls back silently.
+
+Engines live in ``semiring.kernels`` and are imported here by name only when a
+call asks for one, so importing ``semiring`` loads no engine (and no CuPy):
+the layers run one way, core ← engines ← measures ← command line.
+
+>>> from semiring import backend
+>>> backend.resolve("cpu")
+'cpu'
+>>> backend.engine("cpu").name
+'cpu'
 """
 
 from __future__ import annotations
 
+import importlib
+
+from .engine import GraphEngine, PairwiseEngine
+
 BACKENDS = ("auto", "cpu", "cuda")
 
+# Where each concrete backend's engines live: a module with ENGINE and GRAPH_ENGINE.
+ENGINE_MODULES = {"cpu": "semiring.kernels.cpu", "cuda": "semiring.kernels.cuda"}
 
-def cuda_unavailable_reason() -> str | None:
-    """Why ``backend="cuda"`` cannot run here, or None when it can."""
-    from semiring.kernels import cuda
 
-    return cuda.unavailable_reason()
+def _module(name: str):
+    return importlib.import_module(ENGINE_MODULES[name])
+
+
+def _check_name(backend) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}; "
+            "for example backend='cpu'"
+        )
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why the concrete backend ``name`` cannot run here (a sentence), or None when it can."""
+    _check_name(name)
+    if name == "auto":
+        return None
+    return _module(name).ENGINE.unavailable_reason()
 
 
 def resolve(backend: str) -> str:
-    """The concrete backend for a request, or an error naming the reason."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    """The concrete backend (``"cpu"`` or ``"cuda"``) for a request, or an error naming the reason."""
+    _check_name(backend)
     if backend == "auto":
-        return "cpu" if cuda_unavailable_reason() else "cuda"
-    if backend == "cuda":
-        reason = cuda_unavailable_reason()
-        if reason:
-            raise RuntimeError(f"backend='cuda' cannot run: {reason}")
+        return "cpu" if unavailable_reason("cuda") else "cuda"
+    reason = unavailable_reason(backend)
+    if reason:
+        raise RuntimeError(f"backend={backend!r} cannot run: {reason}; backend='cpu' runs everywhere")
     return backend
 
 
 def available_backends() -> list[str]:
-    """The concrete backends usable on this machine."""
-    return ["cpu"] + ([] if cuda_unavailable_reason() else ["cuda"])
+    """The concrete backends usable on this machine, the CPU first.
+
+    >>> "cpu" in available_backends()
+    True
+    """
+    return [name for name in ENGINE_MODULES if not unavailable_reason(name)]
 
 
-def engine(backend: str):
-    """The engine module (``kernels.cpu`` or ``kernels.cuda``) for a request; see ``resolve``."""
-    name = resolve(backend)
-    if name == "cuda":
-        from semiring.kernels import cuda
+def engine(backend: str) -> PairwiseEngine:
+    """The pairwise engine for a request (see :func:`resolve`)."""
+    return _module(resolve(backend)).ENGINE
 
-        return cuda
-    from semiring.kernels import cpu
 
-    return cpu
+def graph_engine(backend: str) -> GraphEngine:
+    """The graph engine for a request (see :func:`resolve`)."""
+    return _module(resolve(backend)).GRAPH_ENGINE
+
+
+def cuda_unavailable_reason() -> str | None:  # TODO(lead): callers move to unavailable_reason("cuda")
+    return unavailable_reason("cuda")

@@ -18,7 +18,7 @@ from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
 from test_distances import NONNEGATIVE, oracle
 
-from semiring import distances
+from semiring import backend, distances, driver
 from semiring.distances import neighbors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,16 +210,17 @@ def test_inner_product_selects_the_largest(rng):
 def test_tiles_across_the_index_with_a_last_tile_shorter_than_k(monkeypatch, rng):
     X = sp.random(23, 6, density=0.6, format="csr", random_state=rng)
     pushes = []
-    real_push = neighbors._backend.engine("cpu").topk_push
+    engine = backend.engine("cpu")
+    real_push = engine.topk_push
 
     def recording_push(block, col0, self0, largest, selection):
         pushes.append((col0, block.shape))
         real_push(block, col0, self0, largest, selection)
 
-    monkeypatch.setattr(neighbors._backend.engine("cpu"), "topk_push", recording_push)
+    monkeypatch.setattr(engine, "topk_push", recording_push)
     per_entry = 8 + 8  # the CPU's float64 term and the float64 result
     memory = 23 * 4 * per_entry / 2**20  # room for 23 × 4 entries: 23 rows ask for 256, so index tiles of 4
-    assert neighbors.tile_shape(23, 23, per_entry, memory) == (23, 4)
+    assert tile_shape(23, 23, per_entry, memory) == (23, 4)
     for metric in ("euclidean", "inner_product", "cityblock"):
         pushes.clear()
         d, i = knn(X, None, k=5, metric=metric, working_memory=memory)
@@ -231,12 +232,17 @@ def test_tiles_across_the_index_with_a_last_tile_shorter_than_k(monkeypatch, rng
         np.testing.assert_array_equal(d, want_d)
 
 
+def tile_shape(m: int, n: int, per_entry: int, mib: float) -> tuple[int, int]:
+    """The kNN driver's tile for a budget in MiB (the index is cut only when MIN_QUERY_ROWS queries do not fit)."""
+    return driver.tile_shape(m, n, per_entry, int(mib * 2**20), min_rows=neighbors.MIN_QUERY_ROWS)
+
+
 def test_tile_shape_keeps_the_budget():
     for m, n, per, mib in [(40_000, 40_000, 4, 512), (10, 10**7, 16, 1), (5, 3, 8, 1024), (1000, 1000, 16, 1e-6)]:
-        rows, cols = neighbors.tile_shape(m, n, per, mib)
+        rows, cols = tile_shape(m, n, per, mib)
         assert 1 <= rows <= m and 1 <= cols <= n
         assert rows * cols * per <= max(mib * 2**20, per), (m, n, rows, cols)
-    assert neighbors.tile_shape(40_000, 40_000, 4, 512) == (3355, 40_000)  # whole index per tile
+    assert tile_shape(40_000, 40_000, 4, 512) == (3355, 40_000)  # whole index per tile
 
 
 # --------------------------------------------------------------------------- the API and its errors
