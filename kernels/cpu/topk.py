@@ -1,4 +1,4 @@
-"""Per-row top-k selection on the CPU engine (numba): the k best entries of each row of distance blocks.
+"""Per-row top-k selection of the CPU engine (numba): the k best entries of each row of distance blocks.
 
 The running selection of a row is a max-heap of ``k`` (key, index) pairs with
 the worst pair at its root, kept in two ``(m, k)`` arrays; each block of
@@ -10,7 +10,8 @@ Order: a smaller key is better; equal keys are ordered by the smaller index
 than any number, NaNs ordered by index.  Similarities (``largest=True``) are
 pushed as their negation, so the largest value is the smallest key, and turned
 back in :func:`topk_finish`.  The heap starts full of sentinels ``(NaN,
-EMPTY)``, worse than every real entry, so no count of filled slots is needed.
+TOPK_EMPTY)`` (``semiring.engine.TOPK_EMPTY``), worse than every real entry, so
+no count of filled slots is needed.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-JIT = {"nogil": True, "error_model": "numpy", "cache": False}  # as kernels.cpu (which imports this module)
+from semiring.engine import TOPK_EMPTY
 
-EMPTY = np.iinfo(np.int64).max  # the index of a sentinel slot: worse than any real entry
+from .jit import JIT
 
 
 @njit(inline="always", **JIT)
@@ -84,7 +85,7 @@ def _sort_heaps(keys, ids):
 
 def topk_init(m: int, k: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     """An empty selection for ``m`` rows: ``k`` sentinel slots each."""
-    return np.full((m, k), np.nan, np.float64), np.full((m, k), EMPTY, np.int64)
+    return np.full((m, k), np.nan, np.float64), np.full((m, k), TOPK_EMPTY, np.int64)
 
 
 def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
@@ -99,7 +100,7 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
 
 
 def topk_finish(selection, largest: bool, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """The selection as host arrays ``(values, indices)``, each row best first."""
+    """The selection as host arrays ``(values, indices)``, each row best first; empty slots ``(NaN, TOPK_EMPTY)``."""
     keys, ids = selection
     if keys.size:
         _sort_heaps(keys, ids)

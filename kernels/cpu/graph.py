@@ -1,9 +1,10 @@
-"""Graph kernels of the CPU engine (numba, multi-core, ``nogil``).
+"""Graph kernels of the CPU engine (numba, multi-core, ``nogil``); ``CpuGraphEngine`` runs them.
 
 The adjacency is canonical CSR (sorted, unique column indices per row) of a
 symmetric pattern without self-loops; ``distances.graph`` checks that first
-(with :func:`check` below).  Every kernel keeps its memory O(vertices + edges):
-intersections walk the stored neighbour lists, nothing enumerates wedges.
+(with :func:`check` below, through ``CpuGraphEngine.check_graph``).  Every
+kernel keeps its memory O(vertices + edges): intersections walk the stored
+neighbour lists, nothing enumerates wedges.
 
 * :func:`intersect_count` — ``|N(u) ∩ N(v)|`` of two sorted lists: a merge when
   the lengths are within ``SKEW`` of each other, else each element of the
@@ -19,12 +20,15 @@ intersections walk the stored neighbour lists, nothing enumerates wedges.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 from numba import njit, prange
 
 from semiring import expr as _expr
+from semiring.engine import GRAPH_EXPANSION_VARIABLES
 
-JIT = {"nogil": True, "error_model": "numpy", "cache": False}
+from .jit import JIT, compile_scalar
 
 # Merge while the longer list is at most SKEW times the shorter (seed 001 switches at ~50).
 SKEW = 32
@@ -219,24 +223,18 @@ def compact(indptr, indices, keep):
 
 # --------------------------------------------------------------------------- expansions over the edges
 
-EXPANSION_VARIABLES = ("c", "nu", "nv")
 
-
-_EXPANSIONS: dict = {}
-
-
+@cache
 def _expansion_kernel(tree: _expr.Node):
-    if tree not in _EXPANSIONS:
-        f = njit(inline="always", **JIT)(_expr.compile_python(tree, EXPANSION_VARIABLES))
+    f = compile_scalar(tree, GRAPH_EXPANSION_VARIABLES)
 
-        @njit(parallel=True, **JIT)
-        def kernel(rows, cols, c, norms, out):
-            empty = np.empty(0, np.float64)
-            for k in prange(c.size):
-                out[k] = f(np.float64(c[k]), norms[rows[k]], norms[cols[k]], empty)
+    @njit(parallel=True, **JIT)
+    def kernel(rows, cols, c, norms, out):
+        empty = np.empty(0, np.float64)
+        for k in prange(c.size):
+            out[k] = f(np.float64(c[k]), norms[rows[k]], norms[cols[k]], empty)
 
-        _EXPANSIONS[tree] = kernel
-    return _EXPANSIONS[tree]
+    return kernel
 
 
 def expand(tree: _expr.Node, rows, cols, c, norms) -> np.ndarray:
@@ -245,82 +243,3 @@ def expand(tree: _expr.Node, rows, cols, c, norms) -> np.ndarray:
     if out.size:
         _expansion_kernel(tree)(rows, cols, c, norms.astype(np.float64), out)
     return out
-
-
-# --------------------------------------------------------------------------- the engine interface
-# The same functions as kernels.cuda_graph, on SciPy CSR matrices (G) held in host memory.
-# Triangles per edge and per vertex come from the common-neighbour counts (an edge's support is
-# |N(u) ∩ N(v)|): numba has no atomics for scattering one triangle to three edges from parallel loops.
-
-xp = np
-
-
-def check_graph(G, weighted: bool) -> dict:
-    """How many entries break each rule (canonical order is ensured by ``semiring.validation``)."""
-    if G.nnz == 0:
-        return {"self-loops": 0, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": 0}
-    loops, missing, unequal = check(G.indptr, G.indices, G.data, weighted)
-    return {"self-loops": loops, "missing reverse": missing, "unequal reverse weight": unequal, "unsorted": 0}
-
-
-def degrees(G) -> np.ndarray:
-    return np.diff(G.indptr)
-
-
-def edge_rows(G) -> np.ndarray:
-    return np.repeat(np.arange(G.shape[0], dtype=G.indices.dtype), np.diff(G.indptr))
-
-
-def common_neighbor_counts(G) -> np.ndarray:
-    out = np.zeros(G.nnz, np.int64)
-    if G.nnz:
-        common_neighbors(G.indptr, G.indices, out)
-    return out
-
-
-def edge_measure(G, tree) -> np.ndarray:
-    """A measure of ``(|N(u) ∩ N(v)|, deg u, deg v)`` at every stored edge."""
-    return expand(tree, edge_rows(G), G.indices, common_neighbor_counts(G), degrees(G))
-
-
-def triangle_count_total(G, by_degree: bool) -> int:
-    lp, li = orient(G.indptr, G.indices, by_degree)
-    return int(triangle_total(lp, li)) if li.size else 0
-
-
-def edge_triangles(G, by_degree: bool) -> np.ndarray:
-    return common_neighbor_counts(G)
-
-
-def vertex_triangles(G, by_degree: bool) -> np.ndarray:
-    out = np.zeros(G.shape[0], np.int64)
-    if G.shape[0]:
-        row_sums(G.indptr, common_neighbor_counts(G), out)
-    return out // 2  # a vertex's triangle is counted at both of its edges in the triangle
-
-
-def compact_graph(G, keep):
-    """The subgraph of the kept entries, and their positions in G."""
-    indptr, indices, position = compact(G.indptr, G.indices, keep.astype(np.bool_))
-    return type(G)((G.data[position], indices, indptr), shape=G.shape), position
-
-
-def masked_product(G, P, sr) -> np.ndarray:
-    """``C⟨P⟩ = G ⊕.⊗ Gᵀ``: the semiring primitive at P's entries (P a CSR pattern)."""
-    from . import cpu
-
-    return cpu.pairwise(G, G, sr, np.float64, mask=P)
-
-
-def row_norm(G, tree) -> np.ndarray:
-    from . import cpu
-
-    return cpu.row_norm(G, tree)
-
-
-def to_host(a):
-    return a
-
-
-def nnz(G) -> int:
-    return int(G.indptr[-1])

@@ -1,4 +1,4 @@
-"""The multi-core CPU engine: numba kernels generated from the same op declarations.
+"""The semiring kernels of the CPU engine: products of rows against rows (numba, multi-core).
 
 Each kernel is a loop skeleton written once below; the semiring's ops are
 rendered to scalar Python (``semiring.expr.render_python``), compiled by numba
@@ -16,8 +16,9 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   explicitly stored zeros count as stored) and streams Y rows through it, then
   makes a second pass over the X row for the columns the Y row did not hit (by
   structure, so a stored zero is counted once).
-* masked (sampled) products — each mask entry merges its two sorted rows: no
-  per-column scratch, so the cost follows the mask.
+* masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
+  ``Entries``, in any order) merges its two sorted rows: no per-column scratch,
+  so the cost follows the mask.
 
 Huge, sparse column spaces are first compacted to the columns that occur, so
 per-column arrays stay small (see ``compact_columns``).
@@ -34,21 +35,17 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from semiring import expr as _expr
+from semiring.engine import Entries
 
-JIT = {"nogil": True, "error_model": "numpy", "cache": False}
-
-
-def _compile_scalar(tree: _expr.Node, variables: tuple[str, ...], params: tuple[str, ...]):
-    return njit(inline="always", **JIT)(_expr.compile_python(tree, variables, params))
+from .jit import JIT, compile_scalar
 
 
 @cache
 def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
     """Compile the pairwise kernels for one semiring key (expression + semantics)."""
     union = key[2] == "union"
-    mult = _compile_scalar(mult_tree, ("x", "y"), param_names)
-    add = _compile_scalar(add_tree, ("x", "y"), ())
+    mult = compile_scalar(mult_tree, ("x", "y"), param_names)
+    add = compile_scalar(add_tree, ("x", "y"), ())
 
     @njit(inline="always", **JIT)
     def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, params):
@@ -143,13 +140,14 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
         return acc
 
     @njit(parallel=True, **JIT)
-    def masked_kernel(xp, xi, xv, yp, yi, yv, mp, mi, start, params, out):
-        m = mp.size - 1
-        nblocks = min(m, 8 * numba.get_num_threads())
-        for b in prange(nblocks):
-            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
-                for s in range(mp[i], mp[i + 1]):
-                    out[s] = merge_pair(i, mi[s], xp, xi, xv, yp, yi, yv, start, params)
+    def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, start, params, out):
+        # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
+        # consecutive s (in CSR order, consecutive rows), several per thread.
+        n = rows.size
+        nchunks = min(n, 8 * numba.get_num_threads())
+        for b in prange(nchunks):
+            for s in range(b * n // nchunks, (b + 1) * n // nchunks):
+                out[s] = merge_pair(rows[s], cols[s], xp, xi, xv, yp, yi, yv, start, params)
 
     return (dense_kernel if union else inverted_kernel), masked_kernel
 
@@ -218,12 +216,12 @@ def _renumber(xi, yi, ncols):
     return new
 
 
-def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_matrix | None = None):
+def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:
     """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects.
 
     Inputs are canonical CSR (checked by ``semiring.validation``).  Returns a
-    dense ``(m, p)`` array, or with ``mask`` the values at the mask's stored
-    entries in its CSR order.
+    dense ``(m, p)`` array, or with ``mask`` the values at its entries
+    ``(mask.rows[s], mask.cols[s])``, in its order.
     """
     dense_kernel, masked_kernel = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     start = sr.start(X.shape[1])
@@ -233,165 +231,9 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: sp.csr_mat
         if out.size:
             dense_kernel(X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, start, sr.params, out)
         return out
-    out = np.empty(mask.nnz, dtype=out_dtype)
+    rows, cols = mask
+    out = np.empty(len(rows), dtype=out_dtype)
     if out.size:
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
-        masked_kernel(*args, mask.indptr, mask.indices, start, sr.params, out)
+        masked_kernel(*args, rows, cols, start, sr.params, out)
     return out
-
-
-# --------------------------------------------------------------------------- the engine interface
-# The same functions as the GPU engine (kernels.cuda): on the CPU "the device" is host memory.
-
-
-def to_device(A: sp.csr_matrix) -> sp.csr_matrix:
-    return A
-
-
-def to_host(a):
-    return a
-
-
-def empty(shape, dtype) -> np.ndarray:
-    return np.empty(shape, dtype=dtype)
-
-
-DEFAULT_WORKING_MEMORY_MIB = 1024
-DEVICE_RESULTS = False  # results live in host memory (CuPy callers get a copy)
-
-
-def batch_rows(m: int, p: int, bytes_per_entry: int, working_memory: float | None = None) -> int:
-    """Rows of X per batch so that ``rows × p × bytes_per_entry`` fits the working memory (MiB)."""
-    budget = (working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20
-    return max(1, min(m, int(budget // max(1, p * bytes_per_entry))))
-
-
-def accumulate_dtype(result_dtype) -> np.dtype:
-    """The CPU engine accumulates in float64 whatever the input type."""
-    return np.dtype(np.float64)
-
-
-def mask_from_csr(M: sp.csr_matrix) -> sp.csr_matrix:
-    return M
-
-
-def mask_size(mask: sp.csr_matrix) -> int:
-    return mask.nnz
-
-
-def scatter(out: np.ndarray, mask: sp.csr_matrix, values: np.ndarray) -> None:
-    rows = np.repeat(np.arange(mask.shape[0]), np.diff(mask.indptr))
-    out[rows, mask.indices] = values
-
-
-# --------------------------------------------------------------------------- row norms and expansions
-
-
-@cache
-def _row_reduce_kernel(tree: _expr.Node):
-    f = _compile_scalar(tree, ("x",), ())
-
-    @njit(parallel=True, **JIT)
-    def kernel(indptr, data, out):
-        empty = np.empty(0, np.float64)
-        for i in prange(indptr.size - 1):
-            acc = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                acc += f(np.float64(data[k]), empty)
-            out[i] = acc
-
-    return kernel
-
-
-def row_norm(A: sp.csr_matrix, tree: _expr.Node, dtype=np.float64) -> np.ndarray:
-    """``Σ_k f(A[i, k])`` over each row's stored values, in float64 (``dtype`` is for the GPU's sake)."""
-    out = np.zeros(A.shape[0], np.float64)
-    if A.shape[0]:
-        _row_reduce_kernel(tree)(A.indptr, A.data, out)
-    return out
-
-
-EXPANSION_VARIABLES = ("c0", "c1", "nx0", "nx1", "ny0", "ny1", "n")
-
-
-@cache
-def _expansion_kernel(tree: _expr.Node, param_names: tuple[str, ...]):
-    f = _compile_scalar(tree, EXPANSION_VARIABLES, param_names)
-
-    @njit(parallel=True, **JIT)
-    def kernel(c0, c1, nx0, nx1, ny0, ny1, n, params, out):
-        m, p = out.shape
-        for i in prange(m):
-            for j in range(p):
-                out[i, j] = f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params)
-
-    return kernel
-
-
-def _operands(terms, xnorms, ynorms, m: int, p: int) -> list:
-    """c0, c1, nx0, nx1, ny0, ny1 for an expansion; zeros stand for those a measure lacks."""
-    c = list(terms) + [np.broadcast_to(np.zeros((1, 1)), (m, p))] * (2 - len(terms))
-    nx = list(xnorms) + [np.zeros(m)] * (2 - len(xnorms))
-    ny = list(ynorms) + [np.zeros(p)] * (2 - len(ynorms))
-    return [*c, *nx, *ny]
-
-
-def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np.ndarray) -> np.ndarray:
-    """Apply an expansion elementwise: ``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)``."""
-    if out.size:
-        operands = _operands(terms, xnorms, ynorms, *out.shape)
-        _expansion_kernel(tree, tuple(param_names))(*operands, float(ncols), params, out)
-    return out
-
-
-@cache
-def _select_kernels(tree: _expr.Node, param_names: tuple[str, ...]):
-    f = _compile_scalar(tree, EXPANSION_VARIABLES, param_names)
-
-    @njit(parallel=True, **JIT)
-    def count(c0, c1, nx0, nx1, ny0, ny1, n, params, counts):
-        for i in prange(counts.size):
-            k = 0
-            for j in range(c0.shape[1]):
-                k += f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0
-            counts[i] = k
-
-    @njit(parallel=True, **JIT)
-    def fill(c0, c1, nx0, nx1, ny0, ny1, n, params, indptr, indices):
-        for i in prange(indptr.size - 1):
-            k = indptr[i]
-            for j in range(c0.shape[1]):
-                if f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0:
-                    indices[k] = j
-                    k += 1
-
-    return count, fill
-
-
-def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]) -> sp.csr_matrix:
-    """The entries where the expression holds, as a CSR pattern (no m×p buffer is made)."""
-    m, p = shape
-    operands = [*_operands(terms, xnorms, ynorms, m, p), float(ncols), params]
-    count, fill = _select_kernels(tree, tuple(param_names))
-    counts = np.zeros(m, np.int64)
-    if m and p:
-        count(*operands, counts)
-    indptr = np.concatenate([[0], np.cumsum(counts)])
-    indices = np.empty(indptr[-1], np.int64)
-    if indices.size:
-        fill(*operands, indptr, indices)
-    return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=shape)
-
-
-# --------------------------------------------------------------------------- k-nearest neighbours (see kernels.cpu_topk)
-# The engine's kNN interface, re-exported.
-from .cpu_topk import topk_finish, topk_init, topk_push  # noqa: F401
-
-
-def topk_extra_bytes(k: int) -> int:
-    """Temporaries per distance-block entry beyond the block itself: none, the heaps are m × k."""
-    return 0
-
-
-def row_slice(A: sp.csr_matrix, r0: int, r1: int) -> sp.csr_matrix:
-    return A[r0:r1]

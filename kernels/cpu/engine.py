@@ -1,0 +1,187 @@
+"""The CPU engines: ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` on host memory.
+
+On the CPU "the device" is host memory: a device matrix is the canonical SciPy
+CSR matrix itself, device arrays are NumPy arrays, ``to_device`` and
+``to_host`` are the identity.  The methods are documented once, on the
+interfaces in ``semiring.engine``; the notes here say only what is particular
+to the CPU.  The kernels are in ``pairwise``, ``rowops``, ``topk`` and ``graph``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from semiring.engine import Entries
+
+from . import graph as _graph
+from . import pairwise as _pairwise
+from . import rowops as _rowops
+from . import topk as _topk
+
+
+def _csr_entries(M: sp.csr_matrix) -> Entries:
+    """The stored entries of a CSR matrix in its CSR order, indexed in its index type."""
+    rows = np.repeat(np.arange(M.shape[0], dtype=M.indices.dtype), np.diff(M.indptr))
+    return Entries(rows, M.indices[: M.indptr[-1]])
+
+
+class CpuEngine:
+    """Products of rows against rows on all cores (numba); values accumulated in float64.
+
+    >>> import numpy as np, scipy.sparse as sp, semiring
+    >>> from semiring.kernels.cpu import ENGINE
+    >>> X = ENGINE.to_device(sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])))
+    >>> ENGINE.pairwise(X, X, semiring.plus_times, np.float64)
+    array([[5., 0.],
+           [0., 9.]])
+    """
+
+    name = "cpu"
+    device_results = False  # results live in host memory (CuPy callers get a copy)
+
+    def __repr__(self) -> str:
+        return "CpuEngine()"
+
+    def unavailable_reason(self) -> str | None:
+        return None  # numba runs wherever the package imports
+
+    def memory_limit_bytes(self) -> int | None:
+        return None  # host memory: the caller's working-memory budget is the only limit
+
+    def to_device(self, A) -> sp.csr_matrix:
+        return A
+
+    def to_host(self, a) -> np.ndarray:
+        return a
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        return np.empty(shape, dtype=dtype)
+
+    def accumulate_dtype(self, result_dtype) -> np.dtype:
+        """Float64 whatever the result type."""
+        return np.dtype(np.float64)
+
+    def row_slice(self, A, r0: int, r1: int) -> sp.csr_matrix:
+        return A[r0:r1]
+
+    def entries_from_csr(self, M) -> Entries:
+        return _csr_entries(M)
+
+    def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
+        return _pairwise.pairwise(X, Y, sr, dtype, mask)
+
+    def row_norm(self, A, tree, dtype) -> np.ndarray:
+        """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
+        return _rowops.row_norm(A, tree, dtype)
+
+    def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> np.ndarray:
+        return _rowops.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
+
+    def select(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape) -> Entries:
+        """Row by row, int64 indices."""
+        return _rowops.select(tree, param_names, params, terms, xnorms, ynorms, ncols, shape)
+
+    def scatter(self, out, entries: Entries, values) -> None:
+        _rowops.scatter(out, entries, values)
+
+    def topk_init(self, m: int, k: int, dtype):
+        """A pair of ``(m, k)`` heaps, float64 keys and int64 indices (see ``topk``)."""
+        return _topk.topk_init(m, k, dtype)
+
+    def topk_push(self, block, col0: int, self0: int, largest: bool, selection) -> None:
+        _topk.topk_push(block, col0, self0, largest, selection)
+
+    def topk_finish(self, selection, largest: bool, dtype) -> tuple[np.ndarray, np.ndarray]:
+        return _topk.topk_finish(selection, largest, dtype)
+
+    def topk_extra_bytes(self, k: int) -> int:
+        """None: the heaps are m × k, pushed into in place."""
+        return 0
+
+
+class CpuGraphEngine:
+    """Graph measures on all cores (numba), on host CSR matrices ``G``.
+
+    Triangles per edge and per vertex come from the common-neighbour counts (an
+    edge's support is ``|N(u) ∩ N(v)|``): numba has no atomics for scattering one
+    triangle to three edges from parallel loops.
+    """
+
+    name = "cpu"
+    xp = np
+
+    def __repr__(self) -> str:
+        return "CpuGraphEngine()"
+
+    def to_device(self, A) -> sp.csr_matrix:
+        return A
+
+    def from_cupy(self, A) -> sp.csr_matrix:
+        """A host copy (``.get()``) in canonical CSR order."""
+        A = A.get().tocsr()
+        if not A.has_canonical_format:
+            A = A.copy()
+            A.sum_duplicates()
+        if A.shape[0] != A.shape[1]:
+            raise ValueError(
+                f"A must be square (an adjacency matrix: row and column i are vertex i), got shape {A.shape}"
+            )
+        return A
+
+    def to_host(self, a) -> np.ndarray:
+        return a
+
+    def nnz(self, G) -> int:
+        return int(G.indptr[-1])
+
+    def check_graph(self, G, weighted: bool) -> dict[str, int]:
+        """Canonical order is ensured by ``semiring.validation``, so ``"unsorted"`` is 0."""
+        if G.nnz == 0:
+            return {"self-loops": 0, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": 0}
+        loops, missing, unequal = _graph.check(G.indptr, G.indices, G.data, weighted)
+        return {"self-loops": loops, "missing reverse": missing, "unequal reverse weight": unequal, "unsorted": 0}
+
+    def degrees(self, G) -> np.ndarray:
+        return np.diff(G.indptr)
+
+    def edge_rows(self, G) -> np.ndarray:
+        return np.repeat(np.arange(G.shape[0], dtype=G.indices.dtype), np.diff(G.indptr))
+
+    def row_norm(self, G, tree) -> np.ndarray:
+        return _rowops.row_norm(G, tree)
+
+    def common_neighbor_counts(self, G) -> np.ndarray:
+        out = np.zeros(G.nnz, np.int64)
+        if G.nnz:
+            _graph.common_neighbors(G.indptr, G.indices, out)
+        return out
+
+    def edge_measure(self, G, tree) -> np.ndarray:
+        return _graph.expand(tree, self.edge_rows(G), G.indices, self.common_neighbor_counts(G), self.degrees(G))
+
+    def masked_product(self, G, P, sr) -> np.ndarray:
+        """The semiring primitive at P's entries (P a host CSR pattern): the pairwise masked kernel."""
+        return _pairwise.pairwise(G, G, sr, np.float64, mask=_csr_entries(P))
+
+    def expand(self, tree, rows, cols, c, norms) -> np.ndarray:
+        return _graph.expand(tree, rows, cols, c, norms)
+
+    def triangle_count_total(self, G, by_degree: bool) -> int:
+        lp, li = _graph.orient(G.indptr, G.indices, by_degree)
+        return int(_graph.triangle_total(lp, li)) if li.size else 0
+
+    def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
+        return self.common_neighbor_counts(G)
+
+    def vertex_triangles(self, G, by_degree: bool) -> np.ndarray:
+        out = np.zeros(G.shape[0], np.int64)
+        if G.shape[0]:
+            _graph.row_sums(G.indptr, self.common_neighbor_counts(G), out)
+        return out // 2  # a vertex's triangle is counted at both of its edges in the triangle
+
+    def compact_graph(self, G, keep) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The subgraph of the kept entries (G's matrix type), and their positions in G."""
+        indptr, indices, position = _graph.compact(G.indptr, G.indices, keep.astype(np.bool_))
+        return type(G)((G.data[position], indices, indptr), shape=G.shape), position
+
