@@ -19,12 +19,14 @@ The docs' table of measures is generated from ``DISTANCES`` (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
-from semiring.kernels.cpu import EXPANSION_VARIABLES
-from semiring import Semiring, binary_op, monoid
+from semiring import Semiring, binary_op, monoid, validation
 from semiring import expr as _expr
+from semiring.engine import EXPANSION_VARIABLES
 from semiring.ops import BUILTIN_SEMIRINGS as B
 
 # Row norms: Σ_k f(x_k) over each row's stored values.
@@ -51,14 +53,52 @@ class Refinement:
 
 
 @dataclass(frozen=True)
+class Param:
+    """A measure's parameter: its default, the rule a value must satisfy, and the command line's flag for it.
+
+    ``check(value, name, rule)`` returns the value as a float or raises naming
+    the parameter and the rule (``semiring.validation.check_positive``).
+    """
+
+    name: str
+    default: float
+    rule: str = "> 0"
+    check: Callable[[object, str, str], float] = validation.check_positive
+    flag: str | None = None  # the ``semiring`` command's option, None where it has none
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Where parameter ``param`` equals ``value`` the measure is ``to`` (with its defaults)."""
+
+    param: str
+    value: float
+    to: str
+
+    def __str__(self) -> str:
+        return f"{self.param} = {self.value:g} gives {self.to}"
+
+
+@dataclass(frozen=True)
 class Distance:
+    """One measure, one row: how it is computed, what it takes, and what SciPy calls it.
+
+    ``scipy`` is the measure's name for ``scipy.spatial.distance.cdist`` (None
+    where SciPy has no such measure): the command line's ``--check`` and the
+    tests' oracles compare with it.  ``parameters`` are declared with their
+    defaults and rules; ``rewrites`` name the parameter values at which the
+    measure is another one.
+    """
+
     name: str
     terms: tuple[Semiring, ...]
     expansion: str
     norms: tuple[str, ...] = ()
     prepare: str = "none"
     aliases: tuple[str, ...] = ()
-    params: dict = field(default_factory=dict)
+    parameters: tuple[Param, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()
     nonnegative: bool = False
     similarity: bool = False
     scipy: str | None = None
@@ -67,8 +107,18 @@ class Distance:
     note: str = ""
 
     @property
+    def params(self) -> dict[str, float]:
+        """The parameters' defaults, by name."""
+        return {p.name: p.default for p in self.parameters}
+
+    @property
     def param_names(self) -> tuple[str, ...]:
-        return tuple(self.params)
+        return tuple(p.name for p in self.parameters)
+
+    def rule(self, param: Param) -> str:
+        """The rule for ``param`` as its error message states it: ``> 0 for minkowski (p = inf gives chebyshev)``."""
+        rewrites = "; ".join(str(r) for r in self.rewrites if r.param == param.name)
+        return f"{param.rule} for {self.name}" + (f" ({rewrites})" if rewrites else "")
 
     @property
     def expansion_tree(self) -> _expr.Node:
@@ -86,6 +136,8 @@ def _clip02(value: str) -> str:
 
 # Where d² is small next to the norms it was computed from; two zero rows are exact already.
 _EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0) and nx0 + ny0 > 0.0"
+
+_MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
 DISTANCES: tuple[Distance, ...] = (
     Distance(
@@ -211,12 +263,13 @@ DISTANCES: tuple[Distance, ...] = (
     ),
     Distance(
         "minkowski",
-        (_sr("powdiff", "abs(x - y) ** p", p=2.0),),
+        (_sr("powdiff", "abs(x - y) ** p", p=_MINKOWSKI_P.default),),
         "c0 ** (1.0 / p)",
-        params={"p": 2.0},
+        parameters=(_MINKOWSKI_P,),
+        rewrites=(Rewrite("p", math.inf, "chebyshev"),),
         scipy="minkowski",
         formula="(Σ|x−y|^p)^(1/p)",
-        note="Any p > 0 (p = inf is chebyshev), with the absolute value for odd p.",
+        note="With the absolute value for odd p.",
     ),
     Distance(
         "russellrao",
@@ -255,4 +308,40 @@ def get_metric(metric) -> Distance:
     raise ValueError(f"unknown metric {metric!r}; known metrics: {known}")
 
 
-__all__ = ["DISTANCES", "METRICS", "NORMS", "Distance", "Refinement", "expression", "get_metric"]
+def _check_params(spec: Distance, params: dict) -> dict:
+    """Every parameter's value (given, else its default), each checked by its declared rule."""
+    unknown = set(params) - set(spec.param_names)
+    if unknown:
+        takes = f"it takes {', '.join(spec.param_names)}" if spec.parameters else "it takes no parameters"
+        raise TypeError(f"metric {spec.name!r} got unexpected parameter(s) {sorted(unknown)}; {takes}")
+    return {p.name: p.check(params.get(p.name, p.default), p.name, spec.rule(p)) for p in spec.parameters}
+
+
+def resolve_metric(metric, params: dict) -> tuple[Distance, dict]:
+    """The measure's spec and its parameter values, checked, with the row's rewrites applied.
+
+    >>> resolve_metric("minkowski", {"p": 1})[1]
+    {'p': 1.0}
+    >>> resolve_metric("minkowski", {"p": float("inf")})[0].name
+    'chebyshev'
+    """
+    spec = get_metric(metric)
+    values = _check_params(spec, params)
+    for rewrite in spec.rewrites:
+        if values[rewrite.param] == rewrite.value:
+            return resolve_metric(rewrite.to, {})
+    return spec, values
+
+
+__all__ = [
+    "DISTANCES",
+    "METRICS",
+    "NORMS",
+    "Distance",
+    "Param",
+    "Refinement",
+    "Rewrite",
+    "expression",
+    "get_metric",
+    "resolve_metric",
+]
