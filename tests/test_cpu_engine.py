@@ -1,0 +1,227 @@
+"""The CPU engine, tested directly: it implements ``semiring.engine``'s interfaces, and its
+entry-based kernels (masked product, selection, scatter) agree with dense NumPy float64 oracles.
+
+Inputs are small random sparse matrices with explicitly stored zeros and empty
+rows, int32 and int64 indices, float32 and float64 values.  Numba compiles a
+kernel once per semiring and argument types, so the tests reuse three semirings.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import semiring
+from semiring import expr as _expr
+from semiring.engine import EXPANSION_VARIABLES, TOPK_EMPTY, Entries, GraphEngine, PairwiseEngine, missing_methods
+from semiring.kernels.cpu import ENGINE, GRAPH_ENGINE, CpuEngine, CpuGraphEngine
+
+INDEX_DTYPES = (np.int32, np.int64)
+VALUE_DTYPES = (np.float32, np.float64)
+
+
+def random_csr(rng, m: int, n: int, density: float, index_dtype, value_dtype) -> sp.csr_matrix:
+    """Canonical CSR with explicit zeros (about a quarter of the stored entries) and empty rows (0 and every 5th)."""
+    stored = rng.random((m, n)) < density
+    stored[::5] = False
+    rows, cols = np.nonzero(stored)
+    data = rng.uniform(-2, 2, rows.size)
+    data[rng.random(rows.size) < 0.25] = 0.0
+    A = sp.csr_matrix((data.astype(value_dtype), (rows, cols)), shape=(m, n))
+    A.sort_indices()
+    A.indices, A.indptr = A.indices.astype(index_dtype), A.indptr.astype(index_dtype)
+    assert A.has_canonical_format and A.nnz == rows.size  # coo → csr keeps the explicit zeros
+    return A
+
+
+def dense(A) -> np.ndarray:
+    return A.toarray().astype(np.float64)
+
+
+def pattern(A) -> np.ndarray:
+    """1 at every stored entry, explicit zeros included."""
+    return sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape).toarray()
+
+
+# The oracles: what C[i, j] is, from dense float64 copies.  plus_pair counts stored
+# columns in common, so an explicit zero counts there and nowhere else.
+ORACLES = {
+    "plus_times": lambda X, Y: dense(X) @ dense(Y).T,
+    "plus_absdiff": lambda X, Y: np.abs(dense(X)[:, None, :] - dense(Y)[None, :, :]).sum(-1),
+    "plus_pair": lambda X, Y: pattern(X) @ pattern(Y).T,
+}
+
+
+def rtol(dtype) -> float:
+    return 1e-5 if dtype == np.float32 else 1e-12
+
+
+# --------------------------------------------------------------------------- the interfaces
+
+
+def test_engines_implement_the_interfaces():
+    assert isinstance(ENGINE, PairwiseEngine) and isinstance(ENGINE, CpuEngine)
+    assert isinstance(GRAPH_ENGINE, GraphEngine) and isinstance(GRAPH_ENGINE, CpuGraphEngine)
+    assert missing_methods(ENGINE, PairwiseEngine) == []
+    assert missing_methods(GRAPH_ENGINE, GraphEngine) == []
+    assert ENGINE.name == GRAPH_ENGINE.name == "cpu"
+    assert ENGINE.device_results is False and GRAPH_ENGINE.xp is np
+    assert ENGINE.unavailable_reason() is None and ENGINE.memory_limit_bytes() is None
+    assert ENGINE.accumulate_dtype(np.float32) == np.float64
+
+
+def _protocol_methods(interface) -> list[str]:
+    return [n for n, v in vars(interface).items() if not n.startswith("_") and inspect.isfunction(v)]
+
+
+@pytest.mark.parametrize(("engine", "interface"), [(ENGINE, PairwiseEngine), (GRAPH_ENGINE, GraphEngine)])
+def test_method_signatures_match_the_interface(engine, interface):
+    names = _protocol_methods(interface)
+    assert names, interface
+    for name in names:
+        want = [p for p in inspect.signature(getattr(interface, name)).parameters if p != "self"]
+        have = list(inspect.signature(getattr(engine, name)).parameters)
+        assert have == want, f"{type(engine).__name__}.{name}{have} is not {interface.__name__}.{name}{want}"
+
+
+# --------------------------------------------------------------------------- masked products at Entries
+
+
+def test_entries_from_csr_are_in_csr_order_in_the_index_type():
+    rng = np.random.default_rng(1)
+    for index_dtype in INDEX_DTYPES:
+        M = random_csr(rng, 9, 7, 0.4, index_dtype, np.float64)
+        e = ENGINE.entries_from_csr(M)
+        coo = M.tocoo()
+        np.testing.assert_array_equal(e.rows, coo.row)
+        np.testing.assert_array_equal(e.cols, coo.col)
+        assert e.rows.dtype == e.cols.dtype == index_dtype
+
+
+@pytest.mark.parametrize("value_dtype", VALUE_DTYPES)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("name", ["plus_times", "plus_absdiff"])
+def test_masked_product_matches_the_dense_oracle(name, index_dtype, value_dtype):
+    rng = np.random.default_rng(7)
+    sr = semiring.BUILTIN_SEMIRINGS[name]
+    X = random_csr(rng, 13, 11, 0.35, index_dtype, value_dtype)
+    Y = random_csr(rng, 10, 11, 0.35, index_dtype, value_dtype)
+    M = random_csr(rng, 13, 10, 0.5, index_dtype, np.float64)
+    want = ORACLES[name](X, Y)
+    Xd, Yd = ENGINE.to_device(X), ENGINE.to_device(Y)
+
+    entries = ENGINE.entries_from_csr(M)
+    got = ENGINE.pairwise(Xd, Yd, sr, np.float64, mask=entries)
+    assert got.shape == (M.nnz,) and got.dtype == np.float64
+    np.testing.assert_allclose(got, want[entries.rows, entries.cols], rtol=rtol(value_dtype), atol=1e-6)
+
+    # Any order: the values follow the entries, not the rows.
+    order = rng.permutation(M.nnz)
+    shuffled = Entries(entries.rows[order], entries.cols[order])
+    np.testing.assert_array_equal(ENGINE.pairwise(Xd, Yd, sr, np.float64, mask=shuffled), got[order])
+
+    # The dense product agrees with the masked one where both are computed.
+    full = ENGINE.pairwise(Xd, Yd, sr, value_dtype)
+    assert full.dtype == value_dtype
+    np.testing.assert_allclose(full, want, rtol=rtol(value_dtype), atol=1e-5)
+
+
+def test_masked_product_counts_explicit_zeros_and_handles_empty_masks():
+    rng = np.random.default_rng(3)
+    sr = semiring.plus_pair
+    X = random_csr(rng, 12, 9, 0.5, np.int32, np.float64)
+    assert (X.data == 0).any()
+    entries = ENGINE.entries_from_csr(random_csr(rng, 12, 12, 0.6, np.int32, np.float64))
+    got = ENGINE.pairwise(X, X, sr, np.float64, mask=entries)
+    np.testing.assert_array_equal(got, ORACLES["plus_pair"](X, X)[entries.rows, entries.cols])
+
+    empty = Entries(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert ENGINE.pairwise(X, X, sr, np.float32, mask=empty).shape == (0,)
+
+
+def test_graph_masked_product_is_the_pairwise_one_at_P():
+    """The graph engine's masked product at a CSR pattern: common neighbours counted by plus_pair."""
+    rng = np.random.default_rng(5)
+    upper = np.triu(rng.random((10, 10)) < 0.4, 1)
+    G = sp.csr_matrix((upper | upper.T).astype(np.float64))
+    G.indices, G.indptr = G.indices.astype(np.int32), G.indptr.astype(np.int32)
+    P = random_csr(rng, 10, 10, 0.5, np.int32, np.float64)
+    got = GRAPH_ENGINE.masked_product(G, P, semiring.plus_pair)
+    A = G.toarray()
+    coo = P.tocoo()
+    np.testing.assert_array_equal(got, (A @ A)[coo.row, coo.col])
+
+
+def test_graph_from_cupy_gives_canonical_host_csr():
+    class FakeCupySparse:  # what the engine uses of a cupyx.scipy.sparse matrix: .get()
+        def __init__(self, A):
+            self.A = A
+
+        def get(self):
+            return self.A
+
+    coo = sp.coo_matrix(([1.0, 2.0, 3.0], ([1, 0, 1], [0, 1, 0])), shape=(2, 2))
+    G = GRAPH_ENGINE.from_cupy(FakeCupySparse(coo))
+    assert isinstance(G, sp.csr_matrix) and G.has_canonical_format
+    np.testing.assert_array_equal(G.toarray(), [[0.0, 2.0], [4.0, 0.0]])
+    with pytest.raises(ValueError, match="must be square"):
+        GRAPH_ENGINE.from_cupy(FakeCupySparse(sp.csr_matrix((2, 3))))
+
+
+# --------------------------------------------------------------------------- select and scatter
+
+PARAMS = ("t",)
+SELECT_TREE, _ = _expr.parse("c0 + c1 - nx0 - ny1 > t * n", EXPANSION_VARIABLES + PARAMS)
+
+
+def select_oracle(c0, nx0, ny1, t, n):
+    return c0 - nx0[:, None] - ny1[None, :] > t * n  # c1 is not given: it reads as 0
+
+
+@pytest.mark.parametrize("shape", [(9, 7), (1, 5), (0, 4), (6, 0)])
+def test_select_finds_the_oracles_entries_and_scatter_writes_them(shape):
+    rng = np.random.default_rng(11)
+    m, p = shape
+    c0 = rng.normal(size=shape)
+    nx = [rng.normal(size=m), rng.normal(size=m)]
+    ny = [rng.normal(size=p), rng.normal(size=p)]
+    params, ncols = np.array([0.05]), 4
+    entries = ENGINE.select(SELECT_TREE, PARAMS, params, [c0], nx, ny, ncols, shape)
+    assert isinstance(entries, Entries)
+    assert entries.rows.dtype == entries.cols.dtype == np.int64
+    want_rows, want_cols = np.nonzero(select_oracle(c0, nx[0], ny[1], params[0], ncols))  # row by row, as select
+    np.testing.assert_array_equal(entries.rows, want_rows)
+    np.testing.assert_array_equal(entries.cols, want_cols)
+
+    out = np.zeros(shape)
+    ENGINE.scatter(out, entries, c0[entries.rows, entries.cols])
+    np.testing.assert_array_equal(out, np.where(select_oracle(c0, nx[0], ny[1], params[0], ncols), c0, 0.0))
+
+
+def test_selected_entries_feed_the_masked_product():
+    """A selection is a mask: the product at the selected entries, scattered, is the dense product there."""
+    rng = np.random.default_rng(13)
+    X = random_csr(rng, 8, 6, 0.5, np.int64, np.float64)
+    Y = random_csr(rng, 7, 6, 0.5, np.int64, np.float64)
+    c0 = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
+    nx, ny = [np.zeros(8)] * 2, [np.zeros(7)] * 2
+    entries = ENGINE.select(SELECT_TREE, PARAMS, np.array([0.0]), [c0], nx, ny, 6, c0.shape)
+    assert 0 < entries.rows.size < c0.size
+    out = np.full(c0.shape, np.nan)
+    ENGINE.scatter(out, entries, ENGINE.pairwise(X, Y, semiring.plus_times, np.float64, mask=entries))
+    np.testing.assert_allclose(out, np.where(c0 > 0, c0, np.nan), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- top-k
+
+
+def test_topk_empty_slots_are_nan_and_topk_empty():
+    selection = ENGINE.topk_init(2, 4, np.float64)
+    ENGINE.topk_push(np.array([[3.0, 1.0], [np.nan, 2.0]]), 10, -1, False, selection)
+    values, indices = ENGINE.topk_finish(selection, False, np.float64)
+    np.testing.assert_array_equal(indices, [[11, 10, TOPK_EMPTY, TOPK_EMPTY], [11, 10, TOPK_EMPTY, TOPK_EMPTY]])
+    np.testing.assert_array_equal(values, [[1.0, 3.0, np.nan, np.nan], [2.0, np.nan, np.nan, np.nan]])
+    assert ENGINE.topk_extra_bytes(4) == 0
