@@ -45,9 +45,10 @@ from pathlib import Path
 import numpy as np
 import scipy
 
-# The project packages import from the repository root; datasets.py sits next to this file.
+# The project is imported as installed (`pip install -e .`: one package, semiring, whose
+# semiring.distances and semiring.kernels live in other folders); datasets.py sits next to this file.
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path.insert(0, str(HERE))
 
 from datasets import DATASETS, describe, make_dataset
 
