@@ -13,10 +13,17 @@ def _semiring(sr) -> str:
     return f"`{sr.add.name}` / `{sr.mult.text}` ({sr.semantics})"
 
 
+def _parameter(d, p) -> str:
+    """``p (default 2; > 0, p = inf gives chebyshev)``: the declaration, as the error messages state it."""
+    rewrites = "".join(f", {r}" for r in d.rewrites if r.param == p.name)
+    return f"{p.name} (default {p.default:g}; {p.rule}{rewrites})"
+
+
 def measures_table() -> str:
     header = (
-        "| measure | aliases | formula | semiring terms (add / multiply, columns) | row norms | prepare | notes |\n"
-        "| --- | --- | --- | --- | --- | --- | --- |\n"
+        "| measure | aliases | SciPy `cdist` | formula | semiring terms (add / multiply, columns) | row norms | prepare "
+        "| notes |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     rows = []
     for d in DISTANCES:
@@ -25,10 +32,11 @@ def measures_table() -> str:
         notes = d.note
         if d.nonnegative:
             notes = ("Non-negative input only. " + notes).strip()
-        if d.params:
-            notes = (f"Parameters: {', '.join(f'{k} (default {v:g})' for k, v in d.params.items())}. " + notes).strip()
+        if d.parameters:
+            notes = (f"Parameters: {', '.join(_parameter(d, p) for p in d.parameters)}. " + notes).strip()
         aliases = ", ".join(d.aliases) or "—"
-        cells = [f"`{d.name}`", aliases, d.formula, terms, norms, d.prepare, notes]
+        scipy = f"`{d.scipy}`" if d.scipy else "—"
+        cells = [f"`{d.name}`", aliases, scipy, d.formula, terms, norms, d.prepare, notes]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return header + "\n".join(rows) + "\n"
 

@@ -2,63 +2,17 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
+from oracles import NONNEGATIVE, ORACLES, constant_rows, ill_posed, oracle, tolerances  # noqa: F401 - re-exported
 from scipy.spatial.distance import cdist
-from scipy.special import rel_entr
 from strategies import dense, sparse_pair
 
 from semiring import distances
-from semiring.distances.specs import DISTANCES
-
-NONNEGATIVE = {d.name for d in DISTANCES if d.nonnegative}
-
-
-def oracle(name: str, Xd: np.ndarray, Yd: np.ndarray, **params) -> np.ndarray:
-    """The reference value, computed densely in float64 by SciPy or NumPy."""
-    spec = distances.get_metric(name)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        if spec.prepare == "binary":
-            ref = cdist(Xd != 0, Yd != 0, spec.scipy)
-            if name == "dice":  # documented: two empty rows are at distance 0 (SciPy: NaN)
-                both_empty = (~Xd.any(1))[:, None] & (~Yd.any(1))[None, :]
-                ref[both_empty] = 0.0
-            return ref
-        if name == "jensenshannon":
-            # SciPy's definition in float64, with its rounding below 0 clamped before the square root:
-            # cdist's loop returns NaN for e.g. [1, 0] against [843.5, 0] (true value 0) and inf for an
-            # all-zero row, where scipy's jensenshannon() and we return NaN (0/0 normalisation).
-            P, Q = Xd / Xd.sum(1, keepdims=True), Yd / Yd.sum(1, keepdims=True)
-            M = (P[:, None, :] + Q[None, :, :]) / 2
-            js = rel_entr(P[:, None, :], M).sum(-1) + rel_entr(Q[None, :, :], M).sum(-1)
-            return np.sqrt(np.maximum(js, 0) / 2)
-        if spec.scipy:
-            return cdist(Xd, Yd, spec.scipy, **params)
-        if name == "kldivergence":
-            return rel_entr(Xd[:, None, :], Yd[None, :, :]).sum(-1)
-        if name == "inner_product":
-            return Xd @ Yd.T
-        if name == "hellinger":  # the stable form of sqrt(1 - Σ sqrt(p q)) for distributions p, q
-            P, Q = Xd / Xd.sum(1, keepdims=True), Yd / Yd.sum(1, keepdims=True)
-            return np.sqrt(0.5 * ((np.sqrt(P)[:, None, :] - np.sqrt(Q)[None, :, :]) ** 2).sum(-1))
-    raise AssertionError(f"no oracle for {name}")
-
-
-def tolerances(name: str, dtype) -> dict:
-    # 1 - x·y/(|x||y|) near 0 cancels in SciPy itself: its own error is ~1e-16 there.
-    atol = 1e-12 if name in ("cosine", "correlation") else 0.0
-    return {"rtol": 1e-4 if dtype == np.float32 else 1e-9, "atol": atol}
-
-
-def constant_rows(A: np.ndarray) -> np.ndarray:
-    """Rows whose values are all equal: correlation is 0/0 there, and SciPy's answer is rounding noise."""
-    return (A.max(1) == A.min(1)) if A.shape[1] else np.ones(A.shape[0], bool)
+from semiring.distances.specs import DISTANCES, METRICS, resolve_metric
 
 
 def check_metric(name: str, X, Y, **params) -> None:
@@ -67,10 +21,51 @@ def check_metric(name: str, X, Y, **params) -> None:
     ref = oracle(name, Xd, Yd, **params)
     dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
     assert ours.shape == ref.shape and ours.dtype == dtype
-    if name == "correlation":
-        ill = constant_rows(Xd)[:, None] | constant_rows(Yd)[None, :]
-        ours, ref = ours[~ill], ref[~ill]
+    ill = ill_posed(name, Xd, Yd)
+    ours, ref = ours[~ill], ref[~ill]
     np.testing.assert_allclose(ours, ref, equal_nan=True, err_msg=name, **tolerances(name, dtype))
+
+
+def test_every_measure_has_one_oracle():
+    """Adding a measure is one spec row plus one entry in tests/oracles.py: the two tables name the same measures."""
+    names = [d.name for d in DISTANCES]
+    assert len(set(names)) == len(names)
+    assert sorted(ORACLES) == sorted(names), "a spec row without an oracle, or an oracle without a row"
+
+
+@pytest.mark.parametrize("spec", DISTANCES, ids=lambda d: d.name)
+def test_scipy_names_are_cdist_measures(spec):
+    """A row's SciPy name is one cdist knows; a row without one is a measure SciPy does not define."""
+    a = np.array([[1.0, 0.0, 2.0]])
+    if spec.scipy is None:
+        with pytest.raises(ValueError):
+            cdist(a, a, spec.name)
+    else:
+        assert cdist(a, a, spec.scipy, **spec.params).shape == (1, 1)
+
+
+def test_declarations_are_consistent():
+    """Aliases name one measure; rewrites turn a declared parameter into a known measure; one flag per parameter."""
+    assert len(METRICS) == sum(1 + len(d.aliases) for d in DISTANCES)
+    flags = {}
+    for d in DISTANCES:
+        for r in d.rewrites:
+            assert r.param in d.param_names and r.to in METRICS, (d.name, r)
+        for p in d.parameters:
+            assert flags.setdefault(p.name, p.flag) == p.flag, f"parameter {p.name} has two command-line flags"
+            assert p.check(p.default, p.name, d.rule(p)) == p.default, f"{d.name}'s default {p.name} breaks its rule"
+
+
+def test_resolve_metric_checks_and_rewrites():
+    assert resolve_metric("Minkowski", {"p": 1}) == (distances.get_metric("minkowski"), {"p": 1.0})
+    assert resolve_metric("minkowski", {}) == (distances.get_metric("minkowski"), {"p": 2.0})
+    assert resolve_metric("minkowski", {"p": np.inf}) == (distances.get_metric("chebyshev"), {})
+    with pytest.raises(ValueError, match=r"^p must be > 0 for minkowski \(p = inf gives chebyshev\), got -1\.0$"):
+        resolve_metric("minkowski", {"p": -1})
+    with pytest.raises(TypeError, match=r"metric 'minkowski' got unexpected parameter\(s\) \['q'\]; it takes p$"):
+        resolve_metric("minkowski", {"q": 1})
+    with pytest.raises(ValueError, match="unknown metric 'nope'; known metrics: braycurtis, canberra"):
+        resolve_metric("nope", {})
 
 
 @pytest.mark.parametrize("name", [d.name for d in DISTANCES])

@@ -1,0 +1,181 @@
+"""Independent references for the tests: each distance measure's float64 value on densified input, and kNN.
+
+``ORACLES`` has one entry per row of ``semiring.distances.specs.DISTANCES``
+(``test_distances`` checks that the two tables name the same measures), so
+adding a measure is one spec row and one entry here.  Where SciPy defines the
+measure the entry is ``cdist`` through the row's ``scipy`` name; otherwise a
+few lines of NumPy that state the definition of ``docs/measures.md``.  None of
+it calls the code under test.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.distance import cdist
+from scipy.special import rel_entr
+
+from semiring.distances.specs import DISTANCES, Distance, get_metric
+
+Reference = Callable[..., np.ndarray]  # (spec, Xd, Yd, **params) -> float64 m × p
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """How a measure's reference is computed, and how closely ours must agree with it.
+
+    ``atol``: where the reference itself is only that accurate. ``ill_posed(Xd, Yd)``:
+    a boolean m × p mask of entries where the reference is rounding noise (left out).
+    """
+
+    reference: Reference
+    atol: float = 0.0
+    ill_posed: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+
+
+def scipy_cdist(spec: Distance, Xd: np.ndarray, Yd: np.ndarray, **params) -> np.ndarray:
+    """SciPy's ``cdist`` by the row's SciPy name; on the nonzero pattern for the boolean measures."""
+    if spec.prepare == "binary":
+        Xd, Yd = Xd != 0, Yd != 0
+    return cdist(Xd, Yd, spec.scipy, **params)
+
+
+def dice(spec: Distance, Xd, Yd) -> np.ndarray:
+    """SciPy's, except that two empty rows are at distance 0 (documented; SciPy: NaN)."""
+    ref = scipy_cdist(spec, Xd, Yd)
+    ref[(~Xd.any(1))[:, None] & (~Yd.any(1))[None, :]] = 0.0
+    return ref
+
+
+def _distributions(Xd, Yd) -> tuple[np.ndarray, np.ndarray]:
+    return Xd / Xd.sum(1, keepdims=True), Yd / Yd.sum(1, keepdims=True)
+
+
+def jensenshannon(spec: Distance, Xd, Yd) -> np.ndarray:
+    """SciPy's definition in float64, with its rounding below 0 clamped before the square root.
+
+    cdist's loop returns NaN for e.g. [1, 0] against [843.5, 0] (true value 0)
+    and inf for an all-zero row, where scipy's jensenshannon() and we return
+    NaN (0/0 normalisation).
+    """
+    P, Q = _distributions(Xd, Yd)
+    M = (P[:, None, :] + Q[None, :, :]) / 2
+    js = rel_entr(P[:, None, :], M).sum(-1) + rel_entr(Q[None, :, :], M).sum(-1)
+    return np.sqrt(np.maximum(js, 0) / 2)
+
+
+def kldivergence(spec: Distance, Xd, Yd) -> np.ndarray:
+    """Σ x log(x/y) on the raw rows: 0 where x = 0, +inf where x > 0 = y."""
+    return rel_entr(Xd[:, None, :], Yd[None, :, :]).sum(-1)
+
+
+def inner_product(spec: Distance, Xd, Yd) -> np.ndarray:
+    return Xd @ Yd.T
+
+
+def hellinger(spec: Distance, Xd, Yd) -> np.ndarray:
+    """The stable form of √(1 − Σ√(pq)) for distributions p, q: √(½ Σ(√p − √q)²)."""
+    P, Q = _distributions(Xd, Yd)
+    return np.sqrt(0.5 * ((np.sqrt(P)[:, None, :] - np.sqrt(Q)[None, :, :]) ** 2).sum(-1))
+
+
+def constant_rows(A: np.ndarray) -> np.ndarray:
+    """Rows whose values are all equal: correlation is 0/0 there, and SciPy's answer is rounding noise."""
+    return (A.max(1) == A.min(1)) if A.shape[1] else np.ones(A.shape[0], bool)
+
+
+def _either_constant(Xd, Yd) -> np.ndarray:
+    return constant_rows(Xd)[:, None] | constant_rows(Yd)[None, :]
+
+
+# 1 − x·y/(‖x‖‖y‖) near 0 cancels in SciPy itself: its own error is ~1e-16 there.
+_CANCELS = 1e-12
+
+ORACLES: dict[str, Oracle] = {
+    "braycurtis": Oracle(scipy_cdist),
+    "canberra": Oracle(scipy_cdist),
+    "chebyshev": Oracle(scipy_cdist),
+    "cityblock": Oracle(scipy_cdist),
+    "correlation": Oracle(scipy_cdist, atol=_CANCELS, ill_posed=_either_constant),
+    "cosine": Oracle(scipy_cdist, atol=_CANCELS),
+    "dice": Oracle(dice),
+    "euclidean": Oracle(scipy_cdist),
+    "hamming": Oracle(scipy_cdist),
+    "hellinger": Oracle(hellinger),
+    "inner_product": Oracle(inner_product),
+    "jaccard": Oracle(scipy_cdist),
+    "jensenshannon": Oracle(jensenshannon),
+    "kldivergence": Oracle(kldivergence),
+    "minkowski": Oracle(scipy_cdist),
+    "russellrao": Oracle(scipy_cdist),
+    "sqeuclidean": Oracle(scipy_cdist),
+}
+
+NONNEGATIVE = {d.name for d in DISTANCES if d.nonnegative}
+
+
+def oracle(name: str, Xd: np.ndarray, Yd: np.ndarray, **params) -> np.ndarray:
+    """The reference value of measure ``name`` (or an alias), computed densely in float64 by SciPy or NumPy."""
+    spec = get_metric(name)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return ORACLES[spec.name].reference(spec, np.asarray(Xd), np.asarray(Yd), **params)
+
+
+def tolerances(name: str, dtype) -> dict:
+    """How closely our result must equal the oracle's, for a result of ``dtype``."""
+    return {"rtol": 1e-4 if dtype == np.float32 else 1e-9, "atol": ORACLES[get_metric(name).name].atol}
+
+
+def ill_posed(name: str, Xd: np.ndarray, Yd: np.ndarray) -> np.ndarray:
+    """The entries where the oracle's value is rounding noise, not a reference (none for most measures)."""
+    entry = ORACLES[get_metric(name).name]
+    if entry.ill_posed is None:
+        return np.zeros((Xd.shape[0], Yd.shape[0]), bool)
+    return entry.ill_posed(Xd, Yd)
+
+
+# k nearest neighbours
+
+
+def reference_knn(D: np.ndarray, k: int, *, largest: bool = False, exclude_self: bool = False):
+    """The documented order, by brute force in float64: best value first (largest for a similarity),
+    NaN after every number, equal values by index; a query never selects itself when exclude_self."""
+    dist, ind = [], []
+    for i, row in enumerate(np.asarray(D, dtype=np.float64)):
+        cand = [j for j in range(row.size) if not (exclude_self and j == i)]
+        cand.sort(key=lambda j: (np.isnan(row[j]), 0.0 if np.isnan(row[j]) else (-row[j] if largest else row[j]), j))
+        ind.append(cand[:k])
+        dist.append(row[cand[:k]])
+    return np.array(dist).reshape(len(D), k), np.array(ind, dtype=np.int64).reshape(len(D), k)
+
+
+def assert_neighbors_up_to_ties(dist, ind, D, k, *, largest=False, exclude_self=False, rtol=1e-9, atol=1e-12):
+    """``(dist, ind)`` are a correct k-nearest answer against the float64 matrix D, up to ties.
+
+    Each row's indices are distinct (and not the query itself when excluded);
+    the reported distances are D's values at them, sorted; every candidate left
+    out is no better than the k-th one; equal reported values come in index order.
+    """
+    assert ind.shape == dist.shape == (D.shape[0], k) and ind.dtype == np.int64
+    sign = -1.0 if largest else 1.0
+    for i in range(D.shape[0]):
+        row, chosen = D[i], ind[i]
+        assert len(set(chosen.tolist())) == k, f"row {i}: repeated index {chosen}"
+        if exclude_self:
+            assert i not in chosen, f"row {i} selected itself"
+        np.testing.assert_allclose(dist[i], row[chosen], rtol=rtol, atol=atol, equal_nan=True, err_msg=f"row {i}")
+        finite = ~np.isnan(dist[i])
+        assert finite[: finite.sum()].all(), f"row {i}: NaN before a number"
+        keys = sign * dist[i][finite]
+        assert (keys[1:] >= keys[:-1]).all(), f"row {i}: not sorted {dist[i]}"
+        same = keys[1:] == keys[:-1]
+        assert (np.diff(chosen[finite])[same] > 0).all(), f"row {i}: equal values not in index order"
+        rest = np.setdiff1d(np.arange(row.size), np.r_[chosen, [i] if exclude_self else []])
+        if finite.all() and rest.size:
+            worst = keys[-1]
+            tol = atol + rtol * abs(worst) if np.isfinite(worst) else 0.0
+            assert (np.isnan(row[rest]) | (sign * row[rest] >= worst - tol)).all(), f"row {i}: a better one left out"
