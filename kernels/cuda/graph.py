@@ -1,10 +1,12 @@
-"""The GPU graph engine: the kernels of ``kernels.cuda_graph_source`` run through CuPy.
+"""The GPU graph engine: the kernels of :mod:`.graph_source` run through CuPy.
 
-The same interface as ``kernels.cpu_graph`` on :class:`kernels.cuda.DeviceCSR`
-graphs; everything stays on the device (orientation, compaction and scans
-included) and only scalars (a total, the count of broken rules) come back.
-Memory beyond the graph and the result is O(vertices + edges): the oriented
-graph L with its rows, flags and per-edge counters — never one entry per wedge.
+The functions of ``semiring.engine.GraphEngine`` (``CudaGraphEngine`` in
+:mod:`.engine` calls them) on :class:`.launch.DeviceCSR` graphs; everything
+stays on the device (orientation, compaction and scans included) and only
+scalars (a total, the count of broken rules) come back.  Memory beyond the
+graph and the result is O(vertices + edges): the oriented graph L with its
+rows, flags and per-edge counters — never one entry per wedge.  CuPy is
+imported inside the functions, only when a GPU is used.
 """
 
 from __future__ import annotations
@@ -13,29 +15,22 @@ import os
 
 import numpy as np
 
-try:  # present wherever this engine runs (semiring.backend checks first); absent where only rendering runs
-    import cupy
-except ImportError:  # pragma: no cover - CI without CuPy still collects this module
-    cupy = None
-
 from semiring import expr
+from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries
 
-from . import cuda
-from . import cuda_graph_source as src
-from .cuda import DeviceCSR, _function, _run
-
-xp = cupy
+from . import graph_source as src
+from . import launch, rowops, strategies
+from .launch import DeviceCSR
 
 
 def _index(G: DeviceCSR) -> tuple[str, object, object]:
     """The index type name and G's index arrays in it (both int32, else both int64)."""
-    name, (indptr, indices) = cuda._indices(G.indptr, G.indices)
+    name, (indptr, indices) = launch.common_index(G.indptr, G.indices)
     return name, indptr, indices
 
 
 def _launch(kernel, threads: int, args: tuple) -> None:
-    if threads:
-        _run(_function(kernel), ((threads + src.BLOCK - 1) // src.BLOCK,), (src.BLOCK,), args)
+    launch.launch(kernel, threads, args, threads=src.BLOCK)
 
 
 def nnz(G: DeviceCSR) -> int:
@@ -43,10 +38,12 @@ def nnz(G: DeviceCSR) -> int:
 
 
 def to_device(A) -> DeviceCSR:
-    return cuda.to_device(A)
+    return launch.to_device(A)
 
 
 def to_host(a):
+    import cupy
+
     return a.get() if isinstance(a, cupy.ndarray) else a
 
 
@@ -63,6 +60,8 @@ def from_cupy(A) -> DeviceCSR:
 
 def check_graph(G: DeviceCSR, weighted: bool) -> dict:
     """Entries breaking each rule; symmetry by fingerprints, the exact count only when they differ from 0."""
+    import cupy
+
     it, indptr, indices = _index(G)
     n = G.shape[0]
     counts = cupy.zeros(4, np.uint64)
@@ -70,7 +69,7 @@ def check_graph(G: DeviceCSR, weighted: bool) -> dict:
     args = (indptr, indices, data, np.int64(n), np.int32(weighted), counts)
     if n:
         blocks = min(CHECK_BLOCKS, (32 * n + src.BLOCK - 1) // src.BLOCK)
-        _run(_function(src.render_check(it)), (blocks,), (src.BLOCK,), args)
+        launch.run(launch.function(src.render_check(it)), (blocks,), (src.BLOCK,), args)
     unsorted, loops, *fingerprints = (int(c) for c in counts.get())
     broken = {"self-loops": loops, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": unsorted}
     if not unsorted and any(fingerprints):  # asymmetric (or weights equal but for their bits, as -0.0 and 0.0)
@@ -84,11 +83,15 @@ CHECK_BLOCKS = 2048  # the streaming check's grid: warps stride over the rows, o
 
 
 def degrees(G: DeviceCSR):
+    import cupy
+
     return cupy.diff(G.indptr)
 
 
 def edge_rows(G: DeviceCSR):
     """The row of every stored entry (COO rows), in G's index type."""
+    import cupy
+
     it, indptr, indices = _index(G)
     rows = cupy.empty(indices.size, indices.dtype)
     _launch(src.render_rows(it), 32 * G.shape[0], (indptr, np.int64(G.shape[0]), rows))
@@ -97,6 +100,8 @@ def edge_rows(G: DeviceCSR):
 
 def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool):
     """(indptr, indices, rows or None, positions or None) of the entries kept (see ``render_compact``)."""
+    import cupy
+
     it, indptr, indices = _index(G)
     n = G.shape[0]
     counts = cupy.empty(n, np.int64)
@@ -134,6 +139,8 @@ def _intersect(mode: str, indptr, indices, rows, out, tree=None) -> None:
 
 
 def triangle_count_total(G: DeviceCSR, by_degree: bool) -> int:
+    import cupy
+
     indptr, indices, rows = orient(G, by_degree)
     total = cupy.zeros(1, np.uint64)
     _intersect("total", indptr, indices, rows, total)
@@ -145,6 +152,8 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
 
     With ``tree`` (an expression of c, nu, nv): that measure of the count and the two degrees instead.
     """
+    import cupy
+
     it, indptr, indices = _index(G)
     lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(li.size, np.uint32)
@@ -155,6 +164,8 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
 
 
 def vertex_triangles(G: DeviceCSR, by_degree: bool):
+    import cupy
+
     lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(G.shape[0], np.uint64)
     _intersect("vertex", lp, li, lrows, counts)
@@ -177,6 +188,8 @@ def edge_strategy() -> str:
 
 def edge_measure(G: DeviceCSR, tree):
     """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once."""
+    import cupy
+
     if edge_strategy() == "oriented":
         return edge_triangles(G, True, tree)
     _, indptr, indices = _index(G)
@@ -185,7 +198,7 @@ def edge_measure(G: DeviceCSR, tree):
     return out
 
 
-_COUNT = expr.parse("c", src.EXPANSION_VARIABLES)[0]
+_COUNT = expr.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
 
 
 def common_neighbor_counts(G: DeviceCSR):
@@ -196,16 +209,18 @@ def common_neighbor_counts(G: DeviceCSR):
 
 def masked_product(G: DeviceCSR, P: DeviceCSR, sr):
     """``C⟨P⟩ = G ⊕.⊗ Gᵀ``: the semiring primitive at P's entries."""
-    return cuda.pairwise(G, G, sr, np.float64, mask=(edge_rows(P), P.indices))
+    return strategies.product(G, G, sr, np.float64, mask=Entries(edge_rows(P), P.indices))
 
 
 def row_norm(G: DeviceCSR, tree):
-    return cuda.row_norm(G, tree, np.float64)
+    return rowops.row_norm(G, tree, np.float64)
 
 
 def expand(tree, rows, cols, c, norms):
     """``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])`` on the device."""
-    it, (rows, cols) = cuda._indices(rows, cols)
+    import cupy
+
+    it, (rows, cols) = launch.common_index(rows, cols)
     out = cupy.empty(rows.size, np.float64)
     args = (rows, cols, c.astype(np.float64), norms.astype(np.float64), np.int64(rows.size), out)
     _launch(src.render_expand(tree, it), rows.size, args)

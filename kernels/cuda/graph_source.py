@@ -1,7 +1,7 @@
 """CUDA C for the graph kernels, rendered as text: a pure function, no GPU library imported.
 
 The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
-``long long``).  Kernels (``kernels.cuda_graph`` launches them):
+``long long``).  Kernels (``semiring.kernels.cuda.graph`` launches them):
 
 * ``render_check`` — one streaming pass: entries out of order or range,
   self-loops, and fingerprints of symmetry; ``render_check_exact`` (one warp
@@ -40,9 +40,8 @@ import hashlib
 
 from semiring import expr as _expr
 
-from .cuda_source import PREAMBLE, KernelSource, _types
+from .source import PREAMBLE, KernelSource, _types
 
-EXPANSION_VARIABLES = ("c", "nu", "nv")
 INTERSECT_MODES = ("total", "edge", "vertex", "measure")
 WARPS = 8  # warps per block of the per-edge and per-row kernels
 BLOCK = 32 * WARPS

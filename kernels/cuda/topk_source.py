@@ -12,19 +12,20 @@ the lane that owned it drops it) and writes the row's new selection in place:
 the block itself is never sorted or copied, and only ``m × k`` pairs persist
 between tiles.
 
-Order (the same as the CPU engine's ``kernels.cpu_topk``): ascending, or
+Order (the same as the CPU engine's top-k): ascending, or
 descending for a similarity (``largest``); equal values by the smaller index;
-NaN after every number, NaNs by index.  Empty slots are ``(NaN, EMPTY)``,
+NaN after every number, NaNs by index.  Empty slots are ``(NaN, TOPK_EMPTY)``,
 after every real pair.
 """
 
 from __future__ import annotations
 
-from .cuda_source import PREAMBLE, VALUE_TYPES, KernelSource
+from semiring.engine import TOPK_EMPTY
 
-# List capacities rendered; a larger k is selected by sorting (kernels.cuda.topk_push).
+from .source import PREAMBLE, VALUE_TYPES, KernelSource
+
+# List capacities rendered; a larger k is selected by sorting (semiring.kernels.cuda.topk.topk_push).
 CAPACITIES = (8, 16, 32, 64, 128)
-EMPTY = (1 << 63) - 1  # index of an empty slot (the CPU engine's kernels.cpu_topk.EMPTY)
 WARPS_PER_BLOCK = 4
 
 
@@ -53,7 +54,7 @@ def render_topk(value_type: str = "float32", capacity: int = 16, largest: bool =
     body = f"""\
 typedef {T} T;
 #define SR_CAP {capacity}
-#define SR_EMPTY {EMPTY}LL
+#define SR_EMPTY {TOPK_EMPTY}LL
 
 // (a, ia) comes before (b, ib): the order of the selection.
 __device__ __forceinline__ bool sr_before(T a, long long ia, T b, long long ib) {{

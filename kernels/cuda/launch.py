@@ -1,0 +1,184 @@
+"""Loading compiled kernels with CuPy and launching them; device matrices and arrays.
+
+The one module that talks to CuPy's module loader and the CUDA driver: every
+other module launches through :func:`launch` or :func:`run` (on a kernel
+:func:`function` loaded), and places data through :func:`to_device`,
+:func:`to_host` and :func:`empty`.  CuPy is imported inside the functions, only
+when a GPU is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .compile import compile_cached
+from .source import KernelSource
+
+THREADS = 256  # threads per block of a one-dimensional launch
+
+_FUNCTIONS: dict = {}
+
+
+def unavailable_reason() -> str | None:
+    """Why the GPU engine cannot run here, or None when it can."""
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed (pip install 'sparse-semirings[cuda]')"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError and driver errors alike
+        return f"no usable CUDA device ({exc})"
+    if count == 0:
+        return "no CUDA device"
+    try:
+        from cuda.bindings import nvrtc  # noqa: F401
+    except ImportError:
+        return "NVRTC bindings are not installed (pip install cuda-bindings)"
+    return None
+
+
+def device_arch() -> str:
+    import cupy
+
+    return "sm_" + cupy.cuda.Device().compute_capability  # e.g. "90"
+
+
+def max_shared_bytes() -> int:
+    """Dynamic shared memory one block may opt in to on this device (227 KiB on Hopper)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def multiprocessor_count() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def function(kernel: KernelSource):
+    """The loaded kernel (compiled through the cache), loaded once per process."""
+    import cupy
+
+    arch = device_arch()
+    key = (hashlib.sha256(kernel.source.encode()).hexdigest(), arch)
+    if key not in _FUNCTIONS:
+        module = cupy.cuda.function.Module()
+        module.load(compile_cached(kernel, arch))
+        _FUNCTIONS[key] = (module, module.get_function(kernel.name))  # the module must outlive the function
+    return _FUNCTIONS[key][1]
+
+
+def launch(kernel: KernelSource, count: int, args: tuple, threads: int = THREADS) -> None:
+    """Run ``kernel`` on ``count`` threads, one-dimensional."""
+    if count:
+        run(function(kernel), ((count + threads - 1) // threads,), (threads,), args)
+
+
+def run(fn, grid: tuple, block: tuple, args: tuple, shared: int = 0) -> None:
+    """Launch a loaded kernel; by convention its output is the last argument.
+
+    A raw kernel receives only each array's data pointer, so every input goes in
+    C-contiguous: views such as the rows and columns ``cupy.nonzero`` returns are
+    strided, and a kernel indexing them as dense would read the wrong entries.
+    The output is never copied (a copy would swallow the results), only checked.
+    """
+    import cupy
+
+    *inputs, out = args
+    if not out.flags.c_contiguous:
+        raise ValueError("the output array of a kernel must be C-contiguous")
+    inputs = [cupy.ascontiguousarray(a) if isinstance(a, cupy.ndarray) else a for a in inputs]
+    fn(grid, block, (*inputs, out), shared_mem=shared)
+
+
+_SHARED_SET: dict = {}
+
+
+def allow_shared(fn, nbytes: int) -> None:
+    """Let ``fn`` use more than the default 48 KiB of dynamic shared memory."""
+    if nbytes <= 48 * 1024 or _SHARED_SET.get(fn.ptr, 0) >= nbytes:
+        return
+    from cuda.bindings import driver
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    (err,) = driver.cuFuncSetAttribute(driver.CUfunction(fn.ptr), attr, nbytes)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cannot give the kernel {nbytes} bytes of shared memory: {err}")
+    _SHARED_SET[fn.ptr] = nbytes
+
+
+# --------------------------------------------------------------------------- data on the device
+
+
+@dataclass
+class DeviceCSR:
+    """A CSR matrix whose arrays live on the GPU."""
+
+    indptr: object
+    indices: object
+    data: object
+    shape: tuple[int, int]
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def column_counts(self):
+        """Stored entries per column, counted once per device matrix (the inverted kernel's cost model and its
+        postings share it)."""
+        import cupy
+
+        if "_column_counts" not in self.__dict__:
+            self.__dict__["_column_counts"] = cupy.bincount(self.indices, minlength=self.shape[1])
+        return self.__dict__["_column_counts"]
+
+
+def to_device(A) -> DeviceCSR:
+    import cupy
+
+    nnz = int(A.indptr[-1])
+    return DeviceCSR(cupy.asarray(A.indptr), cupy.asarray(A.indices[:nnz]), cupy.asarray(A.data[:nnz]), A.shape)
+
+
+def to_host(a):
+    return a.get()
+
+
+def empty(shape, dtype):
+    import cupy
+
+    return cupy.empty(shape, dtype=dtype)
+
+
+def row_slice(A: DeviceCSR, r0: int, r1: int) -> DeviceCSR:
+    """Rows r0..r1 of A as a DeviceCSR of views (the indptr rebased; no host round trip)."""
+    k0, k1 = int(A.indptr[r0]), int(A.indptr[r1])
+    return DeviceCSR(A.indptr[r0 : r1 + 1] - k0, A.indices[k0:k1], A.data[k0:k1], (r1 - r0, A.shape[1]))
+
+
+# --------------------------------------------------------------------------- kernel arguments
+
+
+def value_type(dtype) -> tuple[str, object]:
+    """The rendered value type of ``dtype`` and its NumPy type: float32, else float64."""
+    return ("float32", np.float32) if np.dtype(dtype) == np.float32 else ("float64", np.float64)
+
+
+def common_index(*arrays) -> tuple[str, list]:
+    """One index type for every array of a launch: int32 when all are, else int64."""
+    if all(a.dtype == np.int32 for a in arrays):
+        return "int32", list(arrays)
+    return "int64", [a.astype(np.int64, copy=False) for a in arrays]
+
+
+def device_params(values) -> object:
+    """Parameter values as a float64 device array (one dummy slot when there are none)."""
+    import cupy
+
+    values = np.asarray(values, dtype=np.float64)
+    return cupy.asarray(values if values.size else np.zeros(1))

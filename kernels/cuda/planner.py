@@ -1,0 +1,249 @@
+"""Every strategy choice of a dense product on the GPU, and the measurements behind them.
+
+Two layers:
+
+* :func:`decide` — the decision itself, a pure function of :class:`Settings`
+  and the product's :class:`Facts` (shapes, densities, what the semiring is):
+  no GPU needed, so it is unit-tested on the CPU;
+* :func:`plan` — the facts of two device matrices, the costly ones (a sign
+  check, a finiteness check, the inverted kernel's work) computed only when the
+  decision asks for them, and :func:`decide` on them.
+
+The setting ``$SEMIRING_GPU_STRATEGY`` is read once per engine call
+(:meth:`Settings.from_env`, at the engine's public entry) and passed down.
+Monoids and ops are recognised by what they compute (``Monoid.kind``,
+``BinaryOp.kind``), not by their spelling: ``y + x`` is plus.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import launch
+from .launch import DeviceCSR
+from .source import rowvec_shared_bytes
+
+STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
+# What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The engine's settings for one call.
+
+    ``strategy``: ``"auto"`` lets :func:`decide` choose; any other of
+    ``STRATEGIES`` forces that strategy where it applies (and turns off the
+    choices only ``auto`` makes: margins, dense GEMM, the inverted kernel by
+    its cost, merging a union of short rows); where it does not apply the
+    product runs as for ``"rowvec"``.
+    """
+
+    strategy: str = "auto"
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"{STRATEGY_ENV} must be one of {STRATEGIES}, got {self.strategy!r} (for example: {STRATEGY_ENV}=auto)"
+            )
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """The settings ``$SEMIRING_GPU_STRATEGY`` says (``auto`` when unset); read at each engine call."""
+        return cls(os.environ.get(STRATEGY_ENV, "auto"))
+
+
+# A union's second pass holds each Y row in shared memory; when rows are short
+# (EDGAR-like, ~6 stored values) filling shared memory per row costs more than
+# merging the pairs: measured on an H200, merge 8.1 ms against 17.3 ms there,
+# while at ~100 values per row the shared-memory kernel is 2.6x faster.
+UNION_MERGE_BELOW_DEGREE = 32
+
+# plus_times on dense-ish rows is a dense matrix product: cuBLAS's GEMM (float32
+# without TF32, so products are exact as in the sparse kernels) beats looking each
+# stored value up once Y stores more than a few % of its columns.  Measured on an
+# H200, 2048 rows against all: scRNA-like (6 %) GEMM 33 ms against rowvec 62 ms;
+# movielens-like (0.5 %) GEMM 61 ms against rowvec 12 ms.
+DENSE_GEMM_DENSITY = 0.03
+
+# Plus-monoid intersections of short rows over a wide space: walk, for each stored
+# entry of X, the postings of its column in Y (``render_pairwise_inverted``).
+# Its work is Σ over X's entries of their column's length in Y, each an atomic
+# add; rowvec's is one shared-memory lookup per stored entry of Y per X row.
+# The inverted kernel runs where its work, weighted by INVERTED_COST per atomic,
+# is the smaller; its postings index the whole column space, so at most
+# INVERTED_MAX_COLUMNS columns.
+INVERTED_COST = 8
+INVERTED_MAX_COLUMNS = 1 << 24
+
+Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
+
+
+def _known(fact: Lazy) -> bool:
+    return bool(fact() if callable(fact) else fact)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the choice of a dense product's strategy depends on.
+
+    ``margins``, ``finite``, ``rowvec_fits`` and ``inverted_pays`` may be
+    callables: they cost a pass over the data (or a device query) and are
+    asked only when the decision reaches them.
+    """
+
+    ncols: int  # columns of X and Y
+    y_rows: int
+    y_stored: int  # stored entries of Y
+    mean_degree: float | None  # the two inputs' mean stored values per row, added
+    union: bool  # the semiring's semantics
+    annihilates: bool  # 0 ⊗ y = x ⊗ 0 = 0 (for finite values)
+    plus: bool  # the add monoid is plus
+    plus_times: bool  # plus and times: a dense matrix product
+    margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data)
+    finite: Lazy = True  # every value of X and Y is finite
+    rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
+    inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
+
+
+def choose_family(settings: Settings, facts: Facts) -> str:
+    """The strategy of the shared-memory family, or merge.
+
+    * ``"rowvec"`` — a row of the whole column space fits in shared memory (with
+      the bitmap unions and structural semirings need);
+    * ``"rowvec-compact"`` — it does not (or it is forced), so the columns are
+      renumbered onto those a batch of X rows stores, batches sized to fit;
+    * ``"merge"`` — forced, no columns at all, or a union whose rows are short
+      (``mean_degree``, the two inputs' mean stored values per row added, below
+      ``UNION_MERGE_BELOW_DEGREE``).
+    """
+    forced = settings.strategy
+    if forced == "merge" or facts.ncols == 0:
+        return "merge"
+    if (
+        forced == "auto"
+        and facts.union
+        and facts.mean_degree is not None
+        and facts.mean_degree < UNION_MERGE_BELOW_DEGREE
+    ):
+        return "merge"
+    if forced == "rowvec-compact":
+        return "rowvec-compact"
+    return "rowvec" if _known(facts.rowvec_fits) else "rowvec-compact"
+
+
+def decide(settings: Settings, facts: Facts) -> str:
+    """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
+
+    ``"margins"`` (a plus-monoid union split into row margins and one
+    intersection), ``"dense-gemm"``, ``"inverted"``, or :func:`choose_family`'s
+    ``"rowvec"``/``"rowvec-compact"``/``"merge"``.  A forced setting other
+    than ``auto`` turns the first three off except the one it names, which
+    then runs wherever it applies.
+
+    >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
+    ...               annihilates=True, plus=True, plus_times=True)
+    >>> decide(Settings(), facts), decide(Settings("merge"), facts)
+    ('dense-gemm', 'merge')
+    """
+    forced = settings.strategy
+    auto = forced == "auto"
+    if facts.union and (auto or forced == "margins") and _known(facts.margins):
+        return "margins"
+    strategy = choose_family(settings, facts)
+    if facts.annihilates and not _known(facts.finite):
+        return "merge"  # rowvec skips zero entries, exact only where 0 ⊗ y is 0
+    if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
+        return "dense-gemm"
+    if inverted_applies(facts) and (forced == "inverted" or (auto and _known(facts.inverted_pays))):
+        return "inverted"
+    return strategy
+
+
+def _dense_pays(facts: Facts, auto: bool) -> bool:
+    cells = DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
+    return facts.y_stored >= cells > 0 if auto else cells > 0
+
+
+def inverted_applies(facts: Facts) -> bool:
+    return facts.plus and not facts.union and 0 < facts.ncols <= INVERTED_MAX_COLUMNS
+
+
+# --------------------------------------------------------------------------- the facts of device matrices
+
+
+def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None, settings=None):
+    """The strategy of the dense product of device matrices X and Y (see :func:`decide`).
+
+    ``xv``/``yv`` are their values in the accumulation type (by default their
+    own); ``margins=False`` rules the margin split out; ``nonnegative``
+    (whether all values are), when the caller knows it, spares looking again;
+    ``settings`` default to :meth:`Settings.from_env`.
+    """
+    settings = Settings.from_env() if settings is None else settings
+    return decide(settings, facts(sr, X, Y, xv, yv, margins, nonnegative))
+
+
+def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:
+    """The :class:`Facts` of a product of X and Y, the costly ones left to compute on demand."""
+    xv = X.data if xv is None else xv
+    yv = Y.data if yv is None else yv
+    value_type = launch.value_type(yv.dtype)[0]
+
+    def margin_split_applies() -> bool:
+        known = nonnegative(xv, yv) if nonnegative is None else nonnegative
+        return sr.margin_split(known) is not None
+
+    return Facts(
+        ncols=X.shape[1],
+        y_rows=Y.shape[0],
+        y_stored=Y.indices.size,
+        mean_degree=X.indices.size / max(1, X.shape[0]) + Y.indices.size / max(1, Y.shape[0]),
+        union=sr.is_union,
+        annihilates=sr.annihilates,
+        plus=sr.add.kind == "plus",
+        plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+        margins=margin_split_applies if margins else False,
+        finite=lambda: _finite(xv, yv),
+        rowvec_fits=lambda: rowvec_shared_bytes(X.shape[1], value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+        inverted_pays=lambda: _inverted_pays(X, Y),
+    )
+
+
+def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None = None, settings=None) -> str:
+    """:func:`choose_family` for a semiring over ``ncols`` columns of ``value_type`` on this device."""
+    settings = Settings.from_env() if settings is None else settings
+    return choose_family(
+        settings,
+        Facts(
+            ncols=ncols,
+            y_rows=0,
+            y_stored=0,
+            mean_degree=mean_degree,
+            union=sr.is_union,
+            annihilates=sr.annihilates,
+            plus=sr.add.kind == "plus",
+            plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+            rowvec_fits=lambda: rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+        ),
+    )
+
+
+def nonnegative(*values) -> bool:
+    """Whether every value of these device arrays is ≥ 0."""
+    return all(v.size == 0 or float(v.min()) >= 0 for v in values)
+
+
+def _finite(*values) -> bool:
+    import cupy
+
+    return all(bool(cupy.isfinite(v).all()) for v in values)
+
+
+def _inverted_pays(X: DeviceCSR, Y: DeviceCSR) -> bool:
+    if X.indices.size == 0 or Y.indices.size == 0:
+        return False
+    work = int(Y.column_counts()[X.indices].sum())
+    return INVERTED_COST * work < X.shape[0] * Y.indices.size

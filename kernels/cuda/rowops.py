@@ -1,0 +1,94 @@
+"""Row norms, elementwise expansions, entry selection and scattering, on the device.
+
+What ``semiring.distances`` builds a measure from around the products: ``Σ f(x)``
+per row (:func:`row_norm`), ``f(c0, c1, nx*, ny*, n)`` per entry
+(:func:`expand`, see ``semiring.engine.EXPANSION_VARIABLES``), the entries where
+a condition holds (:func:`select`, as :class:`semiring.engine.Entries`), and
+values written at entries (:func:`scatter`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from semiring.engine import Entries
+
+from . import launch, source
+from .launch import DeviceCSR, common_index, device_params, value_type
+
+
+def _label(tree) -> str:
+    return "e" + hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
+
+
+def row_norm(A: DeviceCSR, tree, dtype=np.float64):
+    """``Σ_k f(A[i, k])`` over each row's stored values, in ``dtype`` (float32 or float64)."""
+    import cupy
+
+    value_name, T = value_type(dtype)
+    index_type, (indptr,) = common_index(A.indptr)
+    out = cupy.zeros(A.shape[0], dtype=T)
+    kernel = source.render_row_norm(tree, _label(tree), value_name, index_type)
+    launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(T, copy=False), np.int64(A.shape[0]), out))
+    return out
+
+
+def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
+    """``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)`` on the device; ``out`` is 2-D."""
+    value_name, T = value_type(out.dtype)
+    m, p = out.shape
+    kernel = source.render_expansion(tree, tuple(param_names), _label(tree), value_name)
+    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params), out)
+    launch.launch(kernel, m * p, args)
+    return out
+
+
+def _operands(T, terms, xnorms, ynorms) -> list:
+    """c0, c1, nx0, nx1, ny0, ny1 in type T; a dummy stands for each one the expression does not read."""
+    dummy = launch.empty(1, T)
+    pad = [a.astype(T, copy=False) for a in terms] + [dummy] * (2 - len(terms))
+    pad += [a.astype(T, copy=False) for a in xnorms] + [dummy] * (2 - len(xnorms))
+    return pad + [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
+
+
+def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]) -> Entries:
+    """The entries where the condition holds, in no particular order.
+
+    Listed by a kernel with a counter (``render_expansion(select=True)``): the
+    memory taken is that of the hits, never an m×p flag array.  The buffers
+    start at 1/256 of the entries; if more hit, the kernel runs once more with
+    buffers of the exact size it counted.
+    """
+    import cupy
+
+    value_name, T = value_type(terms[0].dtype)
+    m, p = shape
+    # int32 positions where they fit, so the merge that recomputes them keeps int32 row arrays too
+    index_type, I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
+    kernel = source.render_expansion(tree, tuple(param_names), _label(tree), value_name, True, index_type)
+    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
+    capacity = max(1024, m * p // 256)
+    while True:
+        rows, cols = cupy.empty(capacity, I), cupy.empty(capacity, I)
+        count = cupy.zeros(1, np.uint64)
+        launch.launch(kernel, m * p, (*args, np.int64(capacity), rows, cols, count))
+        hits = int(count[0])
+        if hits <= capacity:
+            return Entries(rows[:hits], cols[:hits])
+        capacity = hits
+
+
+def entries_from_csr(M) -> Entries:
+    """The stored entries of a SciPy CSR matrix, in its CSR order, on the device."""
+    import cupy
+
+    rows = np.repeat(np.arange(M.shape[0], dtype=M.indices.dtype), np.diff(M.indptr))
+    return Entries(cupy.asarray(rows), cupy.asarray(M.indices[: M.indptr[-1]]))
+
+
+def scatter(out, entries: Entries, values) -> None:
+    """``out[rows[s], cols[s]] = values[s]`` for every entry, in place."""
+    rows, cols = entries
+    out[rows, cols] = values

@@ -1,0 +1,223 @@
+"""The executors of a product on the GPU, one per strategy, and the dispatch to them.
+
+:func:`product` asks :mod:`.planner` which strategy runs a dense product and
+runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
+over columns renumbered per batch of rows), ``merge`` (one thread per output
+entry), ``inverted`` (Y's postings walked per stored entry of X), ``dense-gemm``
+(cuBLAS over densified chunks of columns) and ``margins`` (a plus-monoid union
+as row margins and one intersection).  Masked products always merge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from semiring import expr as _expr
+from semiring.engine import EXPANSION_VARIABLES, Entries
+
+from . import launch, planner, rowops, source
+from .launch import DeviceCSR, common_index, device_params, value_type
+from .planner import Settings
+
+ROWVEC_THREADS = 1024
+# Dense copies are made a chunk of columns at a time, X's and Y's together within this.
+DENSE_CHUNK_BYTES = 128 * 2**20
+
+
+def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = None, settings: Settings | None = None):
+    """Dense ``(m, p)`` result, or the values at ``mask`` on the device, in its order.
+
+    ``settings`` (read once by the engine's entry; by default from the
+    environment) choose the strategy of a dense product.
+    """
+    import cupy
+
+    value_name, T = value_type(out_dtype)
+    xv, yv = X.data.astype(T, copy=False), Y.data.astype(T, copy=False)
+    start = T(sr.start(X.shape[1]))
+    if mask is None:
+        settings = Settings.from_env() if settings is None else settings
+        index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
+        m, p = X.shape[0], Y.shape[0]
+        nonnegative = sr.is_union and planner.nonnegative(xv, yv)  # only a union's margin split asks
+        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings)
+        if strategy == "margins":
+            done = union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype, settings)
+            if done is not None:
+                return done
+            strategy = planner.plan(sr, X, Y, xv, yv, margins=False, settings=settings)  # a margin is not finite
+        out = cupy.empty((m, p), dtype=T)
+        if strategy == "inverted":
+            inverted(sr, value_name, index_type, X, xv, Y, out)
+        elif strategy == "dense-gemm":
+            dense_gemm(value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], out)
+        elif strategy == "rowvec":
+            rowvec(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
+        elif strategy == "rowvec-compact":
+            rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
+        else:
+            merge(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
+        return out
+    rows, cols = mask
+    index_type, (xp, xi, yp, yi, rows, cols) = common_index(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
+    out = cupy.empty(rows.size, dtype=T)
+    kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=True)
+    launch.launch(
+        kernel,
+        rows.size,
+        (xp, xi, xv, yp, yi, yv, rows, cols, np.int64(rows.size), start, device_params(sr.params), out),
+    )
+    return out
+
+
+# A union split into margins (see Semiring.margin_split): the sum, and where it
+# cancels to under 1/8 of the margins' magnitudes (relative error then at most
+# ~8x the accumulation's, ~1e-5 in float32), the entries recomputed by merging.
+_MARGIN_SUM = _expr.parse("c0 + nx0 + ny0", EXPANSION_VARIABLES)[0]
+_MARGIN_CANCELS = _expr.parse("abs(c0) <= 0.125 * (nx1 + ny1) and nx1 + ny1 > 0.0", EXPANSION_VARIABLES)[0]
+
+
+def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings: Settings):
+    """A plus-monoid union in one intersection pass; None where a margin is not finite."""
+    import cupy
+
+    T = value_type(out_dtype)[1]
+    norms = []
+    for A, tree in ((X, split.x_margin), (Y, split.y_margin)):
+        norms.append([rowops.row_norm(A, tree, T), rowops.row_norm(A, _expr.Node("call", ("abs", tree)), T)])
+    (nx, ax), (ny, ay) = norms
+    if not bool(cupy.isfinite(ax).all()) or not bool(cupy.isfinite(ay).all()):
+        return None
+    out = product(X, Y, split.cross, out_dtype, settings=settings)
+    none = np.zeros(0)
+    rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
+    flagged = rowops.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out.shape)
+    if flagged.rows.size:
+        rowops.scatter(out, flagged, product(X, Y, sr, out_dtype, mask=flagged))
+    return out
+
+
+def dense_gemm(value_name, index_type, held, streamed, ncols, out):
+    """``out = X · Yᵀ`` by cuBLAS, over chunks of columns densified by a kernel (``render_densify``)."""
+    import cupy
+    from cupy import cublas
+
+    (m, p), T = out.shape, out.dtype
+    if m == 0:
+        return
+    chunk = max(1, min(ncols, DENSE_CHUNK_BYTES // (T.itemsize * (m + p))))
+    kernel = source.render_densify(value_name, index_type)
+    for c0 in range(0, ncols, chunk):
+        c1 = min(ncols, c0 + chunk)
+        A, B = cupy.zeros((m, c1 - c0), T), cupy.zeros((p, c1 - c0), T)
+        launch.launch(kernel, m * 32, (*held, np.int64(m), np.int64(c0), np.int64(c1), A))
+        launch.launch(kernel, p * 32, (*streamed, np.int64(p), np.int64(c0), np.int64(c1), B))
+        cublas.gemm("N", "T", A, B, out=out, alpha=1.0, beta=0.0 if c0 == 0 else 1.0)
+        del A, B
+
+
+def _postings(Y: DeviceCSR, index_type: str, T):
+    """Y in CSC form — (column pointers, row of each entry, value) — built once per device matrix."""
+    import cupy
+
+    cache = Y.__dict__.setdefault("_postings", {})
+    key = (index_type, np.dtype(T).str)
+    if key not in cache:
+        I = np.int32 if index_type == "int32" else np.int64
+        nnz = Y.indices.size
+        order = cupy.argsort(Y.indices)
+        rows = cupy.searchsorted(Y.indptr, cupy.arange(nnz), side="right") - 1
+        colptr = cupy.zeros(Y.shape[1] + 1, dtype=I)
+        colptr[1:] = cupy.cumsum(Y.column_counts())
+        cache[key] = (colptr, rows[order].astype(I), Y.data[order].astype(T))
+    return cache[key]
+
+
+def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
+    """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair."""
+    import cupy
+
+    colptr, yrow, yv = _postings(Y, index_type, out.dtype)
+    I = colptr.dtype
+    nnz = X.indices.size
+    xrow = (cupy.searchsorted(X.indptr, cupy.arange(nnz), side="right") - 1).astype(I)
+    out.fill(0)
+    kernel = source.render_pairwise_inverted(sr, value_name, index_type)
+    args = (xrow, X.indices.astype(I, copy=False), xv, np.int64(nnz), colptr, yrow, yv)
+    launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
+
+
+def _shared_capacity(value_name: str, sr) -> int:
+    """The most columns ``render_pairwise_rowvec`` can hold in shared memory."""
+    budget, item = launch.max_shared_bytes(), (4 if value_name == "float32" else 8)
+    n = budget // item
+    while n > 0 and source.rowvec_shared_bytes(n, value_name, sr, second_pass=sr.is_union) > budget:
+        n -= max(1, n // 256)
+    return n
+
+
+def merge(sr, value_name, index_type, held, streamed, start, out):
+    """One thread per output entry, merging its two sorted rows."""
+    m, p = out.shape
+    kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=False)
+    launch.launch(kernel, m * p, (*held, *streamed, np.int64(m), np.int64(p), start, device_params(sr.params), out))
+
+
+def rowvec_compact(sr, value_name, index_type, held, streamed, ncols, start, out):
+    """``rowvec`` over a wide column space: batches of X rows whose stored columns fit in shared memory.
+
+    A batch's columns U (sorted) become 0..|U|-1; every other column, in Y,
+    becomes the sentinel |U|, a slot that holds 0 and is never marked stored,
+    so it contributes exactly what a column the X row lacks contributes.  The
+    renumbering is monotone, so rows stay sorted.
+    """
+    import cupy
+
+    xp, xi, xv = held
+    yp, yi, yv = streamed
+    capacity = _shared_capacity(value_name, sr) - 1  # one slot for the sentinel
+    m, r0, rows = out.shape[0], 0, out.shape[0]
+    while r0 < m:
+        r1 = min(m, r0 + rows)
+        k0, k1 = int(xp[r0]), int(xp[r1])
+        used = cupy.unique(xi[k0:k1])
+        if used.size > capacity and r1 - r0 > 1:
+            rows = max(1, (r1 - r0) // 2)  # fewer rows, fewer distinct columns
+            continue
+        if used.size > capacity:  # one row alone stores more columns than fit: merge it
+            merge(sr, value_name, index_type, (xp[r0 : r1 + 1] - k0, xi[k0:k1], xv[k0:k1]), streamed, start, out[r0:r1])
+        else:
+            renumber = cupy.full(ncols, used.size, dtype=xi.dtype)
+            renumber[used] = cupy.arange(used.size, dtype=xi.dtype)
+            batch = (xp[r0 : r1 + 1] - k0, renumber[xi[k0:k1]], xv[k0:k1])
+            rowvec(sr, value_name, index_type, batch, (yp, renumber[yi], yv), int(used.size) + 1, start, out[r0:r1])
+        r0 = r1
+
+
+def _group_size(indptr, rows: int) -> int:
+    """Lanes per streamed row: about one lane per 8 stored values, a power of two up to a warp."""
+    mean = float(indptr[-1]) / max(1, rows)
+    group = 1
+    while group < 32 and group * 8 < mean:
+        group *= 2
+    return group
+
+
+def rowvec(sr, value_name, index_type, held, streamed, ncols, start, out, second_pass=False):
+    """One pass of the shared-memory kernel: rows of ``held`` against all rows of ``streamed``."""
+    m_a, m_b = held[0].size - 1, streamed[0].size - 1
+    if m_a == 0 or m_b == 0:
+        return
+    group = _group_size(streamed[0], m_b)
+    kernel = source.render_pairwise_rowvec(sr, value_name, index_type, group, second_pass)
+    fn = launch.function(kernel)
+    shared = source.rowvec_shared_bytes(ncols, value_name, sr, second_pass)
+    launch.allow_shared(fn, shared)
+    groups = ROWVEC_THREADS // group
+    sms = launch.multiprocessor_count()
+    grid_y = max(1, min((m_b + groups - 1) // groups, (8 * sms + m_a - 1) // m_a, 65535))
+    stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
+    args = (*held, *streamed, np.int64(m_b), np.int64(ncols), start, device_params(sr.params))
+    launch.run(fn, (m_a, grid_y), (ROWVEC_THREADS,), (*args, np.int64(stride_a), np.int64(stride_b), out), shared)
+    if sr.is_union and not second_pass:  # the columns only X stores: Y's rows held, X's streamed
+        rowvec(sr, value_name, index_type, streamed, held, ncols, start, out, second_pass=True)

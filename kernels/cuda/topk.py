@@ -1,0 +1,87 @@
+"""k-nearest neighbours on the device: the running top-k selection of each query row.
+
+The running selection of m query rows is a pair of (m, k) device arrays,
+values and int64 indices, each row sorted best first; every distance block
+(queries × a tile of index rows) is merged into it by one warp per row (see
+:mod:`.topk_source`), so only m × k pairs persist between tiles.  Empty slots
+are ``(NaN, semiring.engine.TOPK_EMPTY)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from semiring.engine import TOPK_EMPTY
+
+from . import launch, topk_source
+from .launch import value_type
+
+
+def topk_init(m: int, k: int, dtype):
+    import cupy
+
+    return cupy.full((m, k), np.nan, dtype), cupy.full((m, k), TOPK_EMPTY, np.int64)
+
+
+def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
+    """Merge ``block`` (query rows × index rows col0, col0 + 1, …) into ``selection`` in place.
+
+    ``self0 >= 0``: the block's row r is index row self0 + r, which it does not select.
+    """
+    values, ids = selection
+    m, p = block.shape
+    k = values.shape[1]
+    if m == 0 or p == 0:
+        return
+    value_name, _ = value_type(values.dtype)
+    capacity = topk_source.capacity_for(k)
+    if capacity is None:
+        _topk_by_sorting(block, col0, self0, largest, selection)
+        return
+    kernel = topk_source.render_topk(value_name, capacity, largest)
+    threads = 32 * topk_source.WARPS_PER_BLOCK
+    grid = ((m + topk_source.WARPS_PER_BLOCK - 1) // topk_source.WARPS_PER_BLOCK,)
+    args = (block.astype(values.dtype, copy=False), np.int64(m), np.int64(p), np.int64(col0), np.int64(self0))
+    launch.run(launch.function(kernel), grid, (threads,), (*args, np.int32(k), values, ids))
+
+
+def topk_extra_bytes(k: int) -> int:
+    """Temporaries per distance-block entry beyond the block: none for the kernel; the sort's for a large k
+    (candidate values, indices and keys, their class, two orders)."""
+    return 0 if topk_source.capacity_for(k) else 8 + 8 + 8 + 1 + 8 + 8
+
+
+def _topk_by_sorting(block, col0, self0, largest, selection) -> None:
+    """For k beyond the kernels' register lists: stable sorts of the running selection and the block.
+
+    Candidates are laid out by index (the running pairs come from earlier tiles,
+    so their indices are smaller, and they are sorted already), so a stable sort
+    by value breaks ties by index.  NaN and excluded pairs (the query itself,
+    empty slots) are ranked by a second stable sort on their class.
+    """
+    import cupy
+
+    values, ids = selection
+    m, p = block.shape
+    k = values.shape[1]
+    cand_v = cupy.concatenate([values, block.astype(values.dtype, copy=False)], axis=1)
+    cand_i = cupy.concatenate([ids, cupy.broadcast_to(cupy.arange(col0, col0 + p, dtype=np.int64), (m, p))], axis=1)
+    nan = cupy.isnan(cand_v)
+    excluded = cand_i == TOPK_EMPTY
+    if self0 >= 0:
+        excluded |= cand_i == cupy.arange(self0, self0 + m, dtype=np.int64)[:, None]
+    klass = nan.astype(np.int8) + 2 * excluded.astype(np.int8)  # 0 number, 1 NaN, 2 excluded (3: empty NaN)
+    key = cupy.where(nan, 0, -cand_v if largest else cand_v)
+    order = cupy.argsort(key, axis=1)
+    order = cupy.take_along_axis(order, cupy.argsort(cupy.take_along_axis(klass, order, axis=1), axis=1), axis=1)
+    keep = order[:, :k]
+    values[...] = cupy.take_along_axis(cand_v, keep, axis=1)
+    ids[...] = cupy.take_along_axis(cand_i, keep, axis=1)
+    taken = cupy.take_along_axis(klass, keep, axis=1) >= 2
+    values[taken], ids[taken] = np.nan, TOPK_EMPTY
+
+
+def topk_finish(selection, largest: bool, dtype):
+    """The selection as host arrays ``(values, indices)``, each row best first."""
+    values, ids = selection
+    return values.astype(dtype, copy=False).get(), ids.get()
