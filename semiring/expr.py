@@ -399,7 +399,7 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     """
     names = {v: v for v in variables}
     names.update({p: f"params[{i}]" for i, p in enumerate(params)})
-    src = f"lambda {', '.join(variables)}, params: {render_python(node, names)}"
+    src = f"lambda {', '.join([*variables, 'params'])}: {render_python(node, names)}"
     # Safe to evaluate: the text is rendered from a tree that admits only numbers,
     # declared names, arithmetic, comparisons and whitelisted math functions.
     return eval(src, {"np": np})
