@@ -5,17 +5,32 @@ columns ``k`` take part follows from the ops:
 
 * ``"intersection"`` — only columns stored in both rows.  This is the meaning of
   the dense product whenever ``mult`` *annihilates* at zero (``x ⊗ 0`` and
-  ``0 ⊗ y`` leave every sum unchanged, as for ``times``).  It is also
-  GraphBLAS's structural meaning, used when ``0 ⊗ 0`` itself would change the
-  result (``min_plus``, ``plus_pair``): there a missing entry is not a zero.
+  ``0 ⊗ y`` equal ⊕'s identity, as for ``times``).  It is also GraphBLAS's
+  structural meaning, used when ``0 ⊗ 0`` itself would change the result
+  (``min_plus``, ``plus_pair``): there a missing entry is not a zero.
 * ``"union"`` — every column stored in either row, a missing entry read as 0.
   This is the dense meaning for *non-annihilating* multiplies (NAMM) such as
   ``|x - y|``; it needs ``0 ⊗ 0`` to leave every sum unchanged, so that columns
   stored in neither row add nothing.
 
-Both are derived by evaluating the declared ops on probe values; an explicit
-``semantics=`` overrides the derivation, and a declaration the ops contradict is
-refused with the reason.
+How each is decided (``_derive_semantics``), from the declaration's tree:
+
+* ``0 ⊗ 0`` is evaluated.  It is neutral when it equals ⊕'s identity, or — for
+  ``max``/``min`` — when the sign analysis of :mod:`semiring.semantics` proves
+  no product can lie below/above it (``|0 − 0| = 0`` under ``max`` of absolute
+  values).  A concrete product it changes (``min(0, 1 + 1) ≠ 2``) proves it is
+  not neutral: structural intersection.  Neither proved nor refuted: the
+  semiring is refused until ``semantics=`` says which meaning is wanted.
+* Annihilation is *proved*, never guessed from probe values: ``x ⊗ 0`` and
+  ``0 ⊗ y`` are simplified with :func:`semiring.semantics.simplify` (parameters
+  bound to their values, the other operand finite and nonzero, since ``0 ⊗ 0``
+  was checked already) and must reduce to the identity.  The proof holds for
+  finite values, GraphBLAS's structural meaning; non-finite data are the
+  engines' business (they merge them exactly).  Not proved: union, which is
+  always right; intersection is only an optimisation.
+
+An explicit ``semantics="union"`` is accepted unless ``0 ⊗ 0`` is proved not
+neutral; an explicit ``"intersection"`` only where it is proved (or structural).
 """
 
 from __future__ import annotations
@@ -28,9 +43,10 @@ from functools import cache
 import numpy as np
 
 from . import expr as _expr
+from . import semantics as _semantics
 
-# Values the ops are evaluated on to derive their zero semantics: both signs,
-# fractions, integers and a large value, no zero (zero is what is being tested).
+# Values a monoid is checked on, and where counterexamples are looked for: both
+# signs, fractions, integers and a large value, no zero (zero is what is tested).
 PROBES = (-100.0, -7.25, -3.0, -2.0, -1.0, -0.5, -0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.5, 10.0, 1e4)
 
 SEMANTICS = ("intersection", "union")
@@ -225,14 +241,22 @@ class Semiring:
             raise TypeError(f"add must be a Monoid (for example semiring.monoid.plus), got {type(self.add).__name__}")
         if self.name is None:
             object.__setattr__(self, "name", f"{self.add.name}_{self.mult.name}")
-        derived, annihilates, reason = _derive_semantics(self.add, self.mult)
-        object.__setattr__(self, "annihilates", annihilates)
-        if self.semantics is None:
-            object.__setattr__(self, "semantics", derived)
-        elif self.semantics not in SEMANTICS:
+        if self.semantics not in (*SEMANTICS, None):
             raise ValueError(f"semantics must be one of {SEMANTICS} or None, got {self.semantics!r}")
-        elif self.semantics != derived and not annihilates:
-            raise ValueError(f"semiring {self.name!r}: semantics={self.semantics!r} contradicts its ops: {reason}")
+        d = _derive_semantics(self.add, self.mult)
+        object.__setattr__(self, "annihilates", d.annihilates)
+        if self.semantics is None and d.semantics is None:
+            raise ValueError(
+                f"semiring {self.name!r}: {d.reason}; say which meaning is wanted, e.g. "
+                f"Semiring(add, mult, semantics='intersection') for GraphBLAS's structural one"
+            )
+        if self.semantics is None:
+            object.__setattr__(self, "semantics", d.semantics)
+        elif self.semantics == "union" and d.structural:
+            raise ValueError(f"semiring {self.name!r}: semantics='union' contradicts its ops: {d.reason}")
+        elif self.semantics == "intersection" and d.semantics == "union":
+            # Intersection drops the columns stored in one row only: right only where annihilation is proved.
+            raise ValueError(f"semiring {self.name!r}: semantics='intersection' contradicts its ops: {d.reason}")
 
     @property
     def is_union(self) -> bool:
@@ -324,36 +348,92 @@ def _margin_split(sr: Semiring, nonnegative: bool) -> MarginSplit | None:
     )
 
 
-def _derive_semantics(add: Monoid, mult: BinaryOp) -> tuple[str, bool, str]:
-    """Which columns the ops need, whether mult annihilates, and why (for error messages)."""
-    products = [mult(a, b) for a in PROBES for b in PROBES]
-    products += [mult(a, 0.0) for a in PROBES] + [mult(0.0, a) for a in PROBES]
+@dataclass(frozen=True)
+class _Derivation:
+    """What the ops prove: ``semantics`` (None when ``0 ⊗ 0``'s neutrality is undecided), and why."""
 
-    def neutral(u: float) -> bool:
-        return all(_same(add.op(u, v), v) for v in products)
+    semantics: str | None
+    annihilates: bool
+    reason: str
 
+    @property
+    def structural(self) -> bool:  # 0 ⊗ 0 proved not neutral: the union is undefined
+        return self.semantics == "intersection" and not self.annihilates
+
+
+def _derive_semantics(add: Monoid, mult: BinaryOp) -> _Derivation:
+    """Intersection where annihilation is proved from the tree, union where it is not (module docstring)."""
     zero = mult(0.0, 0.0)
-    if not neutral(zero):
-        return (
-            "intersection",
-            False,
-            (
-                f"mult(0, 0) = {zero!r} changes sums under {add.name!r}, so columns stored in neither row "
-                "would count and the union is not defined; only structural intersection semantics apply"
-            ),
+    if not _same(zero, add.identity):
+        refuted = _non_neutral(add, mult, zero)
+        if refuted:
+            return _Derivation(
+                "intersection",
+                False,
+                f"mult(0, 0) = {zero!r} changes sums under {add.name!r} ({refuted}), so columns stored in "
+                "neither row would count and the union is not defined; only structural intersection semantics apply",
+            )
+        if not _neutral_over_range(add, mult, zero):
+            return _Derivation(
+                None,
+                False,
+                f"mult(0, 0) = {zero!r} is not {add.name!r}'s identity {add.identity!r}, and it can be neither "
+                "proved nor refuted that it leaves every product unchanged",
+            )
+    bindings = dict(mult.params)
+    for var, other in (("y", "x"), ("x", "y")):
+        reduced = _semantics.simplify(
+            _semantics.at_zero(mult.tree, var, bindings), {_expr.Node("var", (other,)): _semantics.NONZERO}
         )
-    for a in PROBES:
-        for u, call in ((mult(a, 0.0), f"mult({a}, 0)"), (mult(0.0, a), f"mult(0, {a})")):
-            if not neutral(u):
-                return (
-                    "union",
-                    False,
-                    (
-                        f"{call} = {u!r} is not neutral under {add.name!r}: zero does not annihilate, so "
-                        "columns stored in only one row change the result and the union is needed"
-                    ),
-                )
-    return "intersection", True, "mult annihilates at zero"
+        call = "mult(x, 0)" if var == "y" else "mult(0, y)"
+        if not (reduced.kind == "num" and _same(reduced.args[0], add.identity)):
+            witness = _annihilation_counterexample(add, mult, var)
+            why = (
+                f"zero does not annihilate: {witness}"
+                if witness
+                else f"zero is not proved to annihilate: {call} reduces to {_semantics.render(reduced)!r}, "
+                f"not {add.name!r}'s identity {add.identity!r}"
+            )
+            return _Derivation("union", False, why + ", so columns stored in only one row count and the union is needed")
+    return _Derivation("intersection", True, "mult(x, 0) and mult(0, y) are proved to equal the identity")
+
+
+def _probe_values(mult: BinaryOp) -> list[float]:
+    """PROBES, 0 and the op's own constants (and their negatives): where an op may behave specially."""
+    own = _semantics.constants(mult.tree) | {v for _, v in mult.params if math.isfinite(v)}
+    return sorted({0.0, *PROBES, *own, *(-v for v in own)})
+
+
+def _non_neutral(add: Monoid, mult: BinaryOp, zero: float) -> str | None:
+    """A product that ``zero`` changes under ``add``, as text, or None: a concrete refutation of neutrality."""
+    values = _probe_values(mult)
+    for a, b in [(0.0, 0.0)] + [(a, b) for a in values for b in values]:
+        v = mult(a, b)
+        if not _same(add.op(zero, v), v):
+            return f"{add.name}({zero!r}, mult({a!r}, {b!r}) = {v!r}) = {add.op(zero, v)!r}"
+    return None
+
+
+def _neutral_over_range(add: Monoid, mult: BinaryOp, zero: float) -> bool:
+    """``max(zero, v) = v`` for every product v: proved from the signs mult can take (and min alike)."""
+    tree = _expr.substitute(mult.tree, {p: _semantics.number(v) for p, v in mult.params})
+    r = _semantics.value_range(tree)
+    if not r.finite:
+        return False
+    if add.kind == "max":
+        return zero <= 0.0 and r.signs <= _semantics.NONNEGATIVE
+    if add.kind == "min":
+        return zero >= 0.0 and r.signs <= _semantics.NONPOSITIVE
+    return False
+
+
+def _annihilation_counterexample(add: Monoid, mult: BinaryOp, var: str) -> str | None:
+    for a in _probe_values(mult):
+        x, y = (a, 0.0) if var == "y" else (0.0, a)
+        v = mult(x, y)
+        if not _same(v, add.identity):
+            return f"mult({x!r}, {y!r}) = {v!r} is not {add.name!r}'s identity {add.identity!r}"
+    return None
 
 
 class _MonoidNamespace:
