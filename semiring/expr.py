@@ -75,11 +75,22 @@ def canonical(node: Node) -> Node:
     ``max(x, y)``) have the same canonical tree, so a built-in op is recognised
     by what it computes rather than by how it was typed.
 
+    The distance ``a - b`` is symmetric under ``abs`` and when squared, so
+    ``abs(y - x)`` is ``abs(x - y)`` and ``(y - x) * (y - x)`` is
+    ``(x - y) * (x - y)`` (both exact in IEEE arithmetic: negation is).
+
     >>> a, _ = parse("y + x", ("x", "y")); b, _ = parse("x + y", ("x", "y"))
+    >>> canonical(a) == canonical(b)
+    True
+    >>> a, _ = parse("abs(y - x)", ("x", "y")); b, _ = parse("abs(x - y)", ("x", "y"))
     >>> canonical(a) == canonical(b)
     True
     """
     args = tuple(canonical(a) if isinstance(a, Node) else a for a in node.args)
+    if node.kind == "call" and args[0] == "abs":
+        args = ("abs", _ordered_difference(args[1]))
+    elif node.kind == "bin" and args[0] == "*" and args[1] == args[2]:
+        args = ("*", _ordered_difference(args[1]), _ordered_difference(args[2]))
     if node.kind == "bin" and args[0] in _COMMUTATIVE_BIN:
         args = (args[0], *sorted(args[1:], key=repr))
     elif node.kind == "cmp" and args[0] in _SYMMETRIC_CMP:
@@ -89,6 +100,13 @@ def canonical(node: Node) -> Node:
     elif node.kind in ("and", "or"):
         args = tuple(sorted(args, key=repr))
     return Node(node.kind, args)
+
+
+def _ordered_difference(node: Node) -> Node:
+    """``a - b`` with its operands in a fixed order: only for contexts where the sign does not matter."""
+    if node.kind == "bin" and node.args[0] == "-":
+        return Node("bin", ("-", *sorted(node.args[1:], key=repr)))
+    return node
 
 
 # --------------------------------------------------------------------------- parsing
