@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import semiring
-from semiring.kernels import cuda, cuda_source
+from semiring.kernels.cuda import compile as cuda
+from semiring.kernels.cuda import source as cuda_source
 from semiring import Semiring, binary_op, monoid
 
 

@@ -14,7 +14,8 @@ import pytest
 
 import semiring
 from semiring.distances.specs import DISTANCES, NORMS
-from semiring.kernels import cuda, cuda_source
+from semiring.kernels.cuda import compile as cuda_compile
+from semiring.kernels.cuda import source as cuda_source
 from semiring import expr as E
 
 TYPES = [("float32", "int32"), ("float64", "int64")]
@@ -37,7 +38,7 @@ SEMIRINGS = list(semiring.BUILTIN_SEMIRINGS.values()) + _distance_semirings()
 def test_pairwise_kernel_compiles(sr, value_type, index_type, masked):
     kernel = cuda_source.render_pairwise_merge(sr, value_type, index_type, masked=masked)
     assert f'extern "C" __global__ void {kernel.name}(' in kernel.source
-    assert len(cuda.compile_kernel(kernel)) > 0
+    assert len(cuda_compile.compile_kernel(kernel)) > 0
 
 
 @pytest.mark.parametrize("d", DISTANCES, ids=lambda d: d.name)
@@ -51,20 +52,20 @@ def test_expansion_kernel_compiles(d, value_type):
             kernels.append(cuda_source.render_expansion(when, (), f"{d.name}_when", value_type, True, index_type))
         kernels.append(cuda_source.render_expansion(exact, (), f"{d.name}_exact", value_type))
     for kernel in kernels:
-        assert len(cuda.compile_kernel(kernel)) > 0
+        assert len(cuda_compile.compile_kernel(kernel)) > 0
 
 
 @pytest.mark.parametrize("name", NORMS)
 @pytest.mark.parametrize("value_type, index_type", TYPES)
 def test_row_norm_kernel_compiles(name, value_type, index_type):
     tree = E.parse(NORMS[name], ("x",))[0]
-    assert len(cuda.compile_kernel(cuda_source.render_row_norm(tree, name, value_type, index_type))) > 0
+    assert len(cuda_compile.compile_kernel(cuda_source.render_row_norm(tree, name, value_type, index_type))) > 0
 
 
 def test_compile_error_shows_numbered_source_and_log():
     bad = cuda_source.KernelSource("broken", 'extern "C" __global__ void broken() {\n  int x = ;\n}\n')
-    with pytest.raises(cuda.CompileError) as info:
-        cuda.compile_kernel(bad)
+    with pytest.raises(cuda_compile.CompileError) as info:
+        cuda_compile.compile_kernel(bad)
     message = str(info.value)
     assert "error" in message and "expected an expression" in message
     assert "   2    int x = ;" in message
@@ -76,12 +77,12 @@ def test_user_semiring_renders_its_own_op():
     assert "(fabs((x - y)) / (T(1.0) + (y * y)))" in kernel.source
     assert "fmax(x, y)" in kernel.source
     assert "sr_mult(xv[a], T(0), params)" in kernel.source  # a union semiring: one-sided columns count
-    assert len(cuda.compile_kernel(kernel)) > 0
+    assert len(cuda_compile.compile_kernel(kernel)) > 0
 
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, semiring, semiring.distances, semiring.kernels.cuda_source as cs\n"
+        "import sys, semiring, semiring.distances, semiring.kernels.cuda.source as cs\n"
         "cs.render_pairwise_merge(semiring.plus_times)\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"
@@ -96,14 +97,14 @@ def test_rowvec_kernels_compile(sr, value_type, index_type):
     for second in passes:
         for group in (1, 8, 32):
             kernel = cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group, second_pass=second)
-            assert len(cuda.compile_kernel(kernel)) > 0
+            assert len(cuda_compile.compile_kernel(kernel)) > 0
     with pytest.raises(ValueError, match="group must be a power of two"):
         cuda_source.render_pairwise_rowvec(sr, value_type, index_type, group=3)
 
 
 @pytest.mark.parametrize("value_type, index_type", TYPES)
 def test_densify_kernel_compiles(value_type, index_type):
-    assert len(cuda.compile_kernel(cuda_source.render_densify(value_type, index_type))) > 0
+    assert len(cuda_compile.compile_kernel(cuda_source.render_densify(value_type, index_type))) > 0
 
 
 def _margin_splits():
@@ -128,7 +129,7 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
         for t in (tree, E.Node("call", ("abs", tree))):
             kernels.append(cuda_source.render_row_norm(t, f"{label}{len(kernels)}", value_type, index_type))
     for kernel in kernels:
-        assert len(cuda.compile_kernel(kernel)) > 0
+        assert len(cuda_compile.compile_kernel(kernel)) > 0
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
 )
 @pytest.mark.parametrize("value_type, index_type", TYPES)
 def test_inverted_kernel_compiles(sr, value_type, index_type):
-    assert len(cuda.compile_kernel(cuda_source.render_pairwise_inverted(sr, value_type, index_type))) > 0
+    assert len(cuda_compile.compile_kernel(cuda_source.render_pairwise_inverted(sr, value_type, index_type))) > 0
 
 
 def test_inverted_kernel_refuses_what_it_cannot_add():
@@ -144,3 +145,21 @@ def test_inverted_kernel_refuses_what_it_cannot_add():
         cuda_source.render_pairwise_inverted(semiring.min_plus)
     with pytest.raises(ValueError, match="plus-monoid intersection"):
         cuda_source.render_pairwise_inverted(semiring.plus_absdiff)
+
+
+def test_importing_the_gpu_engine_imports_no_gpu_library():
+    """``semiring.kernels.cuda`` (its engines, planner, launcher) imports CuPy and the CUDA bindings only when run."""
+    code = (
+        "import sys, semiring.kernels.cuda as c\n"
+        "from semiring.engine import PairwiseEngine, missing_methods\n"
+        "assert not missing_methods(c.ENGINE, PairwiseEngine)\n"
+        "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_inverted_kernel_takes_plus_however_written():
+    """``y + x`` is plus (``Monoid.kind``), so the inverted kernel renders for it as for ``x + y``."""
+    sr = semiring.Semiring(semiring.Monoid(semiring.binary_op("y + x"), 0.0), semiring.binary_op("x * y"))
+    assert len(cuda_compile.compile_kernel(cuda_source.render_pairwise_inverted(sr))) > 0

@@ -16,7 +16,7 @@ from test_distances import NONNEGATIVE, constant_rows, oracle, tolerances
 from semiring import distances
 import semiring
 from semiring.distances.specs import DISTANCES
-from semiring import Semiring, binary_op, monoid
+from semiring import Monoid, Semiring, binary_op, monoid
 from semiring.backend import cuda_unavailable_reason
 
 pytestmark = [
@@ -25,18 +25,25 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["auto", "rowvec", "merge", "inverted"])
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
+
+
+@pytest.fixture(params=STRATEGIES)
 def strategy(request, monkeypatch):
-    """Run a test under each GPU strategy.
+    """Run a test under each GPU strategy: ``auto`` and every executor forced (the engine reads the setting at each call).
 
-    ``auto`` picks rowvec for these small column spaces, and splits plus-monoid
-    unions into margins + an intersection (``Semiring.margin_split``); the
-    forced strategies run unions in two passes or by merging; ``inverted``
-    walks Y's postings for plus-monoid intersections.
+    ``auto`` picks dense GEMM or rowvec for these small column spaces (tiny
+    inputs are dense-ish), and splits plus-monoid unions into margins + an
+    intersection (``Semiring.margin_split``); a forced strategy runs wherever it
+    applies, whatever the shapes: ``rowvec`` (unions in two passes),
+    ``rowvec-compact`` (columns renumbered per batch), ``merge``, ``inverted``
+    (Y's postings, plus-monoid intersections), ``dense-gemm`` (plus_times),
+    ``margins`` (plus-monoid unions); elsewhere the product runs as under ``rowvec``.
     """
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import planner
 
-    monkeypatch.setenv(cuda.STRATEGY_ENV, request.param)
+    assert STRATEGIES == planner.STRATEGIES  # every setting the planner allows is tested
+    monkeypatch.setenv(planner.STRATEGY_ENV, request.param)
     return request.param
 
 
@@ -120,15 +127,44 @@ def test_gpu_batches_give_the_one_pass_result():
 
 
 def test_strategy_choice_follows_shared_memory():
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import launch, planner
 
-    limit = cuda.max_shared_bytes()
-    assert cuda.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
-    assert cuda.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "rowvec-compact"
-    assert cuda.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "rowvec-compact"  # + a bitmap
-    assert cuda.choose_strategy(0, "float32", semiring.plus_times) == "merge"
-    assert cuda.choose_strategy(20_000, "float32", semiring.plus_absdiff, mean_degree=12) == "merge"
-    assert cuda.choose_strategy(20_000, "float32", semiring.plus_times, mean_degree=12) == "rowvec"
+    limit = launch.max_shared_bytes()
+    assert planner.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
+    assert planner.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "rowvec-compact"
+    assert planner.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "rowvec-compact"  # + a bitmap
+    assert planner.choose_strategy(0, "float32", semiring.plus_times) == "merge"
+    assert planner.choose_strategy(20_000, "float32", semiring.plus_absdiff, mean_degree=12) == "merge"
+    assert planner.choose_strategy(20_000, "float32", semiring.plus_times, mean_degree=12) == "rowvec"
+
+
+@pytest.mark.parametrize("forced", STRATEGIES[1:])
+def test_each_forced_strategy_is_the_plan_where_it_applies(forced):
+    """On data like the hypothesis inputs (a few rows, a few columns), each forced setting is the plan."""
+    from semiring.kernels.cuda import ENGINE, planner
+
+    X = ENGINE.to_device(sp.random(6, 9, density=0.4, format="csr", random_state=1))
+    sr = semiring.plus_absdiff if forced == "margins" else semiring.plus_times
+    assert planner.plan(sr, X, X, settings=planner.Settings(forced)) == forced
+
+
+def test_plus_written_y_plus_x_gets_the_same_plan_and_result():
+    """``y + x`` is plus (``Monoid.kind``): the planner takes the same fast paths as for ``x + y``."""
+    from semiring.kernels.cuda import ENGINE, planner
+
+    flipped = Semiring(Monoid(binary_op("y + x"), 0.0), binary_op("x * y"))
+    dense_ish = sp.random(50, 200, density=0.2, format="csr", random_state=2)
+    wide_short = sp.random(200, 400_000, density=0.00002, format="csr", random_state=3)
+    for A in (dense_ish, wide_short):
+        X = ENGINE.to_device(A)
+        want = planner.plan(semiring.plus_times, X, X, settings=planner.Settings())
+        assert planner.plan(flipped, X, X, settings=planner.Settings()) == want
+        np.testing.assert_allclose(
+            semiring.pairwise(A, A, flipped, backend="cuda"),
+            semiring.pairwise(A, A, semiring.plus_times, backend="cpu"),
+            rtol=1e-12,
+        )
+    assert planner.plan(flipped, ENGINE.to_device(dense_ish), ENGINE.to_device(dense_ish)) == "dense-gemm"
 
 
 @pytest.mark.parametrize("metric", ["cosine", "cityblock", "jaccard", "chebyshev"])
@@ -141,9 +177,9 @@ def test_wide_space_is_compacted_and_agrees(metric):
 
 @pytest.mark.parametrize("degree", [1, 5, 40, 300, 3000])
 def test_rowvec_group_sizes(degree, monkeypatch):
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import planner
 
-    monkeypatch.setenv(cuda.STRATEGY_ENV, "rowvec")
+    monkeypatch.setenv(planner.STRATEGY_ENV, "rowvec")
     X = sp.random(64, 4000, density=degree / 4000, format="csr", random_state=degree)
     for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.plus_pair):
         np.testing.assert_allclose(
@@ -154,9 +190,9 @@ def test_rowvec_group_sizes(degree, monkeypatch):
 @pytest.mark.parametrize("name", ["plus_times", "plus_pair", "plus_absdiff", "max_absdiff", "min_plus"])
 def test_compacted_batches_and_oversized_rows(name, monkeypatch):
     """Shared memory cut to 2 KiB: batches shrink, and rows storing more columns than fit are merged."""
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import launch, planner
 
-    monkeypatch.setattr(cuda, "max_shared_bytes", lambda: 2048)
+    monkeypatch.setattr(launch, "max_shared_bytes", lambda: 2048)
     rng = np.random.default_rng(3)
     X = sp.random(60, 50_000, density=0.002, format="csr", random_state=4)
     heavy = sp.csr_matrix(
@@ -164,7 +200,7 @@ def test_compacted_batches_and_oversized_rows(name, monkeypatch):
     )
     X = sp.vstack([X[:30], heavy, X[30:]], format="csr")  # one row with more columns than 2 KiB holds
     sr = getattr(semiring, name)
-    assert cuda.choose_strategy(X.shape[1], "float64", sr) == "rowvec-compact"
+    assert planner.choose_strategy(X.shape[1], "float64", sr) == "rowvec-compact"
     np.testing.assert_allclose(
         semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
     )
@@ -222,3 +258,12 @@ def test_cupy_inputs_give_cupy_results(backend):
     D = distances.pairwise_distances(Xg, metric="euclidean", backend=backend, working_memory=0.001)  # batches
     assert isinstance(D, cupy.ndarray)
     np.testing.assert_allclose(D.get(), distances.pairwise_distances(X, metric="euclidean"), rtol=1e-9, atol=1e-12)
+
+
+def test_gpu_engine_implements_the_interface():
+    from semiring.engine import PairwiseEngine, missing_methods
+    from semiring.kernels.cuda import ENGINE
+
+    assert not missing_methods(ENGINE, PairwiseEngine) and isinstance(ENGINE, PairwiseEngine)
+    assert ENGINE.name == "cuda" and ENGINE.device_results
+    assert 0 < ENGINE.memory_limit_bytes()

@@ -24,7 +24,7 @@ pytestmark = [
 @pytest.fixture(params=["oriented", "direct"])
 def edges(request, monkeypatch):
     """Run a test under each way of counting per-edge common neighbours on the GPU."""
-    from semiring.kernels import cuda_graph
+    from semiring.kernels.cuda import graph as cuda_graph
 
     monkeypatch.setenv(cuda_graph.EDGE_STRATEGY_ENV, request.param)
     return request.param
@@ -117,13 +117,23 @@ def test_bad_input_is_refused_on_the_device():
     with pytest.raises(ValueError, match="weights must be symmetric.*2 stored entries"):
         graph.jaccard(csp.csr_matrix(weights), weighted=True)
     assert graph.jaccard(csp.csr_matrix(weights)).nnz == 6  # the pattern is symmetric
-    from semiring.kernels import cuda_graph
+    from semiring.kernels.cuda import GRAPH_ENGINE
 
-    G = cuda_graph.to_device(sp.csr_matrix(tri))
+    G = GRAPH_ENGINE.to_device(sp.csr_matrix(tri))
     G.indices[:2] = G.indices[:2][::-1].copy()  # row 0 stored as (2, 1): the device check finds it
-    assert cuda_graph.check_graph(G, False)["unsorted"] == 1
+    assert GRAPH_ENGINE.check_graph(G, False)["unsorted"] == 1
     assert graph.triangle_count(csp.csr_matrix(sp.csr_matrix(np.triu(tri))), normalize=True) == 1
     empty = csp.csr_matrix((5, 5), dtype=np.float64)
     assert graph.triangle_count(empty) == 0
     assert graph.truss_decomposition(empty).nnz == 0
     assert edge_values(graph.jaccard(sp.csr_matrix((4, 4)), backend="cuda")) == {}
+
+
+def test_gpu_graph_engine_implements_the_interface():
+    import cupy
+
+    from semiring.engine import GraphEngine, missing_methods
+    from semiring.kernels.cuda import GRAPH_ENGINE
+
+    assert GRAPH_ENGINE.xp is cupy
+    assert not missing_methods(GRAPH_ENGINE, GraphEngine) and isinstance(GRAPH_ENGINE, GraphEngine)

@@ -1,4 +1,4 @@
-"""Every graph kernel (``kernels.cuda_graph_source``) compiles with NVRTC for sm_90 — no GPU needed."""
+"""Every graph kernel (``semiring.kernels.cuda.graph_source``) compiles with NVRTC for sm_90 — no GPU needed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import sys
 import pytest
 
 from semiring.distances.graph import SIMILARITIES
-from semiring.kernels import cuda
-from semiring.kernels import cuda_graph_source as src
+from semiring.engine import GRAPH_EXPANSION_VARIABLES
+from semiring.kernels.cuda import compile as cuda_compile
+from semiring.kernels.cuda import graph_source as src
 from semiring import expr as E
 
 INDEX_TYPES = ["int32", "int64"]
-COUNT = E.parse("c", src.EXPANSION_VARIABLES)[0]
+COUNT = E.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
 
 
 def kernels(index_type: str):
@@ -37,7 +38,7 @@ def test_every_graph_kernel_compiles(index_type):
     names = set()
     for kernel in kernels(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
-        assert len(cuda.compile_kernel(kernel)) > 0, kernel.name
+        assert len(cuda_compile.compile_kernel(kernel)) > 0, kernel.name
         names.add(kernel.name)
     assert len(names) == 11 + 3 * (1 + len(SIMILARITIES))  # every kernel has its own name
 
@@ -59,7 +60,7 @@ def test_measure_renders_its_expression():
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, semiring.distances.graph, semiring.kernels.cuda_graph_source as s\n"
+        "import sys, semiring.distances.graph, semiring.kernels.cuda.graph_source as s\n"
         "s.render_intersect('total')\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"

@@ -38,7 +38,7 @@ def test_topk_push_over_tiles_equals_the_stable_sort(k, dtype, largest, exclude_
     """Blocks full of ties, NaN and ±inf, pushed in tiles of every width (some narrower than k)."""
     import cupy
 
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import ENGINE as cuda
 
     rng = np.random.default_rng(k)
     m, n = 70, 300
@@ -58,7 +58,7 @@ def test_topk_push_over_tiles_equals_the_stable_sort(k, dtype, largest, exclude_
 def test_indices_beyond_int32():
     import cupy
 
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import ENGINE as cuda
 
     col0 = 3 * 2**31  # an index tile far past int32
     block = cupy.asarray(np.array([[3.0, 1.0, 2.0, 1.0]]))

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from semiring.kernels import cuda, cuda_topk_source
+from semiring.kernels.cuda import compile as cuda_compile
+from semiring.kernels.cuda import topk_source as cuda_topk_source
 
 
 @pytest.mark.parametrize("capacity", cuda_topk_source.CAPACITIES)
@@ -17,7 +18,7 @@ def test_topk_kernel_compiles(capacity, value_type, largest):
     kernel = cuda_topk_source.render_topk(value_type, capacity, largest)
     assert f'extern "C" __global__ void {kernel.name}(' in kernel.source
     assert ("(a > b)" in kernel.source) == largest  # a similarity keeps the largest values
-    assert len(cuda.compile_kernel(kernel)) > 0
+    assert len(cuda_compile.compile_kernel(kernel)) > 0
 
 
 def test_capacity_choice_and_bad_arguments():
@@ -29,15 +30,16 @@ def test_capacity_choice_and_bad_arguments():
         cuda_topk_source.render_topk("float16", 16)
 
 
-def test_empty_slot_matches_the_cpu_engine():
-    from semiring.kernels import cpu_topk
+def test_empty_slot_is_the_shared_vocabulary():
+    """The kernel's empty slot is ``semiring.engine.TOPK_EMPTY``, the one both engines use."""
+    from semiring.engine import TOPK_EMPTY
 
-    assert cuda_topk_source.EMPTY == cpu_topk.EMPTY
+    assert f"#define SR_EMPTY {TOPK_EMPTY}LL" in cuda_topk_source.render_topk("float32", 8).source
 
 
 def test_rendering_imports_no_gpu_library():
     code = (
-        "import sys, semiring.kernels.cuda_topk_source as s\n"
+        "import sys, semiring.kernels.cuda.topk_source as s\n"
         "s.render_topk('float64', 32, True)\n"
         "bad = [m for m in ('cupy', 'cuda', 'cuda.bindings', 'numba.cuda') if m in sys.modules]\n"
         "assert not bad, bad\n"

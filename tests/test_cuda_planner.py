@@ -1,0 +1,131 @@
+"""The GPU planner's decision, without a GPU: ``planner.decide`` is a pure function of settings and facts.
+
+The device-side facts (``planner.facts``) and the executors are checked on a GPU
+by ``tests/test_gpu.py``; here every branch of the choice, the setting's
+validation, and that ops are recognised by what they compute, not their spelling.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import semiring
+from semiring import Monoid, Semiring, binary_op
+from semiring.kernels.cuda import planner
+from semiring.kernels.cuda.planner import (
+    DENSE_GEMM_DENSITY,
+    INVERTED_MAX_COLUMNS,
+    STRATEGIES,
+    STRATEGY_ENV,
+    UNION_MERGE_BELOW_DEGREE,
+    Facts,
+    Settings,
+    decide,
+)
+
+
+def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=64.0, **lazy) -> Facts:
+    """Facts as ``planner.facts`` derives them from a semiring, with the data-dependent ones given."""
+    return Facts(
+        ncols=ncols,
+        y_rows=y_rows,
+        y_stored=y_stored,
+        mean_degree=mean_degree,
+        union=sr.is_union,
+        annihilates=sr.annihilates,
+        plus=sr.add.kind == "plus",
+        plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+        **lazy,
+    )
+
+
+def never():
+    raise AssertionError("the decision asked for a fact it does not need")
+
+
+SPARSE = {"y_stored": 100}  # 0.1 % of Y's 100 × 1000 cells: below DENSE_GEMM_DENSITY
+DENSE = {"y_stored": int(DENSE_GEMM_DENSITY * 100 * 1000)}
+
+
+def test_auto_choices():
+    auto = Settings()
+    assert decide(auto, facts_of(semiring.plus_times, **DENSE)) == "dense-gemm"
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE)) == "rowvec"
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True)) == "inverted"
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, rowvec_fits=False)) == "rowvec-compact"
+    assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"  # 0 × inf must be NaN
+    assert decide(auto, facts_of(semiring.plus_absdiff, margins=True)) == "margins"
+    assert decide(auto, facts_of(semiring.plus_absdiff, margins=False)) == "rowvec"
+    short = UNION_MERGE_BELOW_DEGREE - 1
+    assert decide(auto, facts_of(semiring.plus_absdiff, mean_degree=short)) == "merge"
+    assert decide(auto, facts_of(semiring.plus_times, mean_degree=short, **SPARSE)) == "rowvec"  # intersections stay
+    assert decide(auto, facts_of(semiring.min_plus, ncols=0, rowvec_fits=never)) == "merge"
+    assert decide(auto, facts_of(semiring.min_plus, inverted_pays=True)) == "rowvec"  # not a plus monoid
+
+
+def test_costly_facts_are_asked_only_when_needed():
+    # an intersection never asks about margins; a finite-only check only for annihilating ops
+    assert decide(Settings(), facts_of(semiring.plus_times, margins=never, **DENSE)) == "dense-gemm"
+    assert decide(Settings(), facts_of(semiring.max_absdiff, finite=never, margins=False)) == "rowvec"
+    assert decide(Settings("merge"), facts_of(semiring.plus_absdiff, margins=never, rowvec_fits=never)) == "merge"
+    assert decide(Settings("rowvec"), facts_of(semiring.plus_times, inverted_pays=never, **SPARSE)) == "rowvec"
+
+
+def test_inverted_only_within_its_column_limit():
+    wide = facts_of(semiring.plus_times, ncols=INVERTED_MAX_COLUMNS + 1, y_rows=1, **SPARSE, inverted_pays=True)
+    assert decide(Settings(), wide) == "rowvec"
+    assert decide(Settings("inverted"), wide) == "rowvec"
+
+
+@pytest.mark.parametrize(
+    "forced, sr, want",
+    [
+        ("rowvec", semiring.plus_times, "rowvec"),
+        ("rowvec-compact", semiring.plus_times, "rowvec-compact"),
+        ("rowvec-compact", semiring.plus_absdiff, "rowvec-compact"),
+        ("merge", semiring.plus_times, "merge"),
+        ("inverted", semiring.plus_times, "inverted"),
+        ("inverted", semiring.plus_pair, "inverted"),
+        ("inverted", semiring.plus_absdiff, "rowvec"),  # a union: inverted does not apply
+        ("dense-gemm", semiring.plus_times, "dense-gemm"),  # forced: whatever Y's density
+        ("dense-gemm", semiring.plus_pair, "rowvec"),  # not a matrix product
+        ("margins", semiring.plus_absdiff, "margins"),
+        ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
+        ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)
+    ],
+)
+def test_forced_strategy_runs_where_it_applies(forced, sr, want):
+    margins = sr.add.kind == "plus" and sr.is_union
+    short_rows = facts_of(sr, mean_degree=2.0, margins=margins, inverted_pays=False, **SPARSE)
+    assert decide(Settings(forced), short_rows) == want  # forcing also turns off auto's union-of-short-rows merge
+
+
+def test_every_gpu_strategy_can_be_forced():
+    """The GPU tests' strategy fixture reaches every executor: each one is the answer to some forced setting."""
+    reached = set()
+    for forced in STRATEGIES[1:]:
+        for sr in (semiring.plus_times, semiring.plus_absdiff):
+            reached.add(decide(Settings(forced), facts_of(sr, margins=True, **SPARSE)))
+    assert reached == set(STRATEGIES[1:])
+
+
+def test_plus_is_recognised_however_written():
+    """``y + x`` and ``y * x`` are plus and times: the same plan as the built-in spelling."""
+    flipped = Semiring(Monoid(binary_op("y + x"), 0.0), binary_op("y * x"))
+    assert flipped.add.kind == "plus" and flipped.mult.kind == "times"
+    for kw in (DENSE, SPARSE, {**SPARSE, "inverted_pays": True}):
+        for forced in STRATEGIES:
+            settings = Settings(forced)
+            assert decide(settings, facts_of(flipped, **kw)) == decide(settings, facts_of(semiring.plus_times, **kw))
+    assert decide(Settings(), facts_of(flipped, **DENSE)) == "dense-gemm"
+
+
+def test_setting_is_validated_and_read_per_call(monkeypatch):
+    monkeypatch.delenv(STRATEGY_ENV, raising=False)
+    assert Settings.from_env() == Settings("auto")
+    monkeypatch.setenv(STRATEGY_ENV, "merge")
+    assert Settings.from_env().strategy == "merge"  # read at each call, not at import
+    monkeypatch.setenv(STRATEGY_ENV, "fastest")
+    with pytest.raises(ValueError, match=f"{STRATEGY_ENV} must be one of .*'rowvec'.*got 'fastest'"):
+        Settings.from_env()
+    assert planner.choose_family(Settings("merge"), facts_of(semiring.plus_times)) == "merge"
