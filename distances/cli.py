@@ -15,6 +15,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +28,7 @@ from semiring import backend as _backend
 from . import datasets, graph, io
 from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
-from .specs import get_metric
+from .specs import DISTANCES, Param, get_metric, resolve_metric
 
 FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
 CHECK_ROWS = 64  # queries checked against SciPy by --check
@@ -86,12 +88,40 @@ def _naming(**files):
         raise type(exc)(f"{exc} ({where})" if where else str(exc)) from None
 
 
+def _flagged_params() -> dict[str, tuple[Param, tuple[str, ...]]]:
+    """The measures' parameters that have a flag: by name, the declaration and the measures that take it."""
+    flagged: dict[str, tuple[Param, tuple[str, ...]]] = {}
+    for d in DISTANCES:
+        for p in d.parameters:
+            if p.flag:
+                first, takers = flagged.get(p.name, (p, ()))
+                flagged[p.name] = (first, takers + (d.name,))
+    return flagged
+
+
+FLAGGED_PARAMS = _flagged_params()
+
+
+def _param_dest(name: str) -> str:
+    return f"metric_param_{name}"  # apart from the commands' own options (-k, ...)
+
+
+def _given_params(args, applies_to: str | None) -> dict:
+    """The parameters given on the command line; one the measure (or a semiring: None) does not take is refused."""
+    takes = get_metric(args.metric).params if applies_to is not None else {}
+    given = {}
+    for name, (param, takers) in FLAGGED_PARAMS.items():
+        value = getattr(args, _param_dest(name), None)
+        if value is None:
+            continue
+        if name not in takes:
+            raise UsageError(f"{param.flag} applies to --metric {' or '.join(takers)}, not to {applies_to or 'a semiring'}")
+        given[name] = value
+    return given
+
+
 def _metric_params(args) -> dict:
-    if args.p is None:
-        return {}
-    if "p" not in get_metric(args.metric).params:
-        raise UsageError(f"-p applies to --metric minkowski, not to {args.metric}")
-    return {"p": args.p}
+    return _given_params(args, args.metric)
 
 
 # knn
@@ -118,15 +148,19 @@ def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, pr
 
 
 def scipy_reference(metric: str, params: dict, A, B):
-    """SciPy's cdist between the rows of A and B (densified, float64), or None where SciPy lacks the measure."""
-    spec = get_metric(metric)
-    if spec.name in ("inner_product", "hellinger", "kldivergence"):  # ours only (docs/measures.md)
+    """SciPy's cdist between the rows of A and B (densified, float64), or None where SciPy lacks the measure.
+
+    The measure's row names it for SciPy (``Distance.scipy``); the boolean
+    measures compare the nonzero patterns, as SciPy defines them.
+    """
+    spec, values = resolve_metric(metric, params)
+    if spec.scipy is None:
         return None
     a = np.asarray(A.toarray(), dtype=np.float64)
     b = np.asarray(B.toarray(), dtype=np.float64)
     if spec.prepare == "binary":
         a, b = a != 0, b != 0
-    return cdist(a, b, spec.name, **params)
+    return cdist(a, b, spec.scipy, **values)
 
 
 def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
@@ -150,9 +184,8 @@ def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
 
 
 def _check_metric(args) -> None:
-    """An unknown metric, or a parameter it does not take, is named before any file is read."""
-    get_metric(args.metric)
-    _metric_params(args)
+    """An unknown metric, a parameter it does not take or a value its rule refuses is named before any file is read."""
+    resolve_metric(args.metric, _metric_params(args))
 
 
 def run_knn(args) -> int:
@@ -238,8 +271,7 @@ def _check_pairwise(X, Y, metric: str, params: dict, D) -> str:
 
 def run_pairwise(args) -> int:
     if args.semiring:
-        if args.p is not None:
-            raise UsageError("-p applies to --metric minkowski, not to a semiring")
+        _given_params(args, None)
     else:
         _check_metric(args)
     if args.output:
@@ -304,15 +336,10 @@ def run_graph(args) -> int:
     )
     print(_backend_line(engine))
     options = {"backend": engine, "normalize": args.normalize}
+    measure = GRAPH_MEASURES[args.measure]
 
     def compute(G):
-        if args.measure == "triangles":
-            return graph.triangle_count(G, per=args.per, order=args.order, **options)
-        if args.measure == "jaccard":
-            return graph.jaccard(G, weighted=args.weighted, **options)
-        if args.measure == "ktruss":
-            return graph.ktruss(G, args.k, **options)
-        return graph.truss_decomposition(G, **options)
+        return measure.compute(G, args, options)
 
     with _naming(A=args.graph):
         start = time.perf_counter()
@@ -322,11 +349,11 @@ def run_graph(args) -> int:
         result = compute(A)
         seconds = time.perf_counter() - start
     print(
-        f"{args.measure}: {_graph_summary(args, result)} in {_seconds(seconds)} on {engine} "
+        f"{args.measure}: {measure.summarize(args, result)} in {_seconds(seconds)} on {engine} "
         f"(+ {_seconds(compiling)} compiling the kernels, once per process)"
     )
     if args.output:
-        io.write_array(args.output, result, _RESULT_NAMES[args.measure])
+        io.write_array(args.output, result, measure.result)
         print(f"wrote {args.output}")
     return 0
 
@@ -338,29 +365,79 @@ def _triangle_like(A):
     return sp.csr_matrix((np.ones(6, dtype=A.dtype), indices, indptr), shape=(3, 3))
 
 
-_RESULT_NAMES = {"triangles": "triangles", "jaccard": "jaccard", "ktruss": "weight", "truss": "truss"}
+def _triangles_options(m: argparse.ArgumentParser) -> None:
+    m.add_argument("--per", default="total", choices=graph.PER)
+    m.add_argument("--order", default="degree", choices=graph.ORDERS, help="edge orientation")
 
 
-def _graph_summary(args, result) -> str:
-    if args.measure == "triangles":
-        if args.per == "total":
-            return _count(int(result), "triangle")
-        if args.per == "vertex":
-            counts = np.asarray(result)
-            top = np.argsort(-counts, kind="stable")[:5]
-            return f"{_count(int(counts.sum()) // 3, 'triangle')}; most at vertices " + ", ".join(
-                f"{v} ({counts[v]})" for v in top
-            )
-        return f"{_count(int(result.sum()) // 6, 'triangle')} over {result.nnz // 2:,} edges (each stored in both directions)"
-    if args.measure == "jaccard":
-        values = result.data
-        return f"{values.size // 2:,} edges, mean {values.mean():.4g}" if values.size else "no edges"
-    if args.measure == "ktruss":
-        vertices = np.count_nonzero(np.diff(result.tocsr().indptr))
-        return f"the {args.k}-truss keeps {result.nnz // 2:,} edges on {vertices:,} vertices"
+def _triangles_summary(args, result) -> str:
+    if args.per == "total":
+        return _count(int(result), "triangle")
+    if args.per == "vertex":
+        counts = np.asarray(result)
+        top = np.argsort(-counts, kind="stable")[:5]
+        return f"{_count(int(counts.sum()) // 3, 'triangle')}; most at vertices " + ", ".join(
+            f"{v} ({counts[v]})" for v in top
+        )
+    return f"{_count(int(result.sum()) // 6, 'triangle')} over {result.nnz // 2:,} edges (each stored in both directions)"
+
+
+def _jaccard_summary(args, result) -> str:
+    values = result.data
+    return f"{values.size // 2:,} edges, mean {values.mean():.4g}" if values.size else "no edges"
+
+
+def _ktruss_summary(args, result) -> str:
+    vertices = np.count_nonzero(np.diff(result.tocsr().indptr))
+    return f"the {args.k}-truss keeps {result.nnz // 2:,} edges on {vertices:,} vertices"
+
+
+def _truss_summary(args, result) -> str:
     numbers, counts = np.unique(result.data, return_counts=True)
     spread = ", ".join(f"{int(k)}: {c // 2:,}" for k, c in zip(numbers, counts))
     return f"edges per truss number {{{spread}}}" if numbers.size else "no edges"
+
+
+@dataclass(frozen=True)
+class GraphMeasure:
+    """A ``semiring graph`` subcommand: its help, its own options, the call, and its result's name and summary."""
+
+    help: str
+    result: str  # the values' name in an output file
+    compute: Callable  # (G, args, options) -> result; options: backend and normalize
+    summarize: Callable[[argparse.Namespace, object], str]
+    add_options: Callable[[argparse.ArgumentParser], None] = lambda m: None
+
+
+GRAPH_MEASURES = {
+    "triangles": GraphMeasure(
+        "count triangles (total, per vertex or per edge)",
+        "triangles",
+        lambda G, args, options: graph.triangle_count(G, per=args.per, order=args.order, **options),
+        _triangles_summary,
+        _triangles_options,
+    ),
+    "jaccard": GraphMeasure(
+        "Jaccard similarity of the endpoints of every edge",
+        "jaccard",
+        lambda G, args, options: graph.jaccard(G, weighted=args.weighted, **options),
+        _jaccard_summary,
+        lambda m: m.add_argument("--weighted", action="store_true", help="sums of min / max weights instead of counts"),
+    ),
+    "ktruss": GraphMeasure(
+        "the k-truss subgraph",
+        "weight",
+        lambda G, args, options: graph.ktruss(G, args.k, **options),
+        _ktruss_summary,
+        lambda m: m.add_argument("-k", type=int, required=True, help="k >= 2"),
+    ),
+    "truss": GraphMeasure(
+        "each edge's truss number (the truss decomposition)",
+        "truss",
+        lambda G, args, options: graph.truss_decomposition(G, **options),
+        _truss_summary,
+    ),
+}
 
 
 # info
@@ -408,7 +485,8 @@ def _add_compute_options(p: argparse.ArgumentParser, formats: str = ".npz, .npy 
 
 def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("-m", "--metric", default=default, help=f"a measure of `distances.METRICS` (default {default})")
-    p.add_argument("-p", type=float, help="Minkowski's p")
+    for name, (param, _) in FLAGGED_PARAMS.items():
+        p.add_argument(param.flag, dest=_param_dest(name), type=float, metavar=name.upper(), help=param.help)
     p.add_argument("--working-memory", type=float, metavar="MiB", help="bound on the engine's temporaries")
     p.add_argument(
         "--check",
@@ -460,28 +538,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compute_options(p)
     p.set_defaults(run=run_pairwise)
 
-    p = commands.add_parser("graph", help="graph measures: triangles, jaccard, ktruss, truss")
+    p = commands.add_parser("graph", help=f"graph measures: {', '.join(GRAPH_MEASURES)}")
     measures = p.add_subparsers(dest="measure", required=True, metavar="MEASURE")
-    helps = {
-        "triangles": "count triangles (total, per vertex or per edge)",
-        "jaccard": "Jaccard similarity of the endpoints of every edge",
-        "ktruss": "the k-truss subgraph",
-        "truss": "each edge's truss number (the truss decomposition)",
-    }
-    for name, text in helps.items():
-        m = measures.add_parser(name, help=text, description=text)
+    for name, measure in GRAPH_MEASURES.items():
+        m = measures.add_parser(name, help=measure.help, description=measure.help)
         m.add_argument("graph", help="edge list (source target [weight] per line) or matrix file (.mtx, .npz, .npy)")
         m.add_argument("--one-based", action="store_true", help="edge list vertex ids start at 1")
         m.add_argument(
             "--normalize", action="store_true", help="symmetrise a matrix and drop self-loops instead of refusing them"
         )
-        if name == "triangles":
-            m.add_argument("--per", default="total", choices=("total", "vertex", "edge"))
-            m.add_argument("--order", default="degree", choices=("degree", "id"), help="edge orientation")
-        if name == "jaccard":
-            m.add_argument("--weighted", action="store_true", help="sums of min / max weights instead of counts")
-        if name == "ktruss":
-            m.add_argument("-k", type=int, required=True, help="k >= 2")
+        measure.add_options(m)
         _add_compute_options(m, ".npz, .npy, .csv or .mtx")
         m.set_defaults(run=run_graph)
 

@@ -215,6 +215,36 @@ def test_pairwise_metric_and_outputs(data, tmp_path, capsys, suffix):
     assert "pairwise minkowski: 7 x 60" in text and "first 7 rows: yes" in text
 
 
+@pytest.mark.parametrize(
+    "argv, verdict",
+    [
+        (["-m", "manhattan"], "yes"),  # an alias: SciPy's name comes from the measure's row
+        (["-m", "dice"], "yes"),  # a boolean measure: SciPy compares the nonzero patterns
+        (["-m", "minkowski", "-p", "inf"], "yes"),  # the row's rewrite: chebyshev
+        (["-m", "dot"], "skipped (SciPy has no dot)"),
+    ],
+)
+def test_pairwise_check_uses_the_rows_scipy_name(data, tmp_path, capsys, argv, verdict):
+    X, Q = data
+    status, text, err = run(["pairwise", save(Q, tmp_path / "q.npz"), save(X, tmp_path / "x.npz"), *argv, "--check"], capsys)
+    assert status == 0, err
+    assert text.rstrip().endswith(f"on the first 7 rows: {verdict}")
+
+
+def test_options_come_from_the_declarations():
+    """-p is minkowski's declared parameter; the graph options are the library's vocabularies."""
+    from semiring.distances import graph
+    from semiring.distances.cli import FLAGGED_PARAMS, build_parser
+
+    assert {name: (p.flag, takers) for name, (p, takers) in FLAGGED_PARAMS.items()} == {"p": ("-p", ("minkowski",))}
+    args = build_parser().parse_args(["pairwise", "x.npz", "-p", "3"])
+    assert args.metric_param_p == 3.0
+    subcommands = build_parser()._subparsers._group_actions[0].choices
+    triangles = subcommands["graph"]._subparsers._group_actions[0].choices["triangles"]
+    choices = {a.dest: a.choices for a in triangles._actions if a.choices}
+    assert tuple(choices["per"]) == graph.PER and tuple(choices["order"]) == graph.ORDERS
+
+
 def test_pairwise_semiring_of_one_matrix(data, tmp_path, capsys):
     X, _ = data
     out = tmp_path / "c.npy"
@@ -446,6 +476,7 @@ def test_bad_arguments_are_refused_before_work(data, tmp_path, capsys):
         (["knn", x, "-m", "nope"], "unknown metric 'nope'"),
         (["knn", x, "-m", "cosine", "-p", 3], "-p applies to --metric minkowski, not to cosine"),
         (["pairwise", x, "-s", "plus_times", "-p", 3], "-p applies to --metric minkowski, not to a semiring"),
+        (["pairwise", x, "-m", "minkowski", "-p", -1], "p must be > 0 for minkowski (p = inf gives chebyshev)"),
         (["knn", "-q", x], "--queries needs a data file"),
         (["knn", x, "-q", q], f"(data = {x}, queries = {q})"),
         (["knn", x, "--backend", "cuda"], "backend='cuda' cannot run"),
