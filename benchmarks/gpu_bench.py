@@ -45,9 +45,9 @@ import numpy as np
 from datasets import DATASETS, describe, make_dataset
 from scipy.spatial.distance import cdist
 
-from semiring.distances.pairwise import _block, _prepared, prepare
+from semiring.distances.measure import BoundMeasure, prepare
 from semiring.distances.specs import get_metric
-from semiring.kernels import cuda
+from semiring.kernels.cuda import ENGINE, planner
 
 INTERSECTION = ("cosine", "euclidean", "inner_product", "jaccard")
 UNION = ("manhattan", "chebyshev", "canberra", "jensenshannon", "hamming")
@@ -117,8 +117,8 @@ class PeakMemory:
 # --------------------------------------------------------------------------- contenders
 
 
-def ours(spec, Qp, qn, Xp, xn):
-    return _block(cuda, spec, {}, Qp, qn, Xp, xn, np.dtype(np.float32), np.dtype(np.float32))
+def ours(bound, Qr, Xr):
+    return bound.block(Qr, Xr)
 
 
 def expand_product(metric: str, dot, nq, nx):
@@ -187,24 +187,23 @@ def run_metric(name, metric, Q, X, args, rng) -> dict:
     from sklearn.metrics import pairwise_distances as sk_pairwise
 
     spec = get_metric(metric)
-    acc = np.dtype(np.float32)
-    Qp, qn = _prepared(cuda, spec, Q, acc)
-    Xp, xn = _prepared(cuda, spec, X, acc)
+    bound = BoundMeasure(ENGINE, spec, {}, np.float32)  # the GPU accumulates float32 results in float32
+    Qr, Xr = bound.prepare(Q), bound.prepare(X)
     out_mib = Q.shape[0] * X.shape[0] * 4 / MIB
     row = {"dataset": name, "metric": metric, "family": spec.family, "output_mib": round(out_mib, 1)}
     row["memory_limit_mib"] = round(max(0.1 * out_mib, 256.0), 1)
 
-    ms, got = timed(lambda: ours(spec, Qp, qn, Xp, xn), args.repeats)
-    row["ours_ms"], row["ours_strategy"] = round(ms, 2), cuda.plan(spec.terms[0], Qp, Xp)
-    row["ours_extra_mib"] = round(PeakMemory().extra_mib(lambda: ours(spec, Qp, qn, Xp, xn)), 1)
+    ms, got = timed(lambda: ours(bound, Qr, Xr), args.repeats)
+    row["ours_ms"], row["ours_strategy"] = round(ms, 2), planner.plan(spec.terms[0], Qr.matrix, Xr.matrix)
+    row["ours_extra_mib"] = round(PeakMemory().extra_mib(lambda: ours(bound, Qr, Xr)), 1)
     row["ours_vs_scipy"] = oracle_check(spec, Q, X, got, rng)
 
     if spec.family == "union":
-        os.environ[cuda.STRATEGY_ENV] = "merge"
+        os.environ[planner.STRATEGY_ENV] = "merge"
         try:
-            ms, naive = timed(lambda: ours(spec, Qp, qn, Xp, xn), args.repeats)
+            ms, naive = timed(lambda: ours(bound, Qr, Xr), args.repeats)
         finally:
-            os.environ.pop(cuda.STRATEGY_ENV, None)
+            os.environ.pop(planner.STRATEGY_ENV, None)
         row["naive_ms"], row["naive_agrees"] = round(ms, 2), agrees(naive, got)
         del naive
     else:

@@ -131,7 +131,8 @@ def compact_graph(G: DeviceCSR, keep):
     return DeviceCSR(indptr, indices, G.data[positions], G.shape), positions
 
 
-def _intersect(mode: str, indptr, indices, rows, out, tree=None) -> None:
+def intersect(mode: str, indptr, indices, rows, out, tree=None) -> None:
+    """The set-intersection kernel over every stored entry (``render_intersect``; ``mode`` says what a match does)."""
     it = "int32" if indices.dtype == np.int32 else "int64"
     _launch(
         src.render_intersect(mode, it, tree), int(indices.size), (indptr, indices, rows, np.int64(indices.size), out)
@@ -143,7 +144,7 @@ def triangle_count_total(G: DeviceCSR, by_degree: bool) -> int:
 
     indptr, indices, rows = orient(G, by_degree)
     total = cupy.zeros(1, np.uint64)
-    _intersect("total", indptr, indices, rows, total)
+    intersect("total", indptr, indices, rows, total)
     return int(total.get()[0])
 
 
@@ -157,7 +158,7 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
     it, indptr, indices = _index(G)
     lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(li.size, np.uint32)
-    _intersect("edge", lp, li, lrows, counts)
+    intersect("edge", lp, li, lrows, counts)
     out = cupy.zeros(indices.size, np.int64 if tree is None else np.float64)
     _launch(src.render_mirror(it, tree), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
     return out
@@ -168,7 +169,7 @@ def vertex_triangles(G: DeviceCSR, by_degree: bool):
 
     lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(G.shape[0], np.uint64)
-    _intersect("vertex", lp, li, lrows, counts)
+    intersect("vertex", lp, li, lrows, counts)
     return counts.astype(np.int64)
 
 
@@ -194,7 +195,7 @@ def edge_measure(G: DeviceCSR, tree):
         return edge_triangles(G, True, tree)
     _, indptr, indices = _index(G)
     out = cupy.zeros(indices.size, np.float64)
-    _intersect("measure", indptr, indices, edge_rows(G), out, tree)
+    intersect("measure", indptr, indices, edge_rows(G), out, tree)
     return out
 
 
