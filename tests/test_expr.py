@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from semiring.distances.specs import DISTANCES, NORMS
-from semiring.kernels.cpu import EXPANSION_VARIABLES
+from semiring.engine import EXPANSION_VARIABLES
 from semiring import BINARY_OPS, binary_op
 from semiring import expr as E
 from semiring.ops import PROBES
@@ -160,3 +160,28 @@ def test_cuda_form_equals_python_form(tmp_path):
                 assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-13, abs=0), (
                     f"{label} at {row}: CUDA form {got!r}, Python form {want!r}"
                 )
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("y * x", "times"),
+        ("y + x", "plus"),
+        ("max(y, x)", "max"),
+        ("abs(y - x)", "absdiff"),
+        ("(y - x) * (y - x)", "sqdiff"),
+        ("y - x", None),  # not minus: the operands' order matters outside abs and squares
+        ("abs(x + y) - 0", None),
+        ("(x - y) * (y - x)", None),  # -(x - y)², not sqdiff
+    ],
+)
+def test_builtin_ops_are_recognised_whatever_the_operand_order(text, kind):
+    assert binary_op(text).kind == kind
+
+
+def test_builtin_monoids_are_recognised_whatever_the_operand_order():
+    from semiring import Monoid
+
+    assert Monoid(binary_op("y + x"), 0.0).kind == "plus"
+    assert Monoid(binary_op("y * x"), 1.0).kind == "times"
+    assert Monoid(binary_op("x + y"), 0.0).kind == "plus"
