@@ -396,8 +396,8 @@ def main(argv=None) -> int:
     from sklearn.metrics import pairwise_distances as sk_pairwise
     from threadpoolctl import threadpool_limits
 
-    from semiring import distances
     import semiring
+    from semiring import distances
 
     numba.set_num_threads(args.threads)
     gb.ss.config["nthreads"] = args.threads

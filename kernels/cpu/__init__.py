@@ -29,4 +29,4 @@ from .engine import CpuEngine, CpuGraphEngine
 ENGINE = CpuEngine()
 GRAPH_ENGINE = CpuGraphEngine()
 
-__all__ = ["CpuEngine", "CpuGraphEngine", "ENGINE", "GRAPH_ENGINE"]
+__all__ = ["ENGINE", "GRAPH_ENGINE", "CpuEngine", "CpuGraphEngine"]

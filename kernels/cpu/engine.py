@@ -184,4 +184,3 @@ class CpuGraphEngine:
         """The subgraph of the kept entries (G's matrix type), and their positions in G."""
         indptr, indices, position = _graph.compact(G.indptr, G.indices, keep.astype(np.bool_))
         return type(G)((G.data[position], indices, indptr), shape=G.shape), position
-
