@@ -23,7 +23,7 @@ import inspect
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -417,7 +417,10 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     """
     names = {v: v for v in variables}
     names.update({p: f"params[{i}]" for i, p in enumerate(params)})
-    src = f"lambda {', '.join([*variables, 'params'])}: {render_python(node, names)}"
+    # Numbers as float64, not Python floats: '1.0 / 0.0' and '0.0 ** -1.0' would raise
+    # ZeroDivisionError in plain Python where NumPy (and numba's numpy error model) give inf.
+    float64 = replace(_python_dialect(False), number=lambda v: f"np.float64({_py_number('np.')(v)})")
+    src = f"lambda {', '.join([*variables, 'params'])}: {_render(node, names, float64)}"
     # Safe to evaluate: the text is rendered from a tree that admits only numbers,
     # declared names, arithmetic, comparisons and whitelisted math functions.
     return eval(src, {"np": np})

@@ -285,23 +285,10 @@ def simplify(node: Node, facts: Facts | None = None) -> Node:
 
 
 def _fold(node: Node) -> Node:
-    """A tree of numbers, evaluated by the CPU engine's own scalar code with IEEE semantics (1/0 = inf).
-
-    The numbers are passed in as float64 parameters: Python's own floats would
-    raise on ``1.0 / 0.0`` where NumPy and numba give inf.
-    """
-    values: list[float] = []
-
-    def as_parameter(n: Node) -> Node:
-        if n.kind == "num":
-            values.append(n.args[0])
-            return Node("var", (f"c{len(values) - 1}",))
-        return Node(n.kind, tuple(as_parameter(a) if isinstance(a, Node) else a for a in n.args))
-
-    tree = as_parameter(node)
-    fn = _expr.compile_python(tree, (), [f"c{i}" for i in range(len(values))])
+    """A tree of numbers, evaluated by the engines' own scalar code with IEEE semantics (1/0 = inf)."""
+    fn = _expr.compile_python(node, ())
     with np.errstate(all="ignore"):
-        return number(fn(np.array(values, dtype=np.float64)))
+        return number(fn(np.zeros(0)))
 
 
 def _sum(node: Node, facts: Facts) -> Node:
