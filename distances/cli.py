@@ -447,7 +447,8 @@ def run_info(args) -> int:
     import numba
     import scipy
 
-    from semiring.kernels import cuda
+    from semiring.kernels.cuda import compile as cuda_compile
+    from semiring.kernels.cuda import planner
 
     print(f"sparse-semirings {_version()} on Python {platform.python_version()} ({platform.platform()})")
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}")
@@ -455,12 +456,13 @@ def run_info(args) -> int:
     reason = _backend.cuda_unavailable_reason()
     print(f"gpu: {_gpu_name()}" if reason is None else f"gpu: not usable: {reason}")
     print(f"backend='auto' runs on: {_backend.resolve('auto')}")
-    folder = cuda.cache_dir()
+    folder = cuda_compile.cache_dir()
     entries = sorted(folder.glob("*.cubin")) if folder.is_dir() else []
     size = sum(e.stat().st_size for e in entries)
-    source = f"${cuda.CACHE_ENV}" if os.environ.get(cuda.CACHE_ENV) else f"default; set ${cuda.CACHE_ENV} to move it"
+    env = cuda_compile.CACHE_ENV
+    source = f"${env}" if os.environ.get(env) else f"default; set ${env} to move it"
     print(f"kernel cache: {folder} ({len(entries)} compiled kernels, {size / 2**20:.1f} MiB; {source})")
-    print(f"gpu strategy: {os.environ.get(cuda.STRATEGY_ENV, 'auto')} (${cuda.STRATEGY_ENV})")
+    print(f"gpu strategy: {os.environ.get(planner.STRATEGY_ENV, 'auto')} (${planner.STRATEGY_ENV})")
     return 0
 
 
