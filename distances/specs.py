@@ -13,6 +13,13 @@ A measure is computed in four steps, each generated from this table:
 expanded form cancels catastrophically (near-duplicate rows): the reference
 implementation zeroed such results; we compute them over the union instead.
 
+A row also declares what the rest of the package reads about the measure: its
+aliases, its name for SciPy's ``cdist`` (the command line's ``--check`` and the
+tests' oracles use it), its parameters with their defaults, rules and
+command-line flags (``Param``), and the parameter values at which it is
+another measure (``Rewrite``).  ``resolve_metric`` applies them.  Adding a
+measure is one row here and one oracle in ``tests/oracles.py``.
+
 The docs' table of measures is generated from ``DISTANCES`` (see
 ``distances.describe``).
 """
