@@ -115,7 +115,8 @@ def _given_params(args, applies_to: str | None) -> dict:
         if value is None:
             continue
         if name not in takes:
-            raise UsageError(f"{param.flag} applies to --metric {' or '.join(takers)}, not to {applies_to or 'a semiring'}")
+            measures = " or ".join(takers)
+            raise UsageError(f"{param.flag} applies to --metric {measures}, not to {applies_to or 'a semiring'}")
         given[name] = value
     return given
 

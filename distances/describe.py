@@ -21,8 +21,8 @@ def _parameter(d, p) -> str:
 
 def measures_table() -> str:
     header = (
-        "| measure | aliases | SciPy `cdist` | formula | semiring terms (add / multiply, columns) | row norms | prepare "
-        "| notes |\n"
+        "| measure | aliases | SciPy `cdist` | formula | semiring terms (add / multiply, columns) | row norms "
+        "| prepare | notes |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     rows = []

@@ -226,7 +226,8 @@ def test_pairwise_metric_and_outputs(data, tmp_path, capsys, suffix):
 )
 def test_pairwise_check_uses_the_rows_scipy_name(data, tmp_path, capsys, argv, verdict):
     X, Q = data
-    status, text, err = run(["pairwise", save(Q, tmp_path / "q.npz"), save(X, tmp_path / "x.npz"), *argv, "--check"], capsys)
+    files = [save(Q, tmp_path / "q.npz"), save(X, tmp_path / "x.npz")]
+    status, text, err = run(["pairwise", *files, *argv, "--check"], capsys)
     assert status == 0, err
     assert text.rstrip().endswith(f"on the first 7 rows: {verdict}")
 
