@@ -419,7 +419,11 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     names.update({p: f"params[{i}]" for i, p in enumerate(params)})
     # Numbers as float64, not Python floats: '1.0 / 0.0' and '0.0 ** -1.0' would raise
     # ZeroDivisionError in plain Python where NumPy (and numba's numpy error model) give inf.
-    float64 = replace(_python_dialect(False), number=lambda v: f"np.float64({_py_number('np.')(v)})")
+    float64 = replace(
+        _python_dialect(False),
+        number=lambda v: f"np.float64({_py_number('np.')(v)})",
+        to_number=lambda s: f"(np.float64(1.0) if {s} else np.float64(0.0))",
+    )
     src = f"lambda {', '.join([*variables, 'params'])}: {_render(node, names, float64)}"
     # Safe to evaluate: the text is rendered from a tree that admits only numbers,
     # declared names, arithmetic, comparisons and whitelisted math functions.
