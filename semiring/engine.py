@@ -27,6 +27,7 @@ One representation per concept:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -194,4 +195,13 @@ class GraphEngine(Protocol):
 def missing_methods(engine, interface) -> list[str]:
     """The names of ``interface`` that ``engine`` lacks (a test and the resolver's guard use it)."""
     names = [n for n in dir(interface) if not n.startswith("_")] + list(getattr(interface, "__annotations__", {}))
-    return sorted({n for n in names if not hasattr(engine, n)})
+    return sorted({n for n in names if not _has_static(engine, n)})
+
+
+def _has_static(obj, name: str) -> bool:
+    """Whether ``obj`` defines ``name``, without running it: the GPU engine's ``xp`` imports CuPy when read."""
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True

@@ -128,8 +128,10 @@ def _protocol_methods(protocol) -> list[str]:
 @pytest.mark.parametrize(("attribute", "protocol"), [("ENGINE", PairwiseEngine), ("GRAPH_ENGINE", GraphEngine)])
 def test_engines_implement_the_interfaces(module, attribute, protocol):
     """Every method of the interface, with the interface's parameter names, on both engines (no GPU needed)."""
+    from semiring.engine import missing_methods
+
     engine = getattr(importlib.import_module(module), attribute)
-    assert isinstance(engine, protocol)
+    assert missing_methods(engine, protocol) == []  # read statically: the GPU engine's xp imports CuPy
     assert engine.name == module.rpartition(".")[2]
     for name in _protocol_methods(protocol):
         want = list(inspect.signature(getattr(protocol, name)).parameters)[1:]  # without self
