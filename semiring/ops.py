@@ -339,7 +339,7 @@ def _margin_split(sr: Semiring, nonnegative: bool) -> MarginSplit | None:
     text = _expr.render_python(tree, {v: v for v in ("x", "y", *f.param_names)}, plain=True)
     cross_op = BinaryOp(name=f"{f.name}_cross", text=text, tree=tree, params=f.params)
     cross = Semiring(sr.add, cross_op, name=f"{sr.name}_cross")
-    if not cross.annihilates:  # f(x, 0) − f(x, 0) − f(0, 0) must vanish on every probe
+    if not cross.annihilates:  # f(x, 0) − f(x, 0) − f(0, 0) must be proved 0 (semiring.semantics)
         return None
     return MarginSplit(
         cross,
