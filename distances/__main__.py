@@ -13,8 +13,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from semiring import distances
+
 from semiring import backend as _backend
+from semiring import distances
 from semiring.distances.cli import scipy_reference
 
 

@@ -60,7 +60,7 @@ def _describe(A, name: str) -> str:
 def _backend_line(name: str) -> str:
     if name == "cuda":
         return f"backend: cuda ({_gpu_name()})"
-    reason = _backend.cuda_unavailable_reason()
+    reason = _backend.unavailable_reason("cuda")
     return f"backend: cpu ({'GPU not used: ' + reason if reason else 'chosen with --backend'})"
 
 
@@ -380,7 +380,9 @@ def _triangles_summary(args, result) -> str:
         return f"{_count(int(counts.sum()) // 3, 'triangle')}; most at vertices " + ", ".join(
             f"{v} ({counts[v]})" for v in top
         )
-    return f"{_count(int(result.sum()) // 6, 'triangle')} over {result.nnz // 2:,} edges (each stored in both directions)"
+    return (
+        f"{_count(int(result.sum()) // 6, 'triangle')} over {result.nnz // 2:,} edges (each stored in both directions)"
+    )
 
 
 def _jaccard_summary(args, result) -> str:
@@ -454,7 +456,7 @@ def run_info(args) -> int:
     print(f"sparse-semirings {_version()} on Python {platform.python_version()} ({platform.platform()})")
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}")
     print(f"cpu: {os.cpu_count()} cores, numba threads {numba.get_num_threads()}")
-    reason = _backend.cuda_unavailable_reason()
+    reason = _backend.unavailable_reason("cuda")
     print(f"gpu: {_gpu_name()}" if reason is None else f"gpu: not usable: {reason}")
     print(f"backend='auto' runs on: {_backend.resolve('auto')}")
     folder = cuda_compile.cache_dir()

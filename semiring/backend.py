@@ -33,8 +33,7 @@ def _module(name: str):
 def _check_name(backend) -> None:
     if backend not in BACKENDS:
         raise ValueError(
-            f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}; "
-            "for example backend='cpu'"
+            f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}; for example backend='cpu'"
         )
 
 
@@ -74,7 +73,3 @@ def engine(backend: str) -> PairwiseEngine:
 def graph_engine(backend: str) -> GraphEngine:
     """The graph engine for a request (see :func:`resolve`)."""
     return _module(resolve(backend)).GRAPH_ENGINE
-
-
-def cuda_unavailable_reason() -> str | None:  # TODO(lead): callers move to unavailable_reason("cuda")
-    return unavailable_reason("cuda")

@@ -91,11 +91,14 @@ def canonical(node: Node) -> Node:
         args = ("abs", _ordered_difference(args[1]))
     elif node.kind == "bin" and args[0] == "*" and args[1] == args[2]:
         args = ("*", _ordered_difference(args[1]), _ordered_difference(args[2]))
-    if node.kind == "bin" and args[0] in _COMMUTATIVE_BIN:
-        args = (args[0], *sorted(args[1:], key=repr))
-    elif node.kind == "cmp" and args[0] in _SYMMETRIC_CMP:
-        args = (args[0], *sorted(args[1:], key=repr))
-    elif node.kind == "call" and args[0] in _COMMUTATIVE_CALL:
+    if (
+        node.kind == "bin"
+        and args[0] in _COMMUTATIVE_BIN
+        or node.kind == "cmp"
+        and args[0] in _SYMMETRIC_CMP
+        or node.kind == "call"
+        and args[0] in _COMMUTATIVE_CALL
+    ):
         args = (args[0], *sorted(args[1:], key=repr))
     elif node.kind in ("and", "or"):
         args = tuple(sorted(args, key=repr))

@@ -394,7 +394,9 @@ def _derive_semantics(add: Monoid, mult: BinaryOp) -> _Derivation:
                 else f"zero is not proved to annihilate: {call} reduces to {_semantics.render(reduced)!r}, "
                 f"not {add.name!r}'s identity {add.identity!r}"
             )
-            return _Derivation("union", False, why + ", so columns stored in only one row count and the union is needed")
+            return _Derivation(
+                "union", False, why + ", so columns stored in only one row count and the union is needed"
+            )
     return _Derivation("intersection", True, "mult(x, 0) and mult(0, y) are proved to equal the identity")
 
 
@@ -471,6 +473,7 @@ BINARY_OPS: Mapping[str, BinaryOp] = {
         binary_op("(x - y) * (x - y)", name="sqdiff"),
     )
 }
+
 
 @cache
 def _BUILTIN_KINDS() -> dict:

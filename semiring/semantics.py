@@ -393,7 +393,7 @@ def _conditional(node: Node, facts: Facts) -> Node:
 
 
 def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)
+    return a == b or (bool(np.isnan(a)) and bool(np.isnan(b)))
 
 
 def proves_value(tree: Node, value: float, facts: Facts | None = None) -> bool:

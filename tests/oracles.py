@@ -10,14 +10,19 @@ it calls the code under test.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
+import pytest
+import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 
+from semiring.distances import graph
 from semiring.distances.specs import DISTANCES, Distance, get_metric
 
 Reference = Callable[..., np.ndarray]  # (spec, Xd, Yd, **params) -> float64 m × p
@@ -179,3 +184,73 @@ def assert_neighbors_up_to_ties(dist, ind, D, k, *, largest=False, exclude_self=
             worst = keys[-1]
             tol = atol + rtol * abs(worst) if np.isfinite(worst) else 0.0
             assert (np.isnan(row[rest]) | (sign * row[rest] >= worst - tol)).all(), f"row {i}: a better one left out"
+
+
+# --------------------------------------------------------------------------- graph measures: networkx and sets
+
+BUNDLED = {
+    "karate": nx.karate_club_graph,
+    "florentine": nx.florentine_families_graph,
+    "les_miserables": nx.les_miserables_graph,
+    "davis": nx.davis_southern_women_graph,  # bipartite: no triangles
+    "petersen": nx.petersen_graph,
+    "k6": lambda: nx.complete_graph(6),
+}
+
+
+def edge_values(S) -> dict:
+    """{(u, v): value} of a sparse result, explicit zeros included."""
+    S = sp.csr_matrix(S)
+    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    return {(int(u), int(v)): S.data[k] for k, (u, v) in enumerate(zip(rows, S.indices))}
+
+
+def set_similarity(name: str, Nu: set, Nv: set) -> float:
+    c, du, dv = len(Nu & Nv), len(Nu), len(Nv)
+    den = {"jaccard": du + dv - c, "sorensen": (du + dv) / 2, "overlap": min(du, dv), "cosine": math.sqrt(du * dv)}
+    return c / den[name] if den[name] > 0 else 0.0
+
+
+def check_against_networkx(G: nx.Graph, A, nodes, backend: str = "cpu") -> None:
+    index = {u: i for i, u in enumerate(nodes)}
+    N = {index[u]: {index[w] for w in G[u]} for u in G}
+    edges = [(index[u], index[v]) for u, v in G.edges()]
+    both = edges + [(v, u) for u, v in edges]
+
+    tri = nx.triangles(G)
+    assert graph.triangle_count(A, backend=backend) == sum(tri.values()) // 3
+    assert graph.triangle_count(A, order="id", backend=backend) == sum(tri.values()) // 3
+    np.testing.assert_array_equal(graph.triangle_count(A, per="vertex", backend=backend), [tri[u] for u in nodes])
+
+    per_edge = edge_values(graph.triangle_count(A, per="edge", backend=backend))
+    cn = edge_values(graph.common_neighbors(A, backend=backend))
+    assert set(cn) == set(both) == set(per_edge)
+    for u, v in both:
+        want = len(list(nx.common_neighbors(G, nodes[u], nodes[v])))
+        assert cn[u, v] == want and per_edge[u, v] == want
+
+    jac = edge_values(graph.jaccard(A, backend=backend))
+    for u, v, p in nx.jaccard_coefficient(G, [(nodes[u], nodes[v]) for u, v in both]):
+        assert jac[index[u], index[v]] == pytest.approx(p, rel=1e-12)
+    for name in ("sorensen", "overlap", "cosine"):
+        got = edge_values(getattr(graph, name)(A, backend=backend))
+        for u, v in both:
+            assert got[u, v] == pytest.approx(set_similarity(name, N[u], N[v]), rel=1e-12)
+    scan = edge_values(graph.scan_similarity(A, backend=backend))
+    for u, v in both:
+        closed_u, closed_v = N[u] | {u}, N[v] | {v}
+        want = len(closed_u & closed_v) / math.sqrt(len(closed_u) * len(closed_v))
+        assert scan[u, v] == pytest.approx(want, rel=1e-12)
+
+    truss = edge_values(graph.truss_decomposition(A, backend=backend))
+    assert set(truss) == set(both)
+    k = 2
+    while True:
+        want = {(index[u], index[v]) for u, v in nx.k_truss(G, k).edges()}
+        want |= {(v, u) for u, v in want}
+        got = set(edge_values(graph.ktruss(A, k, backend=backend)))
+        assert got == want, k
+        assert {e for e, t in truss.items() if t >= k} == want, k
+        if not want:
+            break
+        k += 1

@@ -7,6 +7,7 @@ form users pass (CSR/CSC/COO matrices and arrays, dense NumPy).
 
 from __future__ import annotations
 
+import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
@@ -57,3 +58,65 @@ def _with_index(A: sp.csr_matrix, index) -> sp.csr_matrix:
 
 def dense(A) -> np.ndarray:
     return np.asarray(A.toarray(), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+def adjacency(G: nx.Graph, index=np.int32, form="csr_matrix", weight=None) -> tuple:
+    """(A, nodes): the adjacency in ``form`` with ``index`` dtype, rows in the order of ``nodes``."""
+    nodes = list(G)
+    if nodes:
+        A = sp.csr_matrix(nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, format="csr", dtype=np.float64))
+    else:
+        A = sp.csr_matrix((0, 0))
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    if form == "csr_array":
+        A = sp.csr_array(A)
+    elif form == "coo":
+        A = A.tocoo()
+    elif form == "dense":
+        A = A.toarray()
+    return A, nodes
+
+
+@st.composite
+def graphs(draw, max_n: int = 24):
+    """A networkx graph with isolated vertices, hubs and cliques, and its adjacency in some input form."""
+    n = draw(st.integers(0, max_n))
+    G = nx.Graph()
+    G.add_nodes_from(range(n))
+    if n >= 2:
+        pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1])
+        G.add_edges_from(draw(st.lists(pairs, max_size=4 * n)))
+        if draw(st.booleans()):  # a clique, so that trusses go deep
+            members = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=7, unique=True))
+            G.add_edges_from((u, v) for i, u in enumerate(members) for v in members[i + 1 :])
+    index = draw(st.sampled_from([np.int32, np.int64]))
+    form = draw(st.sampled_from(["csr_matrix", "csr_array", "coo", "dense"]))
+    return G, *adjacency(G, index, form)
+
+
+def random_graph(n: int, m: int, seed: int, index=np.int32) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    hub = rng.integers(0, n, m // 4)  # a few high-degree vertices: degree skew
+    u = np.concatenate([u, hub % 5])
+    v = np.concatenate([v, hub])
+    A = sp.csr_matrix((np.ones(u.size), (u, v)), shape=(n, n))
+    A = ((A + A.T) > 0).astype(np.float64)
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A = sp.csr_matrix(A)
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    return A
+
+
+def weighted_graph(n: int, m: int, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, n, density=m / n**2, random_state=seed, format="csr")
+    A = sp.triu(A, 1)
+    A = sp.csr_matrix(A + A.T)
+    A.data = rng.uniform(0.1, 3.0, A.nnz)
+    A = sp.csr_matrix(sp.triu(A, 1))
+    return sp.csr_matrix(A + A.T)

@@ -1,6 +1,6 @@
 """``distances.graph`` on the GPU engine against networkx and the CPU engine (marked ``gpu``).
 
-Run on a GPU machine with ``python -m pytest -m gpu tests/test_graph_gpu.py``.
+Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_graph_gpu.py``.
 """
 
 from __future__ import annotations
@@ -10,15 +10,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
-from test_graph import BUNDLED, adjacency, check_against_networkx, edge_values, graphs, random_graph, weighted_graph
+from oracles import BUNDLED, check_against_networkx, edge_values
+from strategies import adjacency, graphs, random_graph, weighted_graph
 
 from semiring.distances import graph
-from semiring.backend import cuda_unavailable_reason
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
-]
 
 
 @pytest.fixture(params=["oriented", "direct"])

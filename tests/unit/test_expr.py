@@ -16,10 +16,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from semiring.distances.specs import DISTANCES, NORMS
-from semiring.engine import EXPANSION_VARIABLES
 from semiring import BINARY_OPS, binary_op
 from semiring import expr as E
+from semiring.distances.specs import DISTANCES, NORMS
+from semiring.engine import EXPANSION_VARIABLES
 from semiring.ops import PROBES
 
 

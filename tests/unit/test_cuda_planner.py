@@ -1,7 +1,7 @@
 """The GPU planner's decision, without a GPU: ``planner.decide`` is a pure function of settings and facts.
 
 The device-side facts (``planner.facts``) and the executors are checked on a GPU
-by ``tests/test_gpu.py``; here every branch of the choice, the setting's
+by ``tests/gpu/test_pairwise_gpu.py``; here every branch of the choice, the setting's
 validation, and that ops are recognised by what they compute, not their spelling.
 """
 

@@ -9,8 +9,6 @@ triangles, ``C⟨S⟩ = S plus.pair Sᵀ`` for the k-truss loop).
 
 from __future__ import annotations
 
-import math
-
 import graphblas as gb
 import networkx as nx
 import numpy as np
@@ -18,92 +16,10 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import BUNDLED, check_against_networkx, edge_values, set_similarity
+from strategies import adjacency, graphs, random_graph, weighted_graph
 
 from semiring.distances import graph
-
-BUNDLED = {
-    "karate": nx.karate_club_graph,
-    "florentine": nx.florentine_families_graph,
-    "les_miserables": nx.les_miserables_graph,
-    "davis": nx.davis_southern_women_graph,  # bipartite: no triangles
-    "petersen": nx.petersen_graph,
-    "k6": lambda: nx.complete_graph(6),
-}
-
-
-def adjacency(G: nx.Graph, index=np.int32, form="csr_matrix", weight=None) -> tuple:
-    """(A, nodes): the adjacency in ``form`` with ``index`` dtype, rows in the order of ``nodes``."""
-    nodes = list(G)
-    if nodes:
-        A = sp.csr_matrix(nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, format="csr", dtype=np.float64))
-    else:
-        A = sp.csr_matrix((0, 0))
-    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
-    if form == "csr_array":
-        A = sp.csr_array(A)
-    elif form == "coo":
-        A = A.tocoo()
-    elif form == "dense":
-        A = A.toarray()
-    return A, nodes
-
-
-def edge_values(S) -> dict:
-    """{(u, v): value} of a sparse result, explicit zeros included."""
-    S = sp.csr_matrix(S)
-    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-    return {(int(u), int(v)): S.data[k] for k, (u, v) in enumerate(zip(rows, S.indices))}
-
-
-def set_similarity(name: str, Nu: set, Nv: set) -> float:
-    c, du, dv = len(Nu & Nv), len(Nu), len(Nv)
-    den = {"jaccard": du + dv - c, "sorensen": (du + dv) / 2, "overlap": min(du, dv), "cosine": math.sqrt(du * dv)}
-    return c / den[name] if den[name] > 0 else 0.0
-
-
-def check_against_networkx(G: nx.Graph, A, nodes, backend: str = "cpu") -> None:
-    index = {u: i for i, u in enumerate(nodes)}
-    N = {index[u]: {index[w] for w in G[u]} for u in G}
-    edges = [(index[u], index[v]) for u, v in G.edges()]
-    both = edges + [(v, u) for u, v in edges]
-
-    tri = nx.triangles(G)
-    assert graph.triangle_count(A, backend=backend) == sum(tri.values()) // 3
-    assert graph.triangle_count(A, order="id", backend=backend) == sum(tri.values()) // 3
-    np.testing.assert_array_equal(graph.triangle_count(A, per="vertex", backend=backend), [tri[u] for u in nodes])
-
-    per_edge = edge_values(graph.triangle_count(A, per="edge", backend=backend))
-    cn = edge_values(graph.common_neighbors(A, backend=backend))
-    assert set(cn) == set(both) == set(per_edge)
-    for u, v in both:
-        want = len(list(nx.common_neighbors(G, nodes[u], nodes[v])))
-        assert cn[u, v] == want and per_edge[u, v] == want
-
-    jac = edge_values(graph.jaccard(A, backend=backend))
-    for u, v, p in nx.jaccard_coefficient(G, [(nodes[u], nodes[v]) for u, v in both]):
-        assert jac[index[u], index[v]] == pytest.approx(p, rel=1e-12)
-    for name in ("sorensen", "overlap", "cosine"):
-        got = edge_values(getattr(graph, name)(A, backend=backend))
-        for u, v in both:
-            assert got[u, v] == pytest.approx(set_similarity(name, N[u], N[v]), rel=1e-12)
-    scan = edge_values(graph.scan_similarity(A, backend=backend))
-    for u, v in both:
-        closed_u, closed_v = N[u] | {u}, N[v] | {v}
-        want = len(closed_u & closed_v) / math.sqrt(len(closed_u) * len(closed_v))
-        assert scan[u, v] == pytest.approx(want, rel=1e-12)
-
-    truss = edge_values(graph.truss_decomposition(A, backend=backend))
-    assert set(truss) == set(both)
-    k = 2
-    while True:
-        want = {(index[u], index[v]) for u, v in nx.k_truss(G, k).edges()}
-        want |= {(v, u) for u, v in want}
-        got = set(edge_values(graph.ktruss(A, k, backend=backend)))
-        assert got == want, k
-        assert {e for e, t in truss.items() if t >= k} == want, k
-        if not want:
-            break
-        k += 1
 
 
 @pytest.mark.parametrize("name", list(BUNDLED))
@@ -111,23 +27,6 @@ def test_bundled_graphs_match_networkx(name):
     G = nx.Graph(BUNDLED[name]())
     A, nodes = adjacency(G)
     check_against_networkx(G, A, nodes)
-
-
-@st.composite
-def graphs(draw, max_n: int = 24):
-    """A networkx graph with isolated vertices, hubs and cliques, and its adjacency in some input form."""
-    n = draw(st.integers(0, max_n))
-    G = nx.Graph()
-    G.add_nodes_from(range(n))
-    if n >= 2:
-        pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1])
-        G.add_edges_from(draw(st.lists(pairs, max_size=4 * n)))
-        if draw(st.booleans()):  # a clique, so that trusses go deep
-            members = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=7, unique=True))
-            G.add_edges_from((u, v) for i, u in enumerate(members) for v in members[i + 1 :])
-    index = draw(st.sampled_from([np.int32, np.int64]))
-    form = draw(st.sampled_from(["csr_matrix", "csr_array", "coo", "dense"]))
-    return G, *adjacency(G, index, form)
 
 
 @given(graphs())
@@ -183,21 +82,6 @@ def gb_common_neighbors(A) -> dict:
     return {(int(u), int(v)): int(c) for u, v, c in zip(rows, cols, vals)}
 
 
-def random_graph(n: int, m: int, seed: int, index=np.int32) -> sp.csr_matrix:
-    rng = np.random.default_rng(seed)
-    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
-    hub = rng.integers(0, n, m // 4)  # a few high-degree vertices: degree skew
-    u = np.concatenate([u, hub % 5])
-    v = np.concatenate([v, hub])
-    A = sp.csr_matrix((np.ones(u.size), (u, v)), shape=(n, n))
-    A = ((A + A.T) > 0).astype(np.float64)
-    A.setdiag(0)
-    A.eliminate_zeros()
-    A = sp.csr_matrix(A)
-    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
-    return A
-
-
 @pytest.mark.parametrize("index", [np.int32, np.int64])
 def test_triangles_and_common_neighbors_match_graphblas(index):
     A = random_graph(3000, 30000, seed=1, index=index)
@@ -244,16 +128,6 @@ def test_pairs_use_the_masked_primitive_and_agree_with_sets(case, data):
         if E:
             edges = list(E)
             np.testing.assert_allclose(getattr(graph, name)(A, pairs=edges, backend="cpu"), list(E.values()))
-
-
-def weighted_graph(n: int, m: int, seed: int) -> sp.csr_matrix:
-    rng = np.random.default_rng(seed)
-    A = sp.random(n, n, density=m / n**2, random_state=seed, format="csr")
-    A = sp.triu(A, 1)
-    A = sp.csr_matrix(A + A.T)
-    A.data = rng.uniform(0.1, 3.0, A.nnz)
-    A = sp.csr_matrix(sp.triu(A, 1))
-    return sp.csr_matrix(A + A.T)
 
 
 def test_weighted_similarities_sum_weights():

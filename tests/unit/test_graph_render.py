@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from semiring import expr as E
 from semiring.distances.graph import SIMILARITIES
 from semiring.engine import GRAPH_EXPANSION_VARIABLES
 from semiring.kernels.cuda import compile as cuda_compile
 from semiring.kernels.cuda import graph_source as src
-from semiring import expr as E
 
 INDEX_TYPES = ["int32", "int64"]
 COUNT = E.parse("c", GRAPH_EXPANSION_VARIABLES)[0]

@@ -527,7 +527,7 @@ def test_a_failed_check_exits_1(data, tmp_path, capsys, monkeypatch):
 
 # The documentation site
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_quickstart_example_runs():

@@ -1,6 +1,6 @@
 """The GPU engine against the CPU engine and the float64 oracles (marked ``gpu``; skipped without a GPU).
 
-Run on a GPU machine with ``python -m pytest -m gpu tests/test_gpu.py``.
+Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_pairwise_gpu.py``.
 """
 
 from __future__ import annotations
@@ -10,20 +10,12 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
+from oracles import NONNEGATIVE, constant_rows, oracle, tolerances
 from strategies import dense, sparse_pair
-from test_distances import NONNEGATIVE, constant_rows, oracle, tolerances
 
-from semiring import distances
 import semiring
+from semiring import Monoid, Semiring, binary_op, distances, monoid
 from semiring.distances.specs import DISTANCES
-from semiring import Monoid, Semiring, binary_op, monoid
-from semiring.backend import cuda_unavailable_reason
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
-]
-
 
 STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
 

@@ -13,11 +13,11 @@ import inspect
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from semiring.kernels.cpu import ENGINE, GRAPH_ENGINE, CpuEngine, CpuGraphEngine
 
 import semiring
 from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES, TOPK_EMPTY, Entries, GraphEngine, PairwiseEngine, missing_methods
+from semiring.kernels.cpu import ENGINE, GRAPH_ENGINE, CpuEngine, CpuGraphEngine
 
 INDEX_DTYPES = (np.int32, np.int64)
 VALUE_DTYPES = (np.float32, np.float64)

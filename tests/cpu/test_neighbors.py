@@ -14,54 +14,14 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
+from oracles import NONNEGATIVE, assert_neighbors_up_to_ties, oracle, reference_knn
 from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
-from test_distances import NONNEGATIVE, oracle
 
 from semiring import backend, distances, driver
 from semiring.distances import neighbors
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def reference_knn(D: np.ndarray, k: int, *, largest: bool = False, exclude_self: bool = False):
-    """The documented order, by brute force in float64: best value first (largest for a similarity),
-    NaN after every number, equal values by index; a query never selects itself when exclude_self."""
-    dist, ind = [], []
-    for i, row in enumerate(np.asarray(D, dtype=np.float64)):
-        cand = [j for j in range(row.size) if not (exclude_self and j == i)]
-        cand.sort(key=lambda j: (np.isnan(row[j]), 0.0 if np.isnan(row[j]) else (-row[j] if largest else row[j]), j))
-        ind.append(cand[:k])
-        dist.append(row[cand[:k]])
-    return np.array(dist).reshape(len(D), k), np.array(ind, dtype=np.int64).reshape(len(D), k)
-
-
-def assert_neighbors_up_to_ties(dist, ind, D, k, *, largest=False, exclude_self=False, rtol=1e-9, atol=1e-12):
-    """``(dist, ind)`` are a correct k-nearest answer against the float64 matrix D, up to ties.
-
-    Each row's indices are distinct (and not the query itself when excluded);
-    the reported distances are D's values at them, sorted; every candidate left
-    out is no better than the k-th one; equal reported values come in index order.
-    """
-    assert ind.shape == dist.shape == (D.shape[0], k) and ind.dtype == np.int64
-    sign = -1.0 if largest else 1.0
-    for i in range(D.shape[0]):
-        row, chosen = D[i], ind[i]
-        assert len(set(chosen.tolist())) == k, f"row {i}: repeated index {chosen}"
-        if exclude_self:
-            assert i not in chosen, f"row {i} selected itself"
-        np.testing.assert_allclose(dist[i], row[chosen], rtol=rtol, atol=atol, equal_nan=True, err_msg=f"row {i}")
-        finite = ~np.isnan(dist[i])
-        assert finite[: finite.sum()].all(), f"row {i}: NaN before a number"
-        keys = sign * dist[i][finite]
-        assert (keys[1:] >= keys[:-1]).all(), f"row {i}: not sorted {dist[i]}"
-        same = keys[1:] == keys[:-1]
-        assert (np.diff(chosen[finite])[same] > 0).all(), f"row {i}: equal values not in index order"
-        rest = np.setdiff1d(np.arange(row.size), np.r_[chosen, [i] if exclude_self else []])
-        if finite.all() and rest.size:
-            worst = keys[-1]
-            tol = atol + rtol * abs(worst) if np.isfinite(worst) else 0.0
-            assert (np.isnan(row[rest]) | (sign * row[rest] >= worst - tol)).all(), f"row {i}: a better one left out"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def knn(X, Y=None, k=3, metric="euclidean", **kw):

@@ -284,9 +284,7 @@ def _near(core, other, op, a, b):
 
 
 OPERANDS = st.one_of(LEAVES, RANDOM_TREES)  # x or y alone are the likeliest to matter
-NEAR_ANNIHILATING = st.tuples(CORES, OPERANDS, COMPARISONS, OPERANDS, OPERANDS).flatmap(
-    lambda t: _near(*t)
-)
+NEAR_ANNIHILATING = st.tuples(CORES, OPERANDS, COMPARISONS, OPERANDS, OPERANDS).flatmap(lambda t: _near(*t))
 TREES = st.one_of(RANDOM_TREES, NEAR_ANNIHILATING)
 # Data values include the trees' constants, so an op that is special at 0.3 or -2 meets them.
 VALUES = st.sampled_from([0.0, 0.3, 1.0, -2.0, 0.5, -0.3, 2.5])

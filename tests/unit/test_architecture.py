@@ -21,7 +21,7 @@ import pytest
 
 from semiring.engine import GraphEngine, PairwiseEngine
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDERS = {"semiring": "semiring", "kernels": "semiring.kernels", "distances": "semiring.distances"}
 LAYERS = ("core", "engines", "measures", "command line")
 

@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
-from semiring import distances
 import semiring
+from semiring import distances
 
 
 def small():

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the bench or docs extra is not installed")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def plots_module():

@@ -1,6 +1,6 @@
 """NearestNeighbors on the GPU engine: the selection kernel, tiles, every measure (marked ``gpu``).
 
-Run on a GPU machine with ``python -m pytest -m gpu tests/test_neighbors_gpu.py``.
+Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_neighbors_gpu.py``.
 """
 
 from __future__ import annotations
@@ -8,18 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from oracles import NONNEGATIVE, assert_neighbors_up_to_ties, oracle, reference_knn
 from strategies import dense
-from test_distances import NONNEGATIVE, oracle
-from test_neighbors import assert_neighbors_up_to_ties, reference_knn
 
 from semiring import distances
 from semiring.distances.specs import DISTANCES
-from semiring.backend import cuda_unavailable_reason
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(cuda_unavailable_reason() is not None, reason=f"no GPU: {cuda_unavailable_reason()}"),
-]
 
 
 def gpu_knn(X, query, k, metric, **kw):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import semiring
+from semiring import Semiring, binary_op, monoid
 from semiring.kernels.cuda import compile as cuda
 from semiring.kernels.cuda import source as cuda_source
-from semiring import Semiring, binary_op, monoid
 
 
 @pytest.fixture

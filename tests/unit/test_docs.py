@@ -9,7 +9,7 @@ import sys
 
 from semiring.distances.describe import measures_table
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_readme_example_runs(tmp_path):

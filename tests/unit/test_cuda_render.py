@@ -13,10 +13,10 @@ import sys
 import pytest
 
 import semiring
+from semiring import expr as E
 from semiring.distances.specs import DISTANCES, NORMS
 from semiring.kernels.cuda import compile as cuda_compile
 from semiring.kernels.cuda import source as cuda_source
-from semiring import expr as E
 
 TYPES = [("float32", "int32"), ("float64", "int64")]
 
