@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
+# wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
+# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [smoke]; logs and JSON go to $OUT.
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+PKG=$(mktemp -d)
+cp -r "$REPO/semiring" "$PKG/semiring"
+cp -r "$REPO/distances" "$PKG/semiring/distances"
+cp -r "$REPO/kernels" "$PKG/semiring/kernels"
+export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+cd "$PKG"  # so that the checkout's own semiring/ (without its subpackages) is not the one imported
+echo "commit $(git -C "$REPO" rev-parse HEAD 2>/dev/null || cat "$REPO/.commit" 2>/dev/null || echo unknown)" | tee "$OUT/env.log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/env.log"
+python3 -c "import cupy, numpy, scipy; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)" | tee -a "$OUT/env.log"
+status=0
+for job in "$@"; do
+  case $job in
+    tests)
+      echo "# HYPOTHESIS_EXAMPLES=10 python -m pytest -m gpu tests/gpu tests/unit/test_architecture.py -q" | tee "$OUT/gpu_tests.log"
+      HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
+        "$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py" 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
+    bench)
+      python3 "$REPO/benchmarks/gpu_bench.py" --scale 1.0 --json "$OUT/gpu_bench_h200.json" 2>&1 | tee "$OUT/gpu_bench.log" || status=1 ;;
+    smoke)
+      python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
+  esac
+done
+exit $status
