@@ -12,7 +12,7 @@ cp -r "$REPO/distances" "$PKG/semiring/distances"
 cp -r "$REPO/kernels" "$PKG/semiring/kernels"
 export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 cd "$PKG"  # so that the checkout's own semiring/ (without its subpackages) is not the one imported
-echo "commit $(git -C "$REPO" rev-parse HEAD 2>/dev/null || cat "$REPO/.commit" 2>/dev/null || echo unknown)" | tee "$OUT/env.log"
+echo "commit ${COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" | tee "$OUT/env.log"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/env.log"
 python3 -c "import cupy, numpy, scipy; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)" | tee -a "$OUT/env.log"
 status=0
