@@ -193,7 +193,7 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
     value_type = launch.value_type(yv.dtype)[0]
 
     def margin_split_applies() -> bool:
-        known = nonnegative(xv, yv) if nonnegative is None else nonnegative
+        known = all_nonnegative(xv, yv) if nonnegative is None else nonnegative
         return sr.margin_split(known) is not None
 
     return Facts(
@@ -231,7 +231,7 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
     )
 
 
-def nonnegative(*values) -> bool:
+def all_nonnegative(*values) -> bool:
     """Whether every value of these device arrays is ≥ 0."""
     return all(v.size == 0 or float(v.min()) >= 0 for v in values)
 

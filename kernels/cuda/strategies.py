@@ -39,7 +39,7 @@ def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = No
         settings = Settings.from_env() if settings is None else settings
         index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
-        nonnegative = sr.is_union and planner.nonnegative(xv, yv)  # only a union's margin split asks
+        nonnegative = sr.is_union and planner.all_nonnegative(xv, yv)  # only a union's margin split asks
         strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings)
         if strategy == "margins":
             done = union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype, settings)

@@ -129,3 +129,19 @@ def test_setting_is_validated_and_read_per_call(monkeypatch):
     with pytest.raises(ValueError, match=f"{STRATEGY_ENV} must be one of .*'rowvec'.*got 'fastest'"):
         Settings.from_env()
     assert planner.choose_family(Settings("merge"), facts_of(semiring.plus_times)) == "merge"
+
+
+def test_facts_of_matrices_answer_the_margin_question_without_a_gpu():
+    """``facts`` over host arrays in a DeviceCSR (the facts read only sizes, signs and values): the margin split's
+    fact, computed on demand, asks whether the data are nonnegative when the caller did not say."""
+    import scipy.sparse as sp
+
+    from semiring.kernels.cuda import launch
+
+    A = sp.random(6, 9, density=0.4, format="csr", random_state=1)
+    X = launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+    assert planner.facts(semiring.plus_absdiff, X, X).margins() is True
+    assert planner.decide(planner.Settings("margins"), planner.facts(semiring.plus_absdiff, X, X)) == "margins"
+    signed = launch.DeviceCSR(A.indptr, A.indices, -A.data, A.shape)
+    assert planner.facts(semiring.plus_sqdiff, signed, signed).margins() is False  # (x − y)² on signed data: refused
+    assert planner.facts(semiring.plus_sqdiff, X, X).margins() is True
