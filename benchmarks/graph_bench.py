@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent)]
 
 import numpy as np
 

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from its install
 
 import numpy as np
 import scipy.sparse as sp
