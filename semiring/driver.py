@@ -105,7 +105,14 @@ def dense(
     for r0, r1 in ranges(m, row_step):
         prepared = rows(r0, r1)
         for c0, c1 in ranges(n, col_step):
-            out[r0:r1, c0:c1] = collect(tile(prepared, c0, c1))
+            block = tile(prepared, c0, c1)
+            if on_device:
+                out[r0:r1, c0:c1] = block
+            elif col_step >= n:  # whole rows: a contiguous slice of the result, copied into once
+                engine.to_host(block, out=out[r0:r1])
+            else:
+                out[r0:r1, c0:c1] = engine.to_host(block)
+            del block  # freed before the next tile is made
     return out
 
 

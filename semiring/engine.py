@@ -70,8 +70,9 @@ class PairwiseEngine(Protocol):
     def to_device(self, A) -> Any:
         """A canonical SciPy CSR matrix (sorted, unique indices; float32/float64) on the device."""
 
-    def to_host(self, a) -> np.ndarray:
-        """A device array as a NumPy array (the same object on the CPU)."""
+    def to_host(self, a, out=None) -> np.ndarray:
+        """A device array as a NumPy array (the same object on the CPU), or copied into ``out`` (C-contiguous,
+        of a's shape) and ``out`` returned: a tile of a larger host result lands in place, copied once."""
 
     def empty(self, shape, dtype) -> Any:
         """An uninitialised array on the device."""

@@ -52,8 +52,11 @@ class CpuEngine:
     def to_device(self, A) -> sp.csr_matrix:
         return A
 
-    def to_host(self, a) -> np.ndarray:
-        return a
+    def to_host(self, a, out=None) -> np.ndarray:
+        if out is None:
+            return a
+        out[...] = a
+        return out
 
     def empty(self, shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype=dtype)

@@ -46,8 +46,8 @@ class CudaEngine:
     def to_device(self, A) -> DeviceCSR:
         return launch.to_device(A)
 
-    def to_host(self, a) -> np.ndarray:
-        return launch.to_host(a)
+    def to_host(self, a, out=None) -> np.ndarray:
+        return launch.to_host(a) if out is None else a.get(out=out)
 
     def empty(self, shape, dtype) -> Any:
         return launch.empty(shape, dtype)

@@ -1,0 +1,78 @@
+"""The one blocked driver (``semiring.driver``) on the CPU engine: every tiling gives the untiled answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import semiring
+from semiring import backend, driver
+
+
+def tiles_seen(monkeypatch) -> list:
+    """Record the (c0, c1) column ranges the driver asks the engine for."""
+    seen = []
+    real = driver.ranges
+
+    def recording(total, step):
+        out = list(real(total, step))
+        seen.append(out)
+        return iter(out)
+
+    monkeypatch.setattr(driver, "ranges", recording)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("working_memory", "row_tiles", "col_tiles"),
+    [(None, 1, 1), (40 * 8 * 4 / 2**20, 10, 1), (16 / 2**20, 40, 20)],  # one tile; 4-row batches; 2-column tiles
+)
+def test_dense_results_are_the_same_however_tiled(monkeypatch, working_memory, row_tiles, col_tiles):
+    X = sp.random(40, 30, density=0.3, format="csr", random_state=1, dtype=np.float64)
+    Y = sp.random(40, 30, density=0.3, format="csr", random_state=2, dtype=np.float64)
+    seen = tiles_seen(monkeypatch)
+    got = semiring.pairwise(X, Y, semiring.plus_times, backend="cpu", working_memory=working_memory)
+    np.testing.assert_allclose(got, (X @ Y.T).toarray(), rtol=1e-12, atol=1e-15)
+    if row_tiles == 1 and col_tiles == 1:
+        assert seen == []  # one tile: the engine's array is the result
+    else:
+        assert len(seen[0]) == row_tiles and len(seen[1]) == col_tiles
+
+
+def test_tile_shape_never_exceeds_the_budget():
+    for m, n, per, budget in [(10, 10**6, 8, 1000), (1000, 7, 8, 10**9), (5, 5, 16, 1), (0, 0, 8, 100)]:
+        rows, cols = driver.tile_shape(m, n, per, budget)
+        assert rows >= 1 and cols >= 1
+        if m and n and per * n <= budget:
+            assert rows * cols * per <= budget and cols == n
+
+
+def test_topk_over_column_tiles_equals_a_full_sort():
+    rng = np.random.default_rng(3)
+    D = rng.random((9, 23))
+    engine = backend.engine("cpu")
+    for budget_entries in (9 * 23, 9 * 4, 1):
+        values, indices = driver.topk(
+            engine,
+            D.shape,
+            5,
+            np.float64,
+            8,
+            budget_entries * 8 / 2**20,
+            largest=False,
+            exclude_self=True,
+            rows=lambda r0, r1: (r0, r1),
+            tile=lambda rows, c0, c1: np.ascontiguousarray(D[rows[0] : rows[1], c0:c1]),
+        )
+        masked = D.copy()
+        np.fill_diagonal(masked, np.inf)  # exclude_self: row i does not select column i
+        want = np.argsort(masked, axis=1, kind="stable")[:, :5]
+        np.testing.assert_array_equal(indices, want)
+        np.testing.assert_array_equal(values, np.take_along_axis(masked, want, axis=1))
+
+
+def test_working_memory_is_checked_at_the_public_call():
+    X = sp.eye(3, format="csr")
+    with pytest.raises(ValueError, match="working_memory must be > 0"):
+        semiring.pairwise(X, X, semiring.plus_times, backend="cpu", working_memory=0)
