@@ -111,6 +111,26 @@ def test_importing_the_library_loads_no_engine():
     assert out.returncode == 0, out.stderr
 
 
+GPU_LIBRARIES = ("cupy", "cupyx", "cuda", "cuda.bindings", "numba.cuda")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import semiring, semiring.kernels.cuda.source as s; s.render_pairwise_merge(semiring.plus_times)",
+        "import semiring.distances.graph, semiring.kernels.cuda.graph_source as s; s.render_intersect('total')",
+        "import semiring.kernels.cuda.topk_source as s; s.render_topk('float64', 32, True)",
+        "import semiring.kernels.cuda as c; c.ENGINE.name; c.GRAPH_ENGINE.name",
+    ],
+    ids=["pairwise source", "graph source", "top-k source", "the GPU engine itself"],
+)
+def test_rendering_and_the_gpu_engine_import_no_gpu_library(code):
+    """Rendering is pure, so CI renders and compiles every kernel without a GPU; the engine loads CuPy only to run."""
+    check = f"import sys\n{code}\nbad = [m for m in {GPU_LIBRARIES!r} if m in sys.modules]\nassert not bad, bad\n"
+    out = subprocess.run([sys.executable, "-c", check], cwd="/", capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+
+
 def test_the_gpu_engine_is_a_package_split_by_concern():
     spec = importlib.util.find_spec("semiring.kernels.cuda")
     assert spec.submodule_search_locations, "semiring.kernels.cuda must be a package, not one module"
