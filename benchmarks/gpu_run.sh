@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [smoke]; logs and JSON go to $OUT.
+# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [smoke]; logs and JSON go to $OUT.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -24,6 +24,9 @@ for job in "$@"; do
         "$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py" 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
     bench)
       python3 "$REPO/benchmarks/gpu_bench.py" --scale 1.0 --json "$OUT/gpu_bench_h200.json" 2>&1 | tee "$OUT/gpu_bench.log" || status=1 ;;
+    knn)
+      python3 "$REPO/benchmarks/knn_bench.py" --scale 1.0 --sk-queries 1024 --repeats 2 --json "$OUT/knn_bench.json" \
+        2>&1 | tee "$OUT/knn_bench.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac
