@@ -42,8 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from datasets import DATASETS, make_dataset
 
-from semiring import distances
-from semiring.distances import neighbors
+from semiring import distances, driver
 
 MIB = 2**20
 K = 10
@@ -136,7 +135,7 @@ def run(name: str, metric: str, X, args) -> dict:
         est = distances.NearestNeighbors(K, metric, backend="cuda", verbose=False, working_memory=budget).fit(X)
         t, _ = wall(lambda est=est: est.kneighbors(X), 1)
         peak = peak_gpu_mib(lambda est=est: est.kneighbors(X))
-        wm = budget or neighbors.DEFAULT_WORKING_MEMORY_MIB
+        wm = budget or driver.DEFAULT_WORKING_MEMORY_MIB
         row["memory"].append(
             {
                 "working_memory_mib": wm,
