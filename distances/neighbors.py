@@ -208,7 +208,9 @@ class NearestNeighbors:
                 validation.check_nonnegative(Q, "X", spec.name)
         measure = BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, self._fit_X))
         index = self._index(measure)
-        dist, ind = _kneighbors(measure, Q, index, int(k), self.working_memory, bool(self.verbose), X is None)
+        dist, ind = _kneighbors(
+            measure, Q, index, Q is self._fit_X, int(k), self.working_memory, bool(self.verbose), X is None
+        )
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors: int | None = None, mode: str = "connectivity") -> sp.csr_matrix:
@@ -233,15 +235,19 @@ def _check_n_neighbors(k, name: str) -> None:
         raise ValueError(f"{name} must be a positive integer, got {k}")
 
 
-def _kneighbors(measure: BoundMeasure, Q, index, k: int, working_memory, verbose: bool, exclude_self: bool):
+def _kneighbors(
+    measure: BoundMeasure, Q, index, queries_are_index: bool, k: int, working_memory, verbose: bool, exclude_self: bool
+):
     """Tiles of queries × index through the blocked driver, each merged into a running top-k on the device.
 
-    ``index`` is the fitted rows prepared on the device (``NearestNeighbors._index``).
+    ``index`` is the fitted rows prepared on the device (``NearestNeighbors._index``); when the queries are
+    those very rows (``X=None``, or the fitted matrix passed again), batches are slices of it, so nothing is
+    prepared or copied to the device again (on scRNA-like data that copy cost 0.3 s and 100 MiB).
     """
     engine = measure.engine
 
-    def rows(r0: int, r1: int):  # the fitted rows as their own queries: slices of the prepared index
-        return index.slice(engine, r0, r1) if exclude_self else measure.prepare(Q[r0:r1])
+    def rows(r0: int, r1: int):
+        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
 
     def tile(queries, c0: int, c1: int):
         return measure.block(queries, index.slice(engine, c0, c1))

@@ -393,3 +393,19 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     assert "interrupted after" in out, out
     assert time.perf_counter() - sent < 5.0  # stops at the end of the tile being computed
     assert "still works (2, 1)" in out
+
+
+def test_the_fitted_rows_as_queries_are_not_prepared_again(monkeypatch):
+    """kneighbors(X) with the fitted matrix itself slices the prepared index (as X=None does), same answer."""
+    from semiring.distances import measure
+
+    X = sp.random(60, 8, density=0.4, format="csr", random_state=4)
+    nn = distances.NearestNeighbors(4, "cosine", backend="cpu", verbose=False, working_memory=0.001).fit(X)
+    want = nn.kneighbors(X.copy())  # another object: its rows are prepared as queries
+    prepared = []
+    real = measure.BoundMeasure.prepare
+    monkeypatch.setattr(measure.BoundMeasure, "prepare", lambda self, A: prepared.append(A.shape) or real(self, A))
+    got = nn.kneighbors(X)
+    assert prepared == []
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
