@@ -10,6 +10,15 @@ array([[0., 2.],
 from . import graph
 from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
-from .specs import DISTANCES, METRICS, Distance, get_metric
+from .specs import DISTANCES, METRICS, Distance, get_metric, resolve_metric
 
-__all__ = ["DISTANCES", "METRICS", "Distance", "NearestNeighbors", "get_metric", "graph", "pairwise_distances"]
+__all__ = [
+    "DISTANCES",
+    "METRICS",
+    "Distance",
+    "NearestNeighbors",
+    "get_metric",
+    "graph",
+    "pairwise_distances",
+    "resolve_metric",
+]
