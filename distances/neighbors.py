@@ -141,8 +141,7 @@ class NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
         spec, values = self._resolve()
         _backend.resolve(self.backend)  # an unusable backend is refused now, with the reason
-        if self.working_memory is not None:
-            validation.check_positive(self.working_memory, "working_memory")
+        driver.check_working_memory(self.working_memory)
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
         X = validation.check_matrix(X, "X")
         if X.shape[0] == 0:

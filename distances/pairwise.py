@@ -51,8 +51,7 @@ def pairwise_distances(
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
-    if working_memory is not None:
-        working_memory = validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
+    working_memory = driver.check_working_memory(working_memory)  # refused before any work
     dtype = validation.result_dtype(X, Y)
     measure = BoundMeasure(engine, spec, values, dtype)
     Yrows = measure.prepare(Y)

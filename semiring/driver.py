@@ -47,10 +47,16 @@ def placement(engine: PairwiseEngine, *inputs) -> Placement:
     return Placement(cupy_input, cupy_input and engine.device_results)
 
 
+def check_working_memory(working_memory) -> float | None:
+    """``working_memory`` as a positive number of MiB, or None for the default; the one rule every entry states."""
+    if working_memory is None:
+        return None
+    return validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
+
+
 def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
     """The tile budget: ``working_memory`` MiB (checked), or the default, within the engine's own limit."""
-    if working_memory is not None:
-        working_memory = validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
+    working_memory = check_working_memory(working_memory)
     budget = int((working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20)
     limit = engine.memory_limit_bytes()
     return budget if limit is None else max(1, min(budget, limit))
@@ -98,9 +104,9 @@ def dense(
     m, n = shape
     budget = budget_bytes(engine, working_memory)
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
-    collect = (lambda a: a) if on_device else engine.to_host
     if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
-        return collect(tile(rows(0, m), 0, n))
+        block = tile(rows(0, m), 0, n)
+        return block if on_device else engine.to_host(block)
     out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
     for r0, r1 in ranges(m, row_step):
         prepared = rows(r0, r1)
