@@ -112,9 +112,10 @@ DEGREE_TREE = _expr.parse("1", ("x",))[0]  # Σ 1 over stored entries: the degre
 # --------------------------------------------------------------------------- input
 
 
-def _is_cupy_sparse(A) -> bool:
-    mod = type(A).__module__
-    return mod.startswith("cupyx.scipy.sparse")
+def _cupy_csr():
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse.csr_matrix
 
 
 @dataclass
@@ -154,18 +155,20 @@ class _Graph:
 
 
 def _graph(A, backend: str, *, weighted: bool = False, normalize: bool = False, measure: str = "") -> _Graph:
-    """Check ``A`` (square, symmetric, no self-loops; see the module docstring) and place it on the engine."""
+    """Check ``A`` (square, symmetric, no self-loops; see the module docstring) and place it on the engine.
+
+    CuPy input on the GPU engine is checked, normalised and used where it is: nothing is copied to the host.
+    """
     engine = _backend.graph_engine(backend)
-    cupy_input = _is_cupy_sparse(A)
+    cupy_input = validation.is_cupy(A)
     kind = "cupy" if cupy_input else ("scipy-array" if isinstance(A, sp.sparray) else "scipy-matrix")
-    if cupy_input and engine.name == "cuda" and not normalize:
-        G = engine.from_cupy(A)  # stays on the GPU: no host round trip
-    else:
-        G = engine.to_device(_host_graph(A.get() if cupy_input else A, normalize, kind))
-    return _checked(engine, G, kind, weighted, measure)
+    if cupy_input and engine.name != "cuda":
+        A = A.get()  # the CPU engine works on its own copy
+    return _checked(engine, engine.to_device(_adjacency(A, normalize)), kind, weighted, measure)
 
 
-def _host_graph(A, normalize: bool, kind: str) -> sp.csr_matrix:
+def _adjacency(A, normalize: bool):
+    """A checked as a matrix (on the host, or on the GPU for CuPy input), square, normalised when asked."""
     G = validation.check_matrix(A, "A")
     if G.shape[0] != G.shape[1]:
         raise ValueError(f"A must be square (an adjacency matrix: row and column i are vertex i), got shape {G.shape}")
@@ -174,24 +177,28 @@ def _host_graph(A, normalize: bool, kind: str) -> sp.csr_matrix:
     return G
 
 
-def _normalized(G: sp.csr_matrix) -> sp.csr_matrix:
-    """Self-loops removed, the pattern of A + Aᵀ, the larger weight where both directions differ."""
+def _normalized(G):
+    """Self-loops removed, the pattern of A + Aᵀ, the larger weight where both directions differ.
+
+    SciPy or CuPy CSR alike, computed where G lives.
+    """
+    xp = validation.array_module(G)
     C = G.tocoo()
-    rows = np.concatenate([C.row, C.col]).astype(np.int64)
-    cols = np.concatenate([C.col, C.row]).astype(np.int64)
-    vals = np.concatenate([C.data, C.data])
+    rows = xp.concatenate([C.row, C.col]).astype(np.int64)
+    cols = xp.concatenate([C.col, C.row]).astype(np.int64)
+    vals = xp.concatenate([C.data, C.data])
     off = rows != cols
     rows, cols, vals = rows[off], cols[off], vals[off]
-    order = np.lexsort((cols, rows))
+    # By row, then column, then weight descending: each (row, column)'s first entry holds its larger weight.
+    order = xp.lexsort(xp.stack([-vals.astype(np.float64), cols.astype(np.float64), rows.astype(np.float64)]))
     rows, cols, vals = rows[order], cols[order], vals[order]
-    first = np.ones(rows.size, bool)
+    first = xp.ones(rows.size, bool)
     first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
-    starts = np.flatnonzero(first)
-    vals = np.maximum.reduceat(vals, starts) if vals.size else vals
+    rows, cols, vals = rows[first], cols[first], vals[first]
     index = G.indices.dtype
-    indptr = np.zeros(G.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(rows[starts], minlength=G.shape[0]), out=indptr[1:])
-    return sp.csr_matrix((vals, cols[starts].astype(index), indptr.astype(index)), shape=G.shape)
+    indptr = xp.zeros(G.shape[0] + 1, np.int64)
+    indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=G.shape[0]))
+    return type(G)((vals, cols.astype(index), indptr.astype(index)), shape=G.shape)
 
 
 def _checked(engine, G, kind: str, weighted: bool, measure: str) -> _Graph:
@@ -208,11 +215,11 @@ def _checked(engine, G, kind: str, weighted: bool, measure: str) -> _Graph:
                 f"A: {rule}; {broken[what]} stored entries break it. Pass normalize=True to remove self-loops "
                 "and symmetrise (see distances.graph)"
             )
-    if weighted:
-        data = engine.to_host(G.data)
-        if data.size and data.min() < 0:
+    if weighted and G.data.size:
+        low = float(G.data.min())  # a reduction where the graph lives: only the minimum comes back
+        if low < 0:
             raise ValueError(
-                f"A contains negative weights (min {data.min()!r}); weighted {measure or 'measures'} "
+                f"A contains negative weights (min {low!r}); weighted {measure or 'measures'} "
                 "sum non-negative edge weights"
             )
     return _Graph(engine, G, kind)
@@ -224,10 +231,13 @@ def _order(order: str) -> bool:
     return order == "degree"
 
 
-def _pairs(pairs, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vertex pairs as a k × 2 int64 array: (unique rows, unique columns, inverse)."""
+def _pairs(pairs, n: int, xp):
+    """Vertex pairs as ``xp`` int64 arrays (unique rows, unique columns, inverse), ``xp`` being the engine's
+    array module: NumPy, or CuPy (CuPy pairs then never leave the GPU)."""
+    if validation.is_cupy(pairs) and xp is np:
+        pairs = pairs.get()  # the CPU engine's own copy
     try:
-        P = np.asarray(pairs)
+        P = xp.asarray(pairs)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"pairs must be a k × 2 array of vertex ids: {exc}") from None
     if P.size == 0:
@@ -235,15 +245,18 @@ def _pairs(pairs, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if P.ndim != 2 or P.shape[1] != 2:
         raise ValueError(f"pairs must be a k × 2 array of vertex ids (u, v), got shape {P.shape}")
     if P.dtype.kind not in "iu":
-        if P.dtype.kind == "f" and P.size and np.all(P == np.round(P)):
+        if P.dtype.kind == "f" and P.size and bool(xp.all(P == xp.round(P))):
             P = P.astype(np.int64)
         elif P.size:
             raise TypeError(f"pairs must hold integer vertex ids, got dtype {P.dtype}")
     P = P.astype(np.int64, copy=False)
-    if P.size and (P.min() < 0 or P.max() >= n):
-        raise ValueError(f"pairs must hold vertex ids in [0, {n}), found {P.min()}..{P.max()}")
-    unique, inverse = np.unique(P, axis=0, return_inverse=True)
-    return unique[:, 0], unique[:, 1], inverse.reshape(-1)
+    if P.size:
+        low, high = int(P.min()), int(P.max())
+        if low < 0 or high >= n:
+            raise ValueError(f"pairs must hold vertex ids in [0, {n}), found {low}..{high}")
+    # One int64 code per pair (u·n + v, ordered as (u, v) is) makes unique() one-dimensional, as CuPy's is.
+    unique, inverse = xp.unique(P[:, 0] * n + P[:, 1], return_inverse=True)
+    return unique // n, unique % n, inverse.reshape(-1)
 
 
 # --------------------------------------------------------------------------- similarities
@@ -258,17 +271,18 @@ def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bo
     if pairs is None:
         P, inverse = g.G, None
     else:
-        rows, cols, inverse = _pairs(pairs, g.n)
-        indptr = np.zeros(g.n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=g.n), out=indptr[1:])
-        P = sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(g.n, g.n))
-        P = eng.to_device(P)
+        xp = eng.xp
+        rows, cols, inverse = _pairs(pairs, g.n, xp)
+        indptr = xp.zeros(g.n + 1, np.int64)
+        indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=g.n))
+        csr = sp.csr_matrix if xp is np else _cupy_csr()
+        P = eng.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
     sr, norm = (s.weighted_semiring, s.norm_tree) if weighted else (BUILTIN_SEMIRINGS["plus_pair"], DEGREE_TREE)
     c = eng.masked_product(g.G, P, sr) if eng.nnz(P) else eng.xp.zeros(0)
     values = eng.expand(s.tree, eng.edge_rows(P), P.indices, c, eng.row_norm(g.G, norm))
     if inverse is None:
         return g.sparse(values)
-    return eng.to_host(values)[inverse]
+    return g.dense(values[inverse])
 
 
 def _similarity_doc(name: str, formula: str) -> str:

@@ -11,29 +11,33 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-
+from semiring import validation
 from semiring.engine import EXPANSION_VARIABLES, PairwiseEngine
 from semiring.ops import Semiring
 
 from .specs import NORMS, Distance, expression
 
 
-def prepare(A: sp.csr_matrix, how: str) -> sp.csr_matrix:
-    """The rows as a measure reads them; a new matrix sharing A's index arrays, A untouched."""
+def prepare(A, how: str):
+    """The rows as a measure reads them; a new matrix sharing A's index arrays, A untouched.
+
+    SciPy or ``cupyx.scipy.sparse`` CSR alike: the arithmetic runs where A lives.
+    """
     if how == "none":
         return A
+    xp = validation.array_module(A)
+    nnz = int(A.indptr[-1])
+    values = A.data[:nnz]
     if how == "binary":
-        data = (A.data != 0).astype(A.dtype)
+        data = (values != 0).astype(A.dtype)
     elif how == "l1":
-        counts = np.diff(A.indptr)
-        rows = np.repeat(np.arange(A.shape[0]), counts)
-        sums = np.bincount(rows, weights=A.data[: A.indptr[-1]], minlength=A.shape[0])
-        per_value = np.repeat(sums, counts)
-        data = np.divide(A.data[: A.indptr[-1]], per_value, out=np.zeros(per_value.size), where=per_value != 0)
+        # Each entry's row, from the row starts: the same in NumPy and CuPy (cupy.repeat takes no array counts).
+        rows = xp.searchsorted(A.indptr, xp.arange(nnz), side="right") - 1
+        sums = xp.bincount(rows, weights=values, minlength=A.shape[0])[rows]
+        data = xp.where(sums != 0, values / xp.where(sums != 0, sums, 1.0), 0.0)  # an empty sum leaves zeros
     else:
         raise ValueError(f"unknown row preparation {how!r}")
-    return sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape, copy=False)
+    return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
 
 
 @dataclass
@@ -75,7 +79,7 @@ class BoundMeasure:
         """Temporaries per result entry: the terms, and the result when it has its own buffer."""
         return len(self.spec.terms) * self.acc.itemsize + self.dtype.itemsize
 
-    def prepare(self, A: sp.csr_matrix) -> Rows:
+    def prepare(self, A) -> Rows:
         """A's rows on the engine's device as the measure reads them, with their norms."""
         Ap = self.engine.to_device(prepare(A, self.spec.prepare))
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}

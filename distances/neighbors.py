@@ -205,11 +205,15 @@ class NearestNeighbors:
                 )
             if spec.nonnegative:
                 validation.check_nonnegative(Q, "X", spec.name)
-        measure = BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, self._fit_X))
+        engine = _backend.engine(self.backend)
+        measure = BoundMeasure(engine, spec, values, validation.result_dtype(Q, self._fit_X))
         index = self._index(measure)
+        where = driver.placement(engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy back
         dist, ind = _kneighbors(
-            measure, Q, index, Q is self._fit_X, int(k), self.working_memory, bool(self.verbose), X is None
+            measure, Q, index, Q is self._fit_X, int(k), self.working_memory, bool(self.verbose), X is None,
+            where.on_device,
         )
+        dist, ind = where.give(dist), where.give(ind)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors: int | None = None, mode: str = "connectivity") -> sp.csr_matrix:
@@ -222,9 +226,11 @@ class NearestNeighbors:
             raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}")
         dist, ind = self.kneighbors(X, n_neighbors)
         n_queries, k = ind.shape
-        data = np.ones(ind.size) if mode == "connectivity" else dist.ravel()
-        indptr = np.arange(0, n_queries * k + 1, k)
-        return sp.csr_matrix((data, ind.ravel(), indptr), shape=(n_queries, self.n_samples_fit_))
+        xp = validation.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
+        data = xp.ones(ind.size) if mode == "connectivity" else dist.ravel()
+        indptr = xp.arange(0, n_queries * k + 1, k)
+        kind = sp.csr_matrix if xp is np else _cupy_csr()
+        return kind((data, ind.ravel(), indptr), shape=(n_queries, self.n_samples_fit_))
 
 
 def _check_n_neighbors(k, name: str) -> None:
@@ -234,8 +240,22 @@ def _check_n_neighbors(k, name: str) -> None:
         raise ValueError(f"{name} must be a positive integer, got {k}")
 
 
+def _cupy_csr():
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse.csr_matrix
+
+
 def _kneighbors(
-    measure: BoundMeasure, Q, index, queries_are_index: bool, k: int, working_memory, verbose: bool, exclude_self: bool
+    measure: BoundMeasure,
+    Q,
+    index,
+    queries_are_index: bool,
+    k: int,
+    working_memory,
+    verbose: bool,
+    exclude_self: bool,
+    on_device: bool = False,
 ):
     """Tiles of queries × index through the blocked driver, each merged into a running top-k on the device.
 
@@ -264,6 +284,7 @@ def _kneighbors(
             exclude_self=exclude_self,
             rows=rows,
             tile=tile,
+            on_device=on_device,
             min_rows=MIN_QUERY_ROWS,
             progress=bar,
         )

@@ -24,8 +24,8 @@ def pairwise_distances(
     state otherwise.  Inputs are SciPy sparse matrices/arrays or dense arrays;
     the result is a dense array, float32 when both inputs are float32.  CuPy
     inputs (``cupy`` arrays, ``cupyx.scipy.sparse``) give a ``cupy.ndarray``,
-    which, computed on the GPU, never leaves it (the inputs are validated on a
-    host copy).
+    which, computed on the GPU, never leaves it: CuPy inputs are validated and
+    prepared on the GPU too.
 
     ``working_memory`` (MiB, as scikit-learn) bounds the engine's temporaries:
     rows of X are processed in batches whose buffers fit it (``semiring.driver``:
@@ -46,7 +46,7 @@ def pairwise_distances(
     spec, values = resolve_metric(metric, params)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y)
-    X, Y = validation.check_pair(validation.from_cupy(X), validation.from_cupy(Y))
+    X, Y = validation.check_pair(X, Y)  # CuPy input is checked on the GPU, where it stays
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:

@@ -40,8 +40,8 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
 
     CuPy inputs (``cupy`` arrays, ``cupyx.scipy.sparse`` matrices) give a CuPy
     result (``cupy.ndarray``, or ``cupyx.scipy.sparse.csr_matrix`` with a
-    mask); computed on the GPU, a dense result never leaves it.  The inputs are
-    validated on a host copy.
+    mask); computed on the GPU, nothing leaves it: CuPy inputs are validated
+    there too.
 
     ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
     result computed at once (default 1024; see ``semiring.driver``).
@@ -55,7 +55,6 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     sr = as_semiring(sr)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
-    X, Y, mask = (validation.from_cupy(a) for a in (X, Y, mask))
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
@@ -73,7 +72,10 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
         return where.give(driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile))
     Xd = Yd if Y is X else engine.to_device(X)
-    values = engine.to_host(engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))
+    values = engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M))
+    if where.on_device:  # the values, the mask's pattern and the result all on the GPU
+        M = M if validation.is_cupy(M) else validation.as_cupy(M)
+        return type(M)((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
+    M = M.get() if validation.is_cupy(M) else M
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
-    result = kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
-    return validation.as_cupy(result) if where.cupy_input else result
+    return where.give(kind((engine.to_host(values), M.indices.copy(), M.indptr.copy()), shape=M.shape))

@@ -134,20 +134,25 @@ def topk(
     exclude_self: bool,
     rows: Callable[[int, int], Any],
     tile: Callable[[Any, int, int], Any],
+    on_device: bool = False,
     min_rows: int = 1,
     progress=None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best of each row of an ``m × n`` result, which never exists whole: host ``(values, indices)``.
+):
+    """The ``k`` best of each row of an ``m × n`` result, which never exists whole: ``(values, indices)``.
 
     Each tile is merged on the device into the running selection of its rows
     (``engine.topk_push``) and freed before the next is made.  ``exclude_self``:
     row ``i`` does not select column ``i`` (queries that are the index itself).
+    The two ``(m, k)`` arrays are on the engine's device when ``on_device``, else in host memory.
     ``progress.update(rows)`` is called as row batches finish.
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
     row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
-    values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
+    if on_device:
+        values, indices = engine.empty((m, k), dtype), engine.empty((m, k), np.int64)
+    else:
+        values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
     for r0, r1 in ranges(m, row_step):
         prepared = rows(r0, r1)
         selection = engine.topk_init(r1 - r0, k, dtype)
@@ -155,9 +160,14 @@ def topk(
             block = tile(prepared, c0, c1)
             engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
             del block  # freed before the next tile is made
-        values[r0:r1], indices[r0:r1] = engine.topk_finish(selection, largest, dtype)
+        best_values, best_indices = engine.topk_finish(selection, largest, dtype)
+        if on_device:
+            values[r0:r1], indices[r0:r1] = best_values, best_indices
+        else:
+            engine.to_host(best_values, out=values[r0:r1])
+            engine.to_host(best_indices, out=indices[r0:r1])
         if progress is not None:
             progress.update(r1 - r0)
-    if (indices == TOPK_EMPTY).any():  # an empty slot left: a driver bug, never a silent answer
+    if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
         raise RuntimeError("internal error: fewer candidates than k were selected")
     return values, indices

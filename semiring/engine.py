@@ -68,7 +68,9 @@ class PairwiseEngine(Protocol):
         """The most temporary memory a call may take on the device now, or None for no limit of its own."""
 
     def to_device(self, A) -> Any:
-        """A canonical SciPy CSR matrix (sorted, unique indices; float32/float64) on the device."""
+        """A canonical CSR matrix (sorted, unique indices; float32/float64) on the device: a SciPy one, or a
+        ``cupyx.scipy.sparse`` one checked on the GPU (``semiring.validation``), which each engine brings into its
+        own memory (a GPU engine uses it as it is)."""
 
     def to_host(self, a, out=None) -> np.ndarray:
         """A device array as a NumPy array (the same object on the CPU), or copied into ``out`` (C-contiguous,
@@ -124,9 +126,9 @@ class PairwiseEngine(Protocol):
         of the block is candidate ``self0 + r``, which it does not select.
         """
 
-    def topk_finish(self, selection, largest: bool, dtype) -> tuple[np.ndarray, np.ndarray]:
-        """The selection as host arrays ``(values, indices)``, each row best first; empty slots are
-        ``(NaN, TOPK_EMPTY)``."""
+    def topk_finish(self, selection, largest: bool, dtype) -> tuple[Any, Any]:
+        """The selection as arrays ``(values, indices)`` on the engine's device, each row best first; empty
+        slots are ``(NaN, TOPK_EMPTY)``."""
 
     def topk_extra_bytes(self, k: int) -> int:
         """Temporary bytes ``topk_push`` takes per block entry beyond the block itself."""

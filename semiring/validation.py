@@ -2,6 +2,12 @@
 
 Inputs are never modified: anything that must change (format, dtype, sorting,
 summing duplicates) happens on a copy.
+
+CuPy input (``cupy`` arrays, ``cupyx.scipy.sparse`` matrices) is validated
+where it lives, on the GPU, by CuPy reductions: only their scalar verdicts
+reach the host, and the result is a canonical ``cupyx.scipy.sparse`` CSR
+matrix.  Engines bring a checked matrix into their own memory
+(``PairwiseEngine.to_device``): the GPU engine uses it as it is.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
 
     Accepts any SciPy sparse matrix or array and dense 2-D array-likes.  CSR
     input in canonical form with float32/float64 values is used without a copy.
-    Integer and boolean values become float64.
+    Integer and boolean values become float64.  CuPy input gives a
+    ``cupyx.scipy.sparse.csr_matrix``, checked on the device.
     """
+    if is_cupy(A):
+        return _check_device_matrix(A, name, allow_inf)
     if sp.issparse(A):
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse array of shape {A.shape}")
@@ -53,12 +62,69 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
             )
         dtype = _value_dtype(dense.dtype, name)
         A = sp.csr_matrix(dense.astype(dtype, copy=False))
-    if A.nnz and not np.isfinite(A.data).all():
-        if np.isnan(A.data).any():
+    _check_finite(A, name, allow_inf)
+    return A
+
+
+def _check_finite(A, name: str, allow_inf: bool) -> None:
+    xp = array_module(A)
+    if A.nnz and not bool(xp.isfinite(A.data).all()):
+        if bool(xp.isnan(A.data).any()):
             raise ValueError(f"{name} contains NaN; stored values must be numbers")
         if not allow_inf:
             raise ValueError(f"{name} contains infinity; all stored values must be finite")
+
+
+def _check_device_matrix(A, name: str, allow_inf: bool):
+    """``check_matrix`` for CuPy input, on the device: the same rules, the same messages, no host copy."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    if csp.issparse(A):
+        dtype = _value_dtype(A.dtype, name)
+        copied = A.format != "csr"
+        A = A.tocsr() if copied else A
+        if A.dtype != dtype:
+            A, copied = A.astype(dtype), True
+    elif isinstance(A, cupy.ndarray):
+        if A.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
+                "reshape a single sample with x.reshape(1, -1)"
+            )
+        dtype = _value_dtype(A.dtype, name)
+        A, copied = csp.csr_matrix(A.astype(dtype, copy=False)), True
+    else:
+        raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__module__}.{type(A).__name__}")
+    _check_structure(A, name)
+    if not _device_canonical(A):
+        A = A if copied else A.copy()
+        A.sum_duplicates()  # sorts indices and sums repeats, on our copy, on the device
+    _check_finite(A, name, allow_inf)
     return A
+
+
+def _device_canonical(A) -> bool:
+    """Whether every row's column indices strictly increase (sorted, no duplicates): one reduction."""
+    import cupy
+
+    nnz = int(A.indptr[-1])
+    if nnz < 2:
+        return True
+    starts = cupy.zeros(nnz, dtype=bool)
+    first = A.indptr[:-1]
+    starts[first[first < nnz]] = True  # a row's first entry need not exceed the previous row's last
+    indices = A.indices[:nnz]
+    return bool(((indices[1:] > indices[:-1]) | starts[1:]).all())
+
+
+def array_module(A):
+    """``cupy`` for CuPy arrays and ``cupyx.scipy.sparse`` matrices, else ``numpy``."""
+    if is_cupy(A):
+        import cupy
+
+        return cupy
+    return np
 
 
 def _as_csr_matrix(A) -> sp.csr_matrix:
@@ -79,31 +145,33 @@ def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
     raise TypeError(f"{name} has dtype {dtype}; values must be real numbers (float32, float64, integer or bool)")
 
 
-def _check_structure(A: sp.csr_matrix, name: str) -> None:
-    """Reject malformed CSR arrays, which would otherwise read out of bounds in a kernel."""
+def _check_structure(A, name: str) -> None:
+    """Reject malformed CSR arrays, which would otherwise read out of bounds in a kernel.
+
+    NumPy or CuPy arrays alike: on CuPy, each rule is a reduction on the device and only its verdict comes back.
+    """
+    xp = array_module(A)
     m, n = A.shape
     indptr, indices = A.indptr, A.indices
     if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
         raise TypeError(f"{name}: CSR index arrays must be integers, got {indptr.dtype} and {indices.dtype}")
     if indptr.shape != (m + 1,):
         raise ValueError(f"{name}: indptr must have {m + 1} entries (rows + 1), got {indptr.shape[0]}")
-    if indptr[0] != 0 or indptr[-1] > indices.shape[0] or indptr[-1] > A.data.shape[0]:
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0 or last > indices.shape[0] or last > A.data.shape[0]:
         raise ValueError(f"{name}: indptr must start at 0 and end at most at the number of stored values")
-    if m and (np.diff(indptr) < 0).any():
+    if m and bool((xp.diff(indptr) < 0).any()):
         raise ValueError(f"{name}: indptr must be non-decreasing")
-    used = indices[: indptr[-1]]
-    if used.size and (used.min() < 0 or used.max() >= n):
-        raise ValueError(f"{name}: column indices must lie in [0, {n}), found {used.min()}..{used.max()}")
+    used = indices[:last]
+    if used.size:
+        low, high = int(used.min()), int(used.max())
+        if low < 0 or high >= n:
+            raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
 
 
 def is_cupy(A) -> bool:
     """Whether A is a CuPy array or a ``cupyx.scipy.sparse`` matrix (told by its module: CuPy is not imported)."""
     return type(A).__module__.split(".")[0] in ("cupy", "cupyx")
-
-
-def from_cupy(A):
-    """A host copy of a CuPy input, validated like any other; other inputs as they are."""
-    return A.get() if is_cupy(A) else A
 
 
 def as_cupy(result):
@@ -129,16 +197,35 @@ def check_pair(X, Y, *, allow_inf: bool = False):
     return X, Y
 
 
-def check_nonnegative(A: sp.csr_matrix, name: str, metric: str) -> None:
-    if A.nnz and A.data.min() < 0:
-        raise ValueError(
-            f"{name} contains negative values (min {A.data.min()!r}); metric {metric!r} is defined "
-            "for non-negative data (counts or probabilities) only"
-        )
+def check_nonnegative(A, name: str, metric: str) -> None:
+    """On the host or the device, wherever ``A`` (checked by ``check_matrix``) lives."""
+    if A.nnz:
+        low = float(A.data[: int(A.indptr[-1])].min())
+        if low < 0:
+            raise ValueError(
+                f"{name} contains negative values (min {low!r}); metric {metric!r} is defined "
+                "for non-negative data (counts or probabilities) only"
+            )
 
 
-def check_mask(mask, shape: tuple[int, int]) -> sp.csr_matrix:
-    """The mask's pattern as canonical CSR; its values are ignored (structural mask)."""
+def check_mask(mask, shape: tuple[int, int]):
+    """The mask's pattern as canonical CSR; its values are ignored (structural mask).
+
+    A ``cupyx.scipy.sparse`` mask is checked on the device and stays there.
+    """
+    if is_cupy(mask):
+        import cupyx.scipy.sparse as csp
+
+        if not csp.issparse(mask):
+            raise TypeError(f"mask must be a sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}")
+        if mask.shape != shape:
+            raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
+        M = mask.tocsr()
+        _check_structure(M, "mask")
+        if not _device_canonical(M):
+            M = M.copy() if M is mask else M
+            M.sum_duplicates()
+        return M
     if not sp.issparse(mask):
         raise TypeError(
             f"mask must be a SciPy sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}"

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring.engine import Entries
+from semiring.validation import is_cupy
 
 from . import graph as _graph
 from . import pairwise as _pairwise
@@ -50,7 +51,7 @@ class CpuEngine:
         return None  # host memory: the caller's working-memory budget is the only limit
 
     def to_device(self, A) -> sp.csr_matrix:
-        return A
+        return A.get() if is_cupy(A) else A  # a CuPy caller's matrix, checked on the GPU, copied here once
 
     def to_host(self, a, out=None) -> np.ndarray:
         if out is None:
@@ -69,7 +70,7 @@ class CpuEngine:
         return A[r0:r1]
 
     def entries_from_csr(self, M) -> Entries:
-        return _csr_entries(M)
+        return _csr_entries(self.to_device(M))
 
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
         return _pairwise.pairwise(X, Y, sr, dtype, mask)
@@ -118,7 +119,7 @@ class CpuGraphEngine:
         return "CpuGraphEngine()"
 
     def to_device(self, A) -> sp.csr_matrix:
-        return A
+        return A.get() if is_cupy(A) else A  # a CuPy caller's matrix, checked on the GPU, copied here once
 
     def from_cupy(self, A) -> sp.csr_matrix:
         """A host copy (``.get()``) in canonical CSR order."""

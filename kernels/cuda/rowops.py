@@ -81,11 +81,12 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
 
 
 def entries_from_csr(M) -> Entries:
-    """The stored entries of a SciPy CSR matrix, in its CSR order, on the device."""
+    """The stored entries of a CSR matrix (SciPy's or CuPy's), in its CSR order, on the device."""
     import cupy
 
-    rows = np.repeat(np.arange(M.shape[0], dtype=M.indices.dtype), np.diff(M.indptr))
-    return Entries(cupy.asarray(rows), cupy.asarray(M.indices[: M.indptr[-1]]))
+    indptr, nnz = cupy.asarray(M.indptr), int(M.indptr[-1])
+    rows = (cupy.searchsorted(indptr, cupy.arange(nnz), side="right") - 1).astype(M.indices.dtype)
+    return Entries(rows, cupy.asarray(M.indices[:nnz]))
 
 
 def scatter(out, entries: Entries, values) -> None:

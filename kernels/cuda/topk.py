@@ -82,6 +82,6 @@ def _topk_by_sorting(block, col0, self0, largest, selection) -> None:
 
 
 def topk_finish(selection, largest: bool, dtype):
-    """The selection as host arrays ``(values, indices)``, each row best first."""
+    """The selection as device arrays ``(values, indices)``, each row best first."""
     values, ids = selection
-    return values.astype(dtype, copy=False).get(), ids.get()
+    return values.astype(dtype, copy=False), ids
