@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from semiring import validation
 from semiring.engine import EXPANSION_VARIABLES, PairwiseEngine
 from semiring.ops import Semiring

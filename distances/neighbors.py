@@ -210,7 +210,14 @@ class NearestNeighbors:
         index = self._index(measure)
         where = driver.placement(engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy back
         dist, ind = _kneighbors(
-            measure, Q, index, Q is self._fit_X, int(k), self.working_memory, bool(self.verbose), X is None,
+            measure,
+            Q,
+            index,
+            Q is self._fit_X,
+            int(k),
+            self.working_memory,
+            bool(self.verbose),
+            X is None,
             where.on_device,
         )
         dist, ind = where.give(dist), where.give(ind)

@@ -217,7 +217,9 @@ def check_mask(mask, shape: tuple[int, int]):
         import cupyx.scipy.sparse as csp
 
         if not csp.issparse(mask):
-            raise TypeError(f"mask must be a sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}")
+            raise TypeError(
+                f"mask must be a sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}"
+            )
         if mask.shape != shape:
             raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
         M = mask.tocsr()
