@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from 
 
 import numpy as np
 from datasets import DATASETS, describe, make_dataset
+from measure import MIB, PeakMemory, timed
 from scipy.spatial.distance import cdist
 
 from semiring.distances.measure import BoundMeasure, prepare
@@ -52,66 +53,9 @@ from semiring.kernels.cuda import ENGINE, planner
 INTERSECTION = ("cosine", "euclidean", "inner_product", "jaccard")
 UNION = ("manhattan", "chebyshev", "canberra", "jensenshannon", "hamming")
 SKLEARN = {"cosine": "cosine", "euclidean": "euclidean", "manhattan": "manhattan"}
-MIB = 2**20
 
 
 # --------------------------------------------------------------------------- measuring
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median milliseconds of ``fn()`` between CUDA events, after one warm-up call."""
-    import cupy
-
-    result = fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        result = fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times)), result
-
-
-class PeakMemory:
-    """A CuPy allocator without a pool that counts live bytes and their peak."""
-
-    def __init__(self):
-        self.live = self.peak = 0
-        self.sizes: dict[int, int] = {}
-
-    def _malloc(self, size: int, device: int) -> int:
-        import cupy
-
-        ptr = cupy.cuda.runtime.malloc(size)
-        self.sizes[ptr] = size
-        self.live += size
-        self.peak = max(self.peak, self.live)
-        return ptr
-
-    def _free(self, ptr: int, device: int) -> None:
-        import cupy
-
-        cupy.cuda.runtime.free(ptr)
-        self.live -= self.sizes.pop(ptr)
-
-    def extra_mib(self, fn) -> float:
-        """Peak bytes ``fn()`` held beyond what was live before it and the array it returns."""
-        import cupy
-
-        pool = cupy.get_default_memory_pool()
-        cupy.cuda.Device().synchronize()
-        cupy.cuda.set_allocator(cupy.cuda.PythonFunctionAllocator(self._malloc, self._free).malloc)
-        try:
-            self.live = self.peak = 0
-            result = fn()
-            cupy.cuda.Device().synchronize()
-            kept = result.nbytes
-            del result
-        finally:
-            cupy.cuda.set_allocator(pool.malloc)
-        return (self.peak - kept) / MIB
 
 
 # --------------------------------------------------------------------------- contenders
@@ -162,7 +106,7 @@ def oracle_check(spec, Q, X, got, rng, queries: int = 16, rows: int = 2000) -> d
     else:
         if spec.name == "jensenshannon":
             Qd, Xd = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
-        metric = {"manhattan": "cityblock"}.get(spec.name, spec.scipy or spec.name)
+        metric = spec.scipy or spec.name
         with np.errstate(all="ignore"):
             want = cdist(Qd, Xd, metric)
     mine = got[np.ix_(qi, xi)].get().astype(np.float64)

@@ -12,7 +12,7 @@ metric (cosine, manhattan):
   speed-ups compare like with like; the all-rows figure for scikit-learn is
   that time scaled by rows, and is marked as an estimate;
 * **peak GPU memory** of the all-rows GPU run, with a counting allocator
-  (``gpu_bench.PeakMemory``: no pool, every CuPy allocation counted), against
+  (``measure.PeakMemory``: no pool, every CuPy allocation counted), against
   ``working_memory`` plus the inputs (the CSR matrix) and the outputs
   (``n × k`` distances and int64 indices); with ``--budget-mib`` (512) the
   nytimes-like rows are run again under that budget;
@@ -30,9 +30,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,38 +39,11 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from 
 import numpy as np
 import scipy.sparse as sp
 from datasets import DATASETS, make_dataset
+from measure import MIB, PeakMemory, wall
 
 from semiring import distances, driver
 
-MIB = 2**20
 K = 10
-
-
-def wall(fn, repeats: int) -> tuple[float, object]:
-    """Median seconds of ``fn()`` (host in, host out, so the GPU has finished), and its last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
-
-
-def peak_gpu_mib(fn) -> float:
-    """Peak bytes held on the GPU while ``fn()`` runs, every CuPy allocation counted (no pool)."""
-    import cupy
-    from gpu_bench import PeakMemory
-
-    meter, pool = PeakMemory(), cupy.get_default_memory_pool()
-    cupy.cuda.Device().synchronize()
-    pool.free_all_blocks()
-    cupy.cuda.set_allocator(cupy.cuda.PythonFunctionAllocator(meter._malloc, meter._free).malloc)
-    try:
-        fn()
-        cupy.cuda.Device().synchronize()
-    finally:
-        cupy.cuda.set_allocator(pool.malloc)
-    return meter.peak / MIB
 
 
 def true_distances(metric: str, Q: sp.csr_matrix, X: sp.csr_matrix, ind: np.ndarray) -> np.ndarray:
@@ -135,7 +106,7 @@ def run(name: str, metric: str, X, args) -> dict:
     for budget in budgets:
         est = distances.NearestNeighbors(K, metric, backend="cuda", verbose=False, working_memory=budget).fit(X)
         t, _ = wall(lambda est=est: est.kneighbors(X), 1)
-        peak = peak_gpu_mib(lambda est=est: est.kneighbors(X))
+        peak = PeakMemory().peak_mib(lambda est=est: est.kneighbors(X))
         wm = budget or driver.DEFAULT_WORKING_MEMORY_MIB
         row["memory"].append(
             {

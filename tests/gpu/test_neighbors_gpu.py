@@ -43,7 +43,7 @@ def test_topk_push_over_tiles_equals_the_stable_sort(k, dtype, largest, exclude_
         for c0 in range(0, n, width):
             block = cupy.asarray(D[:, c0 : c0 + width])
             cuda.topk_push(block, c0, 0 if exclude_self else -1, largest, selection)
-        got_d, got_i = cuda.topk_finish(selection, largest, dtype)
+        got_d, got_i = (a.get() for a in cuda.topk_finish(selection, largest, dtype))  # on the device
         np.testing.assert_array_equal(got_i, want_i, err_msg=f"width {width}")
         np.testing.assert_array_equal(got_d, want_d.astype(dtype))
 
@@ -57,7 +57,7 @@ def test_indices_beyond_int32():
     block = cupy.asarray(np.array([[3.0, 1.0, 2.0, 1.0]]))
     selection = cuda.topk_init(1, 3, np.float64)
     cuda.topk_push(block, col0, -1, False, selection)
-    d, i = cuda.topk_finish(selection, False, np.float64)
+    d, i = (a.get() for a in cuda.topk_finish(selection, False, np.float64))
     assert i.dtype == np.int64
     np.testing.assert_array_equal(i, [[col0 + 1, col0 + 3, col0 + 2]])
     np.testing.assert_array_equal(d, [[1.0, 1.0, 2.0]])
