@@ -36,6 +36,7 @@ def prepare(A, how: str):
         rows = xp.searchsorted(A.indptr, xp.arange(nnz), side="right") - 1
         sums = xp.bincount(rows, weights=values, minlength=A.shape[0])[rows]
         data = xp.where(sums != 0, values / xp.where(sums != 0, sums, 1.0), 0.0)  # an empty sum leaves zeros
+        data = data.astype(A.dtype, copy=False)  # float32 rows stay float32: half the bytes on the device
     else:
         raise ValueError(f"unknown row preparation {how!r}")
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
@@ -77,8 +78,9 @@ class BoundMeasure:
 
     @property
     def bytes_per_entry(self) -> int:
-        """Temporaries per result entry: the terms, and the result when it has its own buffer."""
-        return len(self.spec.terms) * self.acc.itemsize + self.dtype.itemsize
+        """Temporaries per result entry: the terms, and the result when it has its own buffer (``block``)."""
+        own_buffer = not (len(self.terms) == 1 and self.acc == self.dtype)
+        return len(self.terms) * self.acc.itemsize + (self.dtype.itemsize if own_buffer else 0)
 
     def prepare(self, A) -> Rows:
         """A's rows on the engine's device as the measure reads them, with their norms."""

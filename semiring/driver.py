@@ -26,8 +26,13 @@ import numpy as np
 from . import validation
 from .engine import TOPK_EMPTY, PairwiseEngine
 
-# MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries, on every engine.
+# MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
 DEFAULT_WORKING_MEMORY_MIB = 1024
+# On a GPU, by default, all a call takes beyond its inputs and its result stays within the larger of
+# DEVICE_FLOOR_MIB and DEVICE_OUTPUT_SHARE of the result; half of that goes to the tiles' temporaries, half is
+# left to the engine's own work buffers (densified column chunks, renumbered indices, recomputed entries).
+DEVICE_FLOOR_MIB = 256
+DEVICE_OUTPUT_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,19 @@ def check_working_memory(working_memory) -> float | None:
     return validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
 
 
-def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
-    """The tile budget: ``working_memory`` MiB (checked), or the default, within the engine's own limit."""
+def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_bytes: int = 0) -> int:
+    """The tile budget: ``working_memory`` MiB (checked), or the default, within the engine's own limit.
+
+    The default is :data:`DEFAULT_WORKING_MEMORY_MIB` on the host; on a GPU (an engine with
+    ``device_results``) half of max(:data:`DEVICE_FLOOR_MIB`, :data:`DEVICE_OUTPUT_SHARE` × ``result_bytes``).
+    """
     working_memory = check_working_memory(working_memory)
-    budget = int((working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20)
+    if working_memory is not None:
+        budget = int(working_memory * 2**20)
+    elif engine.device_results:
+        budget = int(max(DEVICE_FLOOR_MIB * 2**20, DEVICE_OUTPUT_SHARE * result_bytes)) // 2
+    else:
+        budget = DEFAULT_WORKING_MEMORY_MIB * 2**20
     limit = engine.memory_limit_bytes()
     return budget if limit is None else max(1, min(budget, limit))
 
@@ -99,11 +113,15 @@ def dense(
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
 
-    On the device when ``on_device``, else in host memory.
+    On the device when ``on_device``, else in host memory.  ``bytes_per_entry`` counts a tile's own buffer:
+    when one tile on the device is the whole result, that buffer is the result and only the rest must fit.
     """
     m, n = shape
-    budget = budget_bytes(engine, working_memory)
+    itemsize = np.dtype(dtype).itemsize
+    budget = budget_bytes(engine, working_memory, m * n * itemsize)
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
+    if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
+        row_step, col_step = m, n
     if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
         block = tile(rows(0, m), 0, n)
         return block if on_device else engine.to_host(block)

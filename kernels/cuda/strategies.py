@@ -22,6 +22,8 @@ from .planner import Settings
 ROWVEC_THREADS = 1024
 # Dense copies are made a chunk of columns at a time, X's and Y's together within this.
 DENSE_CHUNK_BYTES = 128 * 2**20
+# The margins' cancelling entries are recomputed in bands of rows whose coordinates and values fit this.
+MARGIN_RECOMPUTE_BYTES = 64 * 2**20
 
 
 def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = None, settings: Settings | None = None):
@@ -91,9 +93,17 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     out = product(X, Y, split.cross, out_dtype, settings=settings)
     none = np.zeros(0)
     rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
-    flagged = rowops.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out.shape)
-    if flagged.rows.size:
-        rowops.scatter(out, flagged, product(X, Y, sr, out_dtype, mask=flagged))
+    # Cancelling entries are found and recomputed a band of rows at a time: on similar dense rows nearly all
+    # of them cancel, and their coordinates and values (24 bytes each) would otherwise outgrow the result.
+    (m, p), ncols = out.shape, X.shape[1]
+    band = max(1, MARGIN_RECOMPUTE_BYTES // (24 * max(1, p)))
+    for r0 in range(0, m, band):
+        r1 = min(m, r0 + band)
+        part = out[r0:r1]
+        flagged = rowops.select(_MARGIN_CANCELS, (), none, [part], [nx[r0:r1], ax[r0:r1]], [ny, ay], ncols, part.shape)
+        if flagged.rows.size:
+            values = product(X, Y, sr, out_dtype, mask=Entries(flagged.rows + r0, flagged.cols))
+            rowops.scatter(part, flagged, values)
     return out
 
 
