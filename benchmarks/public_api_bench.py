@@ -98,6 +98,11 @@ def oracle_check(spec, Q, X, got, rng, queries: int = 16, rows: int = 2000) -> d
             want = Qd @ Xd.T
         elif spec.name == "hamming":
             want = cdist(Qd, Xd, "hamming") * cols.size / X.shape[1]
+        elif spec.name == "correlation":  # centred over all n columns, not only the sampled ones
+            n = X.shape[1]
+            dot = Qd @ Xd.T - np.outer(Qd.sum(1), Xd.sum(1)) / n
+            qn, xn = (np.sum(A * A, 1) - A.sum(1) ** 2 / n for A in (Qd, Xd))
+            want = 1.0 - dot / np.sqrt(np.outer(qn, xn))
         elif spec.name == "jensenshannon":
             P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
             want = np.array([[jensenshannon(p, r) for r in R] for p in P])

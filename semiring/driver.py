@@ -62,16 +62,19 @@ def check_working_memory(working_memory) -> float | None:
 def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_bytes: int = 0) -> int:
     """The tile budget: ``working_memory`` MiB (checked), or the default, within the engine's own limit.
 
-    The default is :data:`DEFAULT_WORKING_MEMORY_MIB` on the host; on a GPU (an engine with
-    ``device_results``) half of max(:data:`DEVICE_FLOOR_MIB`, :data:`DEVICE_OUTPUT_SHARE` × ``result_bytes``).
+    The default is :data:`DEFAULT_WORKING_MEMORY_MIB` on the host, and max(:data:`DEVICE_FLOOR_MIB`,
+    :data:`DEVICE_OUTPUT_SHARE` × ``result_bytes``) on a GPU (an engine with ``device_results``), where half
+    of the budget goes to the tiles and half is left to the engine's own buffers.
     """
     working_memory = check_working_memory(working_memory)
     if working_memory is not None:
         budget = int(working_memory * 2**20)
     elif engine.device_results:
-        budget = int(max(DEVICE_FLOOR_MIB * 2**20, DEVICE_OUTPUT_SHARE * result_bytes)) // 2
+        budget = int(max(DEVICE_FLOOR_MIB * 2**20, DEVICE_OUTPUT_SHARE * result_bytes))
     else:
         budget = DEFAULT_WORKING_MEMORY_MIB * 2**20
+    if engine.device_results:
+        budget //= 2  # half for the tiles, half left to the engine's own buffers
     limit = engine.memory_limit_bytes()
     return budget if limit is None else max(1, min(budget, limit))
 

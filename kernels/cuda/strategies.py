@@ -127,19 +127,19 @@ def dense_gemm(value_name, index_type, held, streamed, ncols, out):
 
 
 def _postings(Y: DeviceCSR, index_type: str, T):
-    """Y in CSC form — (column pointers, row of each entry, value) — built once per device matrix."""
-    import cupy
+    """Y in CSC form — (column pointers, row of each entry, value) — built once per device matrix.
+
+    cuSPARSE's CSR-to-CSC transpose (through ``cupyx.scipy.sparse``) builds it in 8 bytes per stored entry
+    and a work buffer, where sorting entries by column with int64 orders took 24.
+    """
+    import cupyx.scipy.sparse as csp
 
     cache = Y.__dict__.setdefault("_postings", {})
     key = (index_type, np.dtype(T).str)
     if key not in cache:
         I = np.int32 if index_type == "int32" else np.int64
-        nnz = Y.indices.size
-        order = cupy.argsort(Y.indices)
-        rows = cupy.searchsorted(Y.indptr, cupy.arange(nnz), side="right") - 1
-        colptr = cupy.zeros(Y.shape[1] + 1, dtype=I)
-        colptr[1:] = cupy.cumsum(Y.column_counts())
-        cache[key] = (colptr, rows[order].astype(I), Y.data[order].astype(T))
+        C = csp.csr_matrix((Y.data.astype(T, copy=False), Y.indices, Y.indptr), shape=Y.shape).tocsc()
+        cache[key] = (C.indptr.astype(I, copy=False), C.indices.astype(I, copy=False), C.data.astype(T, copy=False))
     return cache[key]
 
 
