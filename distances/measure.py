@@ -34,9 +34,9 @@ def prepare(A, how: str):
     elif how == "l1":
         # Each entry's row, from the row starts: the same in NumPy and CuPy (cupy.repeat takes no array counts).
         rows = xp.searchsorted(A.indptr, xp.arange(nnz), side="right") - 1
-        sums = xp.bincount(rows, weights=values, minlength=A.shape[0])[rows]
-        data = xp.where(sums != 0, values / xp.where(sums != 0, sums, 1.0), 0.0)  # an empty sum leaves zeros
-        data = data.astype(A.dtype, copy=False)  # float32 rows stay float32: half the bytes on the device
+        # Gathered and divided in A's type: float32 rows stay float32, half the bytes on the device.
+        sums = xp.bincount(rows, weights=values, minlength=A.shape[0]).astype(A.dtype)[rows]
+        data = xp.where(sums != 0, values / xp.where(sums != 0, sums, 1), 0).astype(A.dtype, copy=False)
     else:
         raise ValueError(f"unknown row preparation {how!r}")
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
