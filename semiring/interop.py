@@ -63,19 +63,15 @@ def is_networkx(G) -> bool:
     return type(G).__module__.startswith("networkx.") and hasattr(G, "adj")
 
 
-def from_networkx(G, weight: str | None) -> tuple[sp.csr_matrix, list]:
-    """A networkx graph's adjacency matrix (CSR, rows in ``list(G)`` order) and that node list.
+def from_networkx(G, weight: str | None) -> tuple[sp.csr_array, list]:
+    """A networkx graph's adjacency matrix (a SciPy CSR array, rows in ``list(G)`` order) and that node list.
 
     Edge weights come from the edge attribute ``weight`` (1 where an edge lacks
     it), as networkx's own functions read them; ``weight=None``: every edge 1.
+    A directed graph gives its (unsymmetric) adjacency matrix, for the caller's
+    checks to refuse or symmetrise.
     """
     import networkx as nx
 
-    if G.is_directed():
-        raise ValueError(
-            "A: a directed networkx graph is not an undirected graph; pass G.to_undirected() "
-            "(or nx.to_scipy_sparse_array(G) with normalize=True to symmetrise)"
-        )
     nodes = list(G)
-    A = nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, dtype=np.float64, format="csr")
-    return sp.csr_matrix(A), nodes
+    return nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, dtype=np.float64, format="csr"), nodes
