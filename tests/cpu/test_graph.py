@@ -228,11 +228,11 @@ def test_networkx_graph_in_matches_networkx_own_measures():
     G = nx.les_miserables_graph()  # string node labels, a "weight" edge attribute
     nodes = list(G)
     ebunch = [(nodes[0], nodes[5]), ("Valjean", "Javert"), ("Myriel", "Valjean"), ("Cosette", "Cosette")]
-    np.testing.assert_allclose(
-        graph.jaccard(G, pairs=ebunch, backend="cpu"), [p for _, _, p in nx.jaccard_coefficient(G, ebunch)]
-    )
+    want = [p for _, _, p in nx.jaccard_coefficient(G, ebunch)]
+    np.testing.assert_allclose(graph.jaccard(G, pairs=ebunch, backend="cpu"), want)
     first, second, value = graph.jaccard(G, pairs=ebunch, as_pairs=True, backend="cpu")
     assert list(zip(first, second)) == ebunch
+    np.testing.assert_allclose(value, want)
     J = graph.jaccard(G, backend="cpu")  # node list(G)[i] is row and column i, as networkx's own matrices
     assert isinstance(J, sp.csr_array) and J.shape == (len(nodes), len(nodes))
     rows, cols = J.nonzero()
@@ -306,7 +306,7 @@ def two_hop_reference(A, name: str, weighted: bool) -> dict:
 def test_two_hop_similarity_against_brute_force(name, weighted, working_memory):
     A = weighted_graph(40, 100, seed=5) if weighted else random_graph(40, 70, seed=5)
     want = two_hop_reference(A, name, weighted)
-    kw = dict(weighted=weighted, working_memory=working_memory, backend="cpu")
+    kw = {"weighted": weighted, "working_memory": working_memory, "backend": "cpu"}
     first, second, value = graph.two_hop_similarity(A, name, **kw)
     assert list(zip(first.tolist(), second.tolist())) == sorted(want)
     np.testing.assert_allclose(value, [want[p] for p in sorted(want)], rtol=1e-12)
