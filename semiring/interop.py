@@ -74,4 +74,6 @@ def from_networkx(G, weight: str | None) -> tuple[sp.csr_array, list]:
     import networkx as nx
 
     nodes = list(G)
+    if not nodes:  # networkx refuses to build the matrix of an empty graph
+        return sp.csr_array((0, 0)), nodes
     return nx.to_scipy_sparse_array(G, nodelist=nodes, weight=weight, dtype=np.float64, format="csr"), nodes

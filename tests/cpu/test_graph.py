@@ -240,6 +240,7 @@ def test_networkx_graph_in_matches_networkx_own_measures():
         ((_, _, want),) = nx.jaccard_coefficient(G, [(nodes[u], nodes[v])])
         assert J[u, v] == pytest.approx(want)
     assert graph.triangle_count(G, backend="cpu") == sum(nx.triangles(G).values()) // 3
+    assert graph.jaccard(nx.Graph(), backend="cpu").shape == (0, 0)  # networkx itself refuses its matrix
     with pytest.raises(ValueError, match="node 'nobody' is not in the graph"):
         graph.jaccard(G, pairs=[("Valjean", "nobody")], backend="cpu")
 
