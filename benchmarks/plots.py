@@ -24,6 +24,22 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COLORS = {"ours": "#1f77b4", "peer": "#ff7f0e", "third": "#2ca02c", "fourth": "#9467bd"}
 
+# The docs show a figure about 750-900 px wide (the text column at a 1,280 px window): figures are drawn
+# WIDTH inches wide at DPI, so that text of FONT points stays about 12 px tall or more on the page.
+WIDTH, DPI, FONT = 8.0, 110, 11
+plt.rcParams.update(
+    {
+        "font.size": FONT,
+        "axes.titlesize": FONT + 1,
+        "axes.labelsize": FONT,
+        "xtick.labelsize": FONT - 1,
+        "ytick.labelsize": FONT - 1,
+        "legend.fontsize": FONT - 1,
+        "figure.titlesize": FONT + 2,
+    }
+)
+NOTE_FONT = FONT - 2  # "wrong" / "failed" on a bar
+
 
 def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[str], notes=None, tilt=45) -> None:
     """Bars of times (ms) per group, one bar per series; None leaves a gap; notes[(s, g)] writes text on a bar.
@@ -45,12 +61,20 @@ def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[st
             if note:
                 placed.append((offset[g], heights[g], note))
     ax.set_yscale("log")
+    if placed:  # room above the tallest bar for a note written upwards from its top
+        ax.set_ylim(top=ax.get_ylim()[1] * 12)
     bottom = ax.get_ylim()[0]
     for x_at, height, note in placed:  # after every bar, so that the axis' bottom is final
         ax.text(
-            x_at, height if np.isfinite(height) else bottom, note, rotation=90, ha="center", va="bottom", fontsize=6
+            x_at,
+            height if np.isfinite(height) else bottom,
+            note,
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize=NOTE_FONT,
         )
-    ax.set_xticks(x, groups, rotation=tilt, ha="right" if tilt else "center", fontsize=7)
+    ax.set_xticks(x, groups, rotation=tilt, ha="right" if tilt else "center")
     ax.set_xlim(-0.5, len(groups) - 0.5)  # gaps (failed peers) at the ends stay inside, with their notes
     ax.set_ylabel("time (ms, log scale)")
     ax.set_axisbelow(True)
@@ -60,8 +84,12 @@ def grouped_bars(ax, groups: list[str], series: dict[str, list], colors: list[st
 def plot_cpu_engine(result: dict, title: str):
     """Ours against scikit-learn and python-graphblas, best time per dataset and measure."""
     datasets = list(dict.fromkeys(r["dataset"] for r in result["results"]))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 4), sharey=True, squeeze=False)
-    for ax, dataset in zip(axes[0], datasets):
+    ncols = min(2, len(datasets))
+    nrows = -(-len(datasets) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, 3.6 * nrows + 1), sharey=True, squeeze=False)
+    for ax in axes.flat[len(datasets) :]:
+        ax.set_visible(False)
+    for ax, dataset in zip(axes.flat, datasets):
         rows = [r for r in result["results"] if r["dataset"] == dataset]
         groups = [r["measure"] for r in rows]
         peers = [r["peer"] for r in rows]
@@ -70,14 +98,15 @@ def plot_cpu_engine(result: dict, title: str):
             "peer (scikit-learn, python-graphblas)": [r["peer_timing"]["best_ms"] for r in rows],
         }
         grouped_bars(ax, [f"{g}\nvs {p}" for g, p in zip(groups, peers)], series, [COLORS["ours"], COLORS["peer"]])
-        ax.set_title(dataset, fontsize=9)
+        ax.set_title(dataset)
+    for row in axes[:, 1:]:
+        for ax in row:
+            ax.set_ylabel("")  # shared: said once per row
     _legend(fig, axes[0, 0])
     machine = result["machine"]
     args = result["args"]
     fig.suptitle(
-        f"{title}: CPU engine, {args['queries']} queries against every row, {machine['threads']} threads "
-        f"({machine['cpu_model']})",
-        fontsize=9,
+        f"{title}\n{args['queries']} queries against every row, {machine['threads']} threads ({machine['cpu_model']})"
     )
     return fig
 
@@ -95,7 +124,7 @@ def plot_gpu_bench(result: dict, title: str):
     }
     colors = [COLORS["ours"], "#7f7f7f", COLORS["peer"], COLORS["third"], COLORS["fourth"]]
     present = {name: spec for name, spec in peers.items() if any(spec[0] in r or _failed(name, r) for r in rows)}
-    fig, axes = plt.subplots(len(datasets), 1, figsize=(9, 2.6 * len(datasets) + 0.6), squeeze=False)
+    fig, axes = plt.subplots(len(datasets), 1, figsize=(WIDTH, 2.9 * len(datasets) + 1.2), squeeze=False)
     for ax, dataset in zip(axes[:, 0], datasets):
         here = [r for r in rows if r["dataset"] == dataset]
         groups = [r["metric"] for r in here]
@@ -107,10 +136,10 @@ def plot_gpu_bench(result: dict, title: str):
                     notes[(name, r["metric"])] = "wrong"
                 if _failed(name, r):
                     notes[(name, r["metric"])] = "failed"
-        grouped_bars(ax, groups, series, [colors[list(peers).index(n)] for n in series], notes)
-        ax.set_title(dataset, fontsize=9)
-    _legend(fig, axes[0, 0])
-    fig.suptitle(f"{title}: distances, query rows against every row, float32", fontsize=9)
+        grouped_bars(ax, groups, series, [colors[list(peers).index(n)] for n in series], notes, tilt=30)
+        ax.set_title(dataset)
+    _legend(fig, axes[0, 0], ncol=3)
+    fig.suptitle(f"{title}\nquery rows against every row, float32")
     return fig
 
 
@@ -118,12 +147,10 @@ def _failed(name: str, row: dict) -> bool:
     return name.startswith("cuSPARSE") and "cusparse_error" in row
 
 
-def _legend(fig, ax) -> None:
-    """One legend for every panel, above them."""
+def _legend(fig, ax, ncol: int | None = None) -> None:
+    """One legend for every panel, below them all: outside the data."""
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="upper center", ncol=len(labels), fontsize=7, bbox_to_anchor=(0.5, 0.97), frameon=False
-    )
+    fig.legend(handles, labels, loc="upper center", ncol=ncol or len(labels), bbox_to_anchor=(0.5, 0.0), frameon=False)
 
 
 def plot_knn_bench(result: dict, title: str):
@@ -141,15 +168,14 @@ def plot_knn_bench(result: dict, title: str):
         for engine, name in (("gpu", "ours GPU, subset"), ("cpu", "ours CPU, subset")):
             if not r[f"{engine}_vs_sklearn"]["equal_up_to_ties"]:
                 notes[(name, group)] = "wrong"
-    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(rows)), 4.6))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.2))
     colors = [COLORS["ours"], "#aec7e8", COLORS["third"], COLORS["peer"]]
-    grouped_bars(ax, groups, series, colors, notes)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+    grouped_bars(ax, groups, series, colors, notes, tilt=30)
+    _legend(fig, ax, ncol=2)
     subset = rows[0]["subset_queries"] if rows else 0
     fig.suptitle(
-        f"{title}: the k = {meta.get('k', '?')} nearest of every row ({meta.get('device', 'GPU')})\n"
-        f"subset: the first {subset:,} rows as queries",
-        fontsize=9,
+        f"{title}\nthe k = {meta.get('k', '?')} nearest of every row ({meta.get('device', 'GPU')}); "
+        f"subset: the first {subset:,} rows as queries"
     )
     return fig
 
@@ -157,8 +183,8 @@ def plot_knn_bench(result: dict, title: str):
 def plot_graph_bench(result: dict, title: str):
     """Triangle counts and per-edge measures on R-MAT graphs: ours on the GPU, cuSPARSE, python-graphblas."""
     rows = result["results"]
-    groups = [f"scale {r['scale']}\n{r['vertices']:,} V, {r['edges']:,} E" for r in rows]
-    fig, (tc, edge) = plt.subplots(1, 2, figsize=(12, 4.4))
+    groups = [f"scale {r['scale']}\n{r['vertices'] / 1e6:.2g} M vertices\n{r['edges'] / 1e6:.3g} M edges" for r in rows]
+    fig, (tc, edge) = plt.subplots(2, 1, figsize=(WIDTH, 10.5))
     notes = {}
 
     def peer(name, group, record, key="ms"):
@@ -192,24 +218,24 @@ def plot_graph_bench(result: dict, title: str):
         per_edge["graphblas common neighbours"].append(peer("graphblas common neighbours", group, cn))
     colors = [COLORS["ours"], "#aec7e8", COLORS["peer"], "#ffbb78", COLORS["third"]]
     grouped_bars(tc, groups, triangles, colors, notes, tilt=0)
-    tc.set_title("triangle count", fontsize=9)
+    tc.set_title("triangle count")
     grouped_bars(edge, groups, per_edge, [COLORS["ours"], "#aec7e8", COLORS["third"], "#98df8a"], notes, tilt=0)
-    edge.set_title("at every edge", fontsize=9)
+    edge.set_title("Jaccard and common neighbours at every edge")
     for ax in (tc, edge):  # below the axes, clear of the bars
-        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=3, frameon=False)
     fig.suptitle(
-        f"{title}: Graph500 R-MAT graphs; GPU: {result.get('device', '?')}, "
-        f"python-graphblas on {result.get('cpu_cores', '?')} CPU cores",
-        fontsize=9,
+        f"{title}\nGraph500 R-MAT graphs; GPU: {result.get('device', '?')}; "
+        f"python-graphblas on {result.get('cpu_cores', '?')} CPU cores"
     )
     return fig
 
 
+# (result files, plotter, the figure's title: what it compares, not the file's name)
 PLOTTERS = (
-    ("cpu_engine_*.json", plot_cpu_engine),
-    ("gpu_bench_*.json", plot_gpu_bench),
-    ("knn_bench*.json", plot_knn_bench),
-    ("graph_bench*.json", plot_graph_bench),
+    ("cpu_engine_*.json", plot_cpu_engine, "CPU engine against scikit-learn and python-graphblas"),
+    ("gpu_bench_*.json", plot_gpu_bench, "Distances on the GPU against other GPU kernels and scikit-learn"),
+    ("knn_bench*.json", plot_knn_bench, "k nearest neighbours: ours on the GPU and CPU against scikit-learn"),
+    ("graph_bench*.json", plot_graph_bench, "Graph measures on the GPU against cuSPARSE and python-graphblas"),
 )
 
 
@@ -219,22 +245,22 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "img")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for pattern, plot in PLOTTERS:
+    for pattern, plot, title in PLOTTERS:
         files = sorted(args.results.glob(pattern))
         if not files:
             print(f"no {pattern} in {args.results}: skipped")
         for path in files:
             try:
-                fig = plot(json.loads(path.read_text()), path.stem)
+                fig = plot(json.loads(path.read_text()), title)
             except (KeyError, TypeError, ValueError) as exc:  # a result written by another version of its script
                 print(f"{path.name}: not plotted ({type(exc).__name__}: {exc})")
                 plt.close("all")
                 continue
             target = args.out / f"{path.stem}.png"
-            fig.tight_layout(rect=(0, 0, 1, 0.94))
-            fig.savefig(
-                target, dpi=110, bbox_inches="tight", metadata={"Software": None}
-            )  # no version stamp: the same data, the same file
+            fig.tight_layout()
+            # bbox_inches="tight" grows the image to hold the legends outside the axes; no version stamp:
+            # the same data, the same file
+            fig.savefig(target, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
             plt.close(fig)
             print(f"{path.name} -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
     return 0

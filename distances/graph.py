@@ -1,10 +1,21 @@
 """Graph measures on the semiring primitive: similarities, common neighbours, triangles, k-truss.
 
 Every function takes the adjacency matrix ``A`` of an undirected graph (a
-SciPy sparse matrix or array, a dense array, or a CuPy sparse matrix) and a
-``backend`` (``"cpu"``, ``"cuda"``, ``"auto"``, as in ``semiring.pairwise``;
-``"auto"`` keeps CuPy input on the GPU).  Results follow the input: SciPy in,
-SciPy out (a matrix or an array, as given); CuPy in, CuPy out.
+SciPy sparse matrix or array, a dense array, a CuPy sparse matrix, or a
+networkx graph) and a ``backend`` (``"cpu"``, ``"cuda"``, ``"auto"``, as in
+``semiring.pairwise``; ``"auto"`` keeps CuPy input on the GPU).  Results follow
+the input: SciPy in, SciPy out (a matrix or an array, as given); CuPy in, CuPy
+out.  A networkx graph (networkx is imported only then) is read as
+``nx.to_scipy_sparse_array(G, nodelist=list(G), weight=weight)`` — weights
+from the edge attribute ``weight`` (1 where an edge lacks it), as networkx's
+functions read them — so matrix results are SciPy sparse arrays whose row and
+column i are the node ``list(G)[i]``, and ``pairs`` and the vertices of pair
+results are node labels.
+
+Pair results: ``as_pairs=True`` gives the similarities as three arrays
+``(first, second, value)``, the way cuGraph's ``jaccard`` returns its
+``first``, ``second`` and coefficient columns; ``two_hop_similarity`` gives
+every pair at distance ≤ 2 (or the ``topk`` best) in that form.
 
 Definitions (N(u) the neighbours of u, d(u) = |N(u)|, c = |N(u) ∩ N(v)|):
 
@@ -48,6 +59,11 @@ array([[0.   , 0.333, 0.25 , 0.   ],
        [0.   , 0.   , 0.   , 0.   ]])
 >>> graph.jaccard(A, pairs=[(0, 3), (1, 1)], backend="cpu")
 array([0.5, 1. ])
+>>> first, second, value = graph.jaccard(A, as_pairs=True, backend="cpu")
+>>> first, second, value.round(3)
+(array([0, 0, 1, 2]), array([1, 2, 2, 3]), array([0.333, 0.25 , 0.25 , 0.   ]))
+>>> graph.two_hop_similarity(A, "jaccard", topk=2, backend="cpu")
+(array([0, 1]), array([3, 3]), array([0.5, 0.5]))
 >>> graph.truss_decomposition(A, backend="cpu").toarray()
 array([[0, 3, 3, 0],
        [3, 0, 3, 0],
@@ -64,7 +80,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import Semiring, binary_op, monoid, validation
+from semiring import Semiring, binary_op, interop, monoid, validation
 from semiring import backend as _backend
 from semiring import expr as _expr
 from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
@@ -125,6 +141,7 @@ class _Graph:
     engine: GraphEngine
     G: object  # a matrix on the engine's device: SciPy CSR (CPU) or DeviceCSR (GPU)
     kind: str  # "scipy-matrix", "scipy-array" or "cupy"
+    nodes: list | None = None  # a networkx graph's nodes: vertex i is nodes[i]
 
     @property
     def n(self) -> int:
@@ -153,12 +170,43 @@ class _Graph:
             return cupy.asarray(values)
         return self.engine.to_host(values)
 
+    def vertex_ids(self, pairs) -> np.ndarray:
+        """``pairs`` as vertex ids: a networkx graph's node labels looked up, other input as given."""
+        if self.nodes is None or pairs is None:
+            return pairs
+        index = {node: i for i, node in enumerate(self.nodes)}
+        try:
+            return np.array([[index[u], index[v]] for u, v in pairs], dtype=np.int64).reshape(-1, 2)
+        except KeyError as exc:
+            raise ValueError(f"pairs: node {exc.args[0]!r} is not in the graph") from None
+        except (TypeError, ValueError):
+            raise TypeError("pairs must be a sequence of (u, v) node pairs of the networkx graph") from None
 
-def _graph(A, backend: str, *, weighted: bool = False, normalize: bool = False, measure: str = "") -> _Graph:
+    def pairs(self, first, second, values) -> tuple:
+        """``(first, second, value)`` in the input's form: node labels for a networkx graph."""
+        first, second = (a.astype(np.int64, copy=False) for a in (first, second))
+        if self.nodes is not None:  # labels live on the host
+            first, second = (self.engine.to_host(a) for a in (first, second))
+            labels = np.empty(len(self.nodes), dtype=object)
+            labels[:] = self.nodes
+            if all(isinstance(v, numbers.Integral) for v in self.nodes):
+                labels = labels.astype(np.int64)
+            first, second = labels[first], labels[second]
+        return self.dense(first), self.dense(second), self.dense(values)
+
+
+def _graph(
+    A, backend: str, *, weighted: bool = False, normalize: bool = False, measure: str = "", weight="weight"
+) -> _Graph:
     """Check ``A`` (square, symmetric, no self-loops; see the module docstring) and place it on the engine.
 
     CuPy input on the GPU engine is checked, normalised and used where it is: nothing is copied to the host.
     """
+    if interop.is_networkx(A):
+        A, nodes = interop.from_networkx(A, weight)
+        g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure)
+        g.nodes = nodes
+        return g
     engine = _backend.graph_engine(backend)
     cupy_input = validation.is_cupy(A)
     kind = "cupy" if cupy_input else ("scipy-array" if isinstance(A, sp.sparray) else "scipy-matrix")
@@ -262,60 +310,160 @@ def _pairs(pairs, n: int, xp):
 # --------------------------------------------------------------------------- similarities
 
 
-def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
+def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight"):
     s = SIMILARITIES[name]
-    g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name)
+    g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name, weight=weight)
     eng = g.engine
     if pairs is None and not weighted:
-        return g.sparse(eng.edge_measure(g.G, s.tree))  # the specialised kernel: each edge once, mirrored
-    if pairs is None:
-        P, inverse = g.G, None
+        values = eng.edge_measure(g.G, s.tree)  # the specialised kernel: each edge once, mirrored
+    elif pairs is None:
+        values = _values_at(g, s, weighted, g.G, _norms(g, s, weighted))
     else:
-        xp = eng.xp
-        rows, cols, inverse = _pairs(pairs, g.n, xp)
-        indptr = xp.zeros(g.n + 1, np.int64)
-        indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=g.n))
-        csr = sp.csr_matrix if xp is np else _cupy_csr()
-        P = eng.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
-    sr, norm = (s.weighted_semiring, s.norm_tree) if weighted else (BUILTIN_SEMIRINGS["plus_pair"], DEGREE_TREE)
-    c = eng.masked_product(g.G, P, sr) if eng.nnz(P) else eng.xp.zeros(0)
-    values = eng.expand(s.tree, eng.edge_rows(P), P.indices, c, eng.row_norm(g.G, norm))
-    if inverse is None:
+        rows, cols, inverse = _pairs(g.vertex_ids(pairs), g.n, eng.xp)
+        values = _values_at(g, s, weighted, _pattern(g, rows, cols), _norms(g, s, weighted))[inverse]
+        return g.pairs(rows[inverse], cols[inverse], values) if as_pairs else g.dense(values)
+    if not as_pairs:
         return g.sparse(values)
-    return g.dense(values[inverse])
+    rows, cols = eng.edge_rows(g.G), g.G.indices
+    upper = rows < cols  # each undirected edge once
+    return g.pairs(rows[upper], cols[upper], values[upper])
+
+
+def _pattern(g: _Graph, rows, cols):
+    """The n × n pattern holding (rows[s], cols[s]) (rows sorted, columns sorted within a row), on the engine;
+    built where the pairs are (NumPy or CuPy)."""
+    xp = validation.array_module(rows)
+    indptr = xp.zeros(g.n + 1, np.int64)
+    indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=g.n))
+    csr = sp.csr_matrix if xp is np else _cupy_csr()
+    return g.engine.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
+
+
+def _norms(g: _Graph, s: Similarity, weighted: bool):
+    return g.engine.row_norm(g.G, s.norm_tree if weighted else DEGREE_TREE)
+
+
+def _values_at(g: _Graph, s: Similarity, weighted: bool, P, norms):
+    """The similarity at each stored entry of the engine matrix P (in P's CSR order)."""
+    eng = g.engine
+    sr = s.weighted_semiring if weighted else BUILTIN_SEMIRINGS["plus_pair"]
+    c = eng.masked_product(g.G, P, sr) if eng.nnz(P) else eng.xp.zeros(0)
+    return eng.expand(s.tree, eng.edge_rows(P), P.indices, c, norms)
 
 
 def _similarity_doc(name: str, formula: str) -> str:
     return f"""{name.capitalize()} similarity {formula} of vertex pairs (0 where the denominator is 0).
 
     Without ``pairs``: at every edge of A, a sparse matrix with A's pattern.
-    With ``pairs`` (a k × 2 array of vertex ids, edges or not): a NumPy array
-    of k values.  ``weighted=True`` uses sums of edge weights instead of counts
-    (see the module docstring); ``normalize=True`` removes self-loops and
-    symmetrises A first.
+    With ``pairs`` (a k × 2 array of vertex ids, edges or not; node labels for a
+    networkx graph): a NumPy array of k values.  ``as_pairs=True`` gives
+    ``(first, second, value)`` arrays instead, as cuGraph does: the given pairs
+    in their order, or each edge once (first < second) in row order.
+    ``weighted=True`` uses sums of edge weights instead of counts (see the
+    module docstring), read from a networkx graph's edge attribute ``weight``;
+    ``normalize=True`` removes self-loops and symmetrises A first.
     """
 
 
-def jaccard(A, pairs=None, *, weighted: bool = False, normalize: bool = False, backend: str = "auto"):
-    return _similarity("jaccard", A, pairs, weighted, backend, normalize)
+def jaccard(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
+    return _similarity("jaccard", A, pairs, weighted, backend, normalize, as_pairs, weight)
 
 
-def sorensen(A, pairs=None, *, weighted: bool = False, normalize: bool = False, backend: str = "auto"):
-    return _similarity("sorensen", A, pairs, weighted, backend, normalize)
+def sorensen(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
+    return _similarity("sorensen", A, pairs, weighted, backend, normalize, as_pairs, weight)
 
 
-def overlap(A, pairs=None, *, weighted: bool = False, normalize: bool = False, backend: str = "auto"):
-    return _similarity("overlap", A, pairs, weighted, backend, normalize)
+def overlap(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
+    return _similarity("overlap", A, pairs, weighted, backend, normalize, as_pairs, weight)
 
 
-def cosine(A, pairs=None, *, weighted: bool = False, normalize: bool = False, backend: str = "auto"):
-    return _similarity("cosine", A, pairs, weighted, backend, normalize)
+def cosine(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
+    return _similarity("cosine", A, pairs, weighted, backend, normalize, as_pairs, weight)
 
 
 jaccard.__doc__ = _similarity_doc("jaccard", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|")
 sorensen.__doc__ = _similarity_doc("Sørensen–Dice", "2 |N(u) ∩ N(v)| / (d(u) + d(v))")
 overlap.__doc__ = _similarity_doc("overlap", "|N(u) ∩ N(v)| / min(d(u), d(v))")
 cosine.__doc__ = _similarity_doc("cosine (Salton)", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))")
+
+TWO_HOP_MEASURES = ("jaccard", "sorensen", "overlap", "cosine")
+_TWO_HOP_BYTES = 64  # host bytes per candidate pair of a block: pattern, counts, values, ids and top-k merging
+
+
+def two_hop_similarity(
+    A,
+    measure: str = "jaccard",
+    *,
+    topk: int | None = None,
+    weighted: bool = False,
+    normalize: bool = False,
+    weight="weight",
+    backend: str = "auto",
+    working_memory: float | None = None,
+):
+    """A similarity of every vertex pair at distance ≤ 2, or of the ``topk`` best: ``(first, second, value)``.
+
+    The pairs are those joined by an edge or sharing a neighbour, each once
+    (``first < second``) — cuGraph's ``all_pairs_jaccard`` (and friends) over
+    two-hop neighbours.  Without ``topk``: every such pair, ordered by
+    ``(first, second)``.  With ``topk``: the ``topk`` highest values over the
+    whole graph (as cuGraph's ``topk``), highest first, ties by
+    ``(first, second)``.  ``measure`` is one of ``"jaccard"``, ``"sorensen"``,
+    ``"overlap"``, ``"cosine"``; ``weighted``, ``normalize`` and ``weight``
+    as in :func:`jaccard`.
+
+    Memory is bounded: rows are taken in blocks whose candidate pairs (bounded
+    by the sum of their neighbours' degrees) fit ``working_memory`` MiB
+    (default 1024, as in ``semiring.pairwise``), and with ``topk`` only the
+    best ``topk`` are kept between blocks.  The pairs of a block are found on
+    the host; their values are computed on the engine.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from distances import graph
+    >>> path = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]]))
+    >>> graph.two_hop_similarity(path, backend="cpu")
+    (array([0, 0, 1]), array([1, 2, 2]), array([0., 1., 0.]))
+    """
+    if measure not in TWO_HOP_MEASURES:
+        raise ValueError(f"measure must be one of {TWO_HOP_MEASURES}, got {measure!r}")
+    if topk is not None and (isinstance(topk, bool) or not isinstance(topk, numbers.Integral) or topk < 1):
+        raise ValueError(f"topk must be a positive integer (the number of best pairs kept) or None, got {topk!r}")
+    budget = validation.check_positive(1024.0 if working_memory is None else working_memory, "working_memory")
+    s = SIMILARITIES[measure]
+    g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure, weight=weight)
+    eng = g.engine
+    indptr, indices = eng.to_host(g.G.indptr).astype(np.int64), eng.to_host(g.G.indices).astype(np.int64)
+    S = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(g.n, g.n))  # the pattern, on the host
+    degree = np.diff(indptr)
+    candidates = S.astype(np.int64) @ degree + degree  # per row: two-hop paths + edges, a bound on its pairs
+    norms = _norms(g, s, weighted)
+    per_block = max(1, int(budget * 2**20 / _TWO_HOP_BYTES))
+    found = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)]
+    ends = np.cumsum(candidates)
+    r0 = 0
+    while r0 < g.n:
+        before = ends[r0 - 1] if r0 else 0
+        r1 = max(r0 + 1, int(np.searchsorted(ends, before + per_block, "right")))
+        block = (S[r0:r1] @ S + S[r0:r1]).tocoo()  # rows sharing a neighbour, or adjacent
+        rows, cols = block.row.astype(np.int64) + r0, block.col.astype(np.int64)
+        upper = rows < cols
+        rows, cols = rows[upper], cols[upper]
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+        values = eng.to_host(_values_at(g, s, weighted, _pattern(g, rows, cols), norms)).astype(np.float64)
+        found = [np.concatenate([a, b]) for a, b in zip(found, (rows, cols, values))]
+        if topk is not None and found[0].size > topk:
+            found = _best(*found, topk)
+        r0 = r1
+    if topk is not None:
+        found = _best(*found, topk)
+    return g.pairs(*found)
+
+
+def _best(rows, cols, values, k: int) -> list:
+    """The ``k`` highest values, highest first, ties by (row, column)."""
+    order = np.lexsort((cols, rows, -values))[:k]
+    return [rows[order], cols[order], values[order]]
 
 
 def scan_similarity(A, *, normalize: bool = False, backend: str = "auto"):
@@ -431,4 +579,5 @@ __all__ = [
     "sorensen",
     "triangle_count",
     "truss_decomposition",
+    "two_hop_similarity",
 ]

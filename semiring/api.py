@@ -7,6 +7,7 @@ import scipy.sparse as sp
 
 from . import backend as _backend
 from . import driver, validation
+from .interop import graphblas_in_out
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
 
@@ -21,6 +22,7 @@ def as_semiring(sr) -> Semiring:
     )
 
 
+@graphblas_in_out
 def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: float | None = None):
     """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` for every row ``i`` of X and row ``j`` of Y.
 
@@ -42,6 +44,10 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     result (``cupy.ndarray``, or ``cupyx.scipy.sparse.csr_matrix`` with a
     mask); computed on the GPU, nothing leaves it: CuPy inputs are validated
     there too.
+
+    ``graphblas.Matrix`` operands (python-graphblas) are read as SciPy CSR and
+    give a ``graphblas.Matrix`` back: every entry of a dense result stored, or
+    the stored entries of a masked one.
 
     ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
     result computed at once (default 1024; see ``semiring.driver``).

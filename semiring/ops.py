@@ -31,6 +31,9 @@ How each is decided (``_derive_semantics``), from the declaration's tree:
 
 An explicit ``semantics="union"`` is accepted unless ``0 ⊗ 0`` is proved not
 neutral; an explicit ``"intersection"`` only where it is proved (or structural).
+``semantics="structural"`` declares GraphBLAS's meaning outright: only the
+columns stored in both rows, whatever the ops prove (``plus_first`` sums X's
+values where Y also stores one, not X's whole row as the dense product would).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from . import semantics as _semantics
 # signs, fractions, integers and a large value, no zero (zero is what is tested).
 PROBES = (-100.0, -7.25, -3.0, -2.0, -1.0, -0.5, -0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.5, 10.0, 1e4)
 
-SEMANTICS = ("intersection", "union")
+SEMANTICS = ("intersection", "union", "structural")
 
 
 def _same(a: float, b: float) -> bool:
@@ -185,17 +188,21 @@ class Monoid:
             object.__setattr__(self, "name", self.op.name)
         if self.op.params:
             raise ValueError(f"monoid {self.name!r}: a monoid's op takes no parameters")
-        for v in PROBES:
+        # A logical op (its result is a comparison or and/or/not) is a monoid on truth values, 0 and 1, as
+        # GraphBLAS's lor/land are on BOOL: products reach it as numbers, nonzero read as true.
+        logical = self.op.tree.is_bool
+        values = (0.0, 1.0) if logical else PROBES
+        for v in values:
             if not _same(self.op(self.identity, v), v) or not _same(self.op(v, self.identity), v):
                 raise ValueError(
                     f"monoid {self.name!r}: {self.identity!r} is not an identity of {self.op.text!r} "
                     f"(op(identity, {v}) = {self.op(self.identity, v)!r}, expected {v})"
                 )
-        for a in PROBES[::3]:
-            for b in PROBES[1::3]:
+        for a in values if logical else PROBES[::3]:
+            for b in values if logical else PROBES[1::3]:
                 if not _same(self.op(a, b), self.op(b, a)):
                     raise ValueError(f"monoid {self.name!r}: {self.op.text!r} is not commutative (a={a}, b={b})")
-                for c in PROBES[2::4]:
+                for c in values if logical else PROBES[2::4]:
                     left, right = self.op(self.op(a, b), c), self.op(a, self.op(b, c))
                     if not math.isclose(left, right, rel_tol=1e-12, abs_tol=1e-300):
                         raise ValueError(f"monoid {self.name!r}: {self.op.text!r} is not associative ({a}, {b}, {c})")
@@ -252,11 +259,16 @@ class Semiring:
             )
         if self.semantics is None:
             object.__setattr__(self, "semantics", d.semantics)
+        elif self.semantics == "structural":
+            pass  # GraphBLAS's meaning by declaration: the columns stored in both rows, whatever the ops prove
         elif self.semantics == "union" and d.structural:
             raise ValueError(f"semiring {self.name!r}: semantics='union' contradicts its ops: {d.reason}")
         elif self.semantics == "intersection" and d.semantics == "union":
             # Intersection drops the columns stored in one row only: right only where annihilation is proved.
-            raise ValueError(f"semiring {self.name!r}: semantics='intersection' contradicts its ops: {d.reason}")
+            raise ValueError(
+                f"semiring {self.name!r}: semantics='intersection' contradicts its ops: {d.reason}; "
+                "semantics='structural' asks for GraphBLAS's meaning (stored columns only) instead"
+            )
 
     @property
     def is_union(self) -> bool:
@@ -456,6 +468,13 @@ monoid = _MonoidNamespace(
     times=Monoid(binary_op("x * y", name="times"), 1.0),
     min=Monoid(binary_op("min(x, y)", name="min"), math.inf),
     max=Monoid(binary_op("max(x, y)", name="max"), -math.inf),
+    # GraphBLAS's any may return any of the values; ours makes one deterministic choice, the same on every
+    # engine and in any order of reduction: the value of largest magnitude, the positive one on a tie.
+    # That order has 0 at its bottom, so 0 is the identity (SuiteSparse's too) and an empty result reads 0.
+    any=Monoid(binary_op("x if abs(x) > abs(y) or (abs(x) == abs(y) and x > y) else y", name="any"), 0.0),
+    # Logical or/and on truth values (nonzero is true), giving 1.0 or 0.0, as GraphBLAS's lor/land on BOOL.
+    lor=Monoid(binary_op("x or y", name="lor"), 0.0),
+    land=Monoid(binary_op("x and y", name="land"), 1.0),
 )
 
 BINARY_OPS: Mapping[str, BinaryOp] = {
@@ -471,6 +490,8 @@ BINARY_OPS: Mapping[str, BinaryOp] = {
         binary_op("max(x, y)", name="max"),
         binary_op("abs(x - y)", name="absdiff"),
         binary_op("(x - y) * (x - y)", name="sqdiff"),
+        binary_op("x or y", name="lor"),
+        binary_op("x and y", name="land"),
     )
 }
 
@@ -498,5 +519,24 @@ BUILTIN_SEMIRINGS: Mapping[str, Semiring] = {
         ("plus", "absdiff"),
         ("max", "absdiff"),
         ("plus", "sqdiff"),
+        ("max", "first"),
+        ("min", "second"),
+        ("lor", "land"),
+        ("land", "lor"),
     )
 }
+# GraphBLAS's semirings whose dense meaning differs (0 ⊗ 0 neutral, no annihilation: the dense product would
+# read every column stored in either row), declared with GraphBLAS's structural meaning instead.
+BUILTIN_SEMIRINGS.update(
+    {
+        f"{a}_{m}": Semiring(getattr(monoid, a), BINARY_OPS[m], semantics="structural", name=f"{a}_{m}")
+        for a, m in (
+            ("plus", "first"),
+            ("plus", "second"),
+            ("plus", "min"),
+            ("any", "pair"),
+            ("any", "first"),
+            ("any", "second"),
+        )
+    }
+)

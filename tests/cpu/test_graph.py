@@ -219,3 +219,113 @@ def test_normalize_removes_loops_and_symmetrises():
     W = graph.cosine(A, weighted=True, normalize=True, backend="cpu")  # weights: the larger direction
     S = np.array([[0, 2, 3, 0], [2, 0, 1, 0], [3, 1, 0, 1], [0, 0, 1, 0]], float)
     assert W[0, 1] == pytest.approx(S[0] @ S[1] / np.sqrt(S[0] @ S[0] * (S[1] @ S[1])))
+
+
+# --------------------------------------------------------------------------- networkx graphs, pair results, two hops
+
+
+def test_networkx_graph_in_matches_networkx_own_measures():
+    G = nx.les_miserables_graph()  # string node labels, a "weight" edge attribute
+    nodes = list(G)
+    ebunch = [(nodes[0], nodes[5]), ("Valjean", "Javert"), ("Myriel", "Valjean"), ("Cosette", "Cosette")]
+    want = [p for _, _, p in nx.jaccard_coefficient(G, ebunch)]
+    np.testing.assert_allclose(graph.jaccard(G, pairs=ebunch, backend="cpu"), want)
+    first, second, value = graph.jaccard(G, pairs=ebunch, as_pairs=True, backend="cpu")
+    assert list(zip(first, second)) == ebunch
+    np.testing.assert_allclose(value, want)
+    J = graph.jaccard(G, backend="cpu")  # node list(G)[i] is row and column i, as networkx's own matrices
+    assert isinstance(J, sp.csr_array) and J.shape == (len(nodes), len(nodes))
+    rows, cols = J.nonzero()
+    for u, v in list(zip(rows, cols))[:50]:
+        ((_, _, want),) = nx.jaccard_coefficient(G, [(nodes[u], nodes[v])])
+        assert J[u, v] == pytest.approx(want)
+    assert graph.triangle_count(G, backend="cpu") == sum(nx.triangles(G).values()) // 3
+    assert graph.jaccard(nx.Graph(), backend="cpu").shape == (0, 0)  # networkx itself refuses its matrix
+    with pytest.raises(ValueError, match="node 'nobody' is not in the graph"):
+        graph.jaccard(G, pairs=[("Valjean", "nobody")], backend="cpu")
+
+
+def test_networkx_weights_come_from_the_edge_attribute():
+    G = nx.les_miserables_graph()
+    G.add_edge("Valjean", "Gervais", strength=2.0)  # another attribute: networkx reads a missing weight as 1
+
+    def weighted_jaccard(u, v, attr):
+        w = {x: {k: d.get(attr, 1.0) if attr else 1.0 for k, d in G[x].items()} for x in (u, v)}
+        keys = set(w[u]) | set(w[v])
+        low = sum(min(w[u].get(k, 0.0), w[v].get(k, 0.0)) for k in keys)
+        return low / sum(max(w[u].get(k, 0.0), w[v].get(k, 0.0)) for k in keys)
+
+    ebunch = [("Valjean", "Javert"), ("Gervais", "Myriel"), ("Fantine", "Cosette")]
+    for attr in ("weight", "strength", None):
+        got = graph.jaccard(G, pairs=ebunch, weighted=True, weight=attr, backend="cpu")
+        np.testing.assert_allclose(got, [weighted_jaccard(u, v, attr) for u, v in ebunch], rtol=1e-12)
+
+
+def test_directed_networkx_graph_needs_normalize():
+    D = nx.DiGraph([(0, 1), (1, 2), (0, 2)])
+    with pytest.raises(ValueError, match="A must be symmetric.*normalize=True"):
+        graph.jaccard(D, backend="cpu")
+    assert graph.triangle_count(D, normalize=True, backend="cpu") == 1
+
+
+@pytest.mark.parametrize("name", ["jaccard", "sorensen", "overlap", "cosine"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_as_pairs_equals_the_matrix_result(name, weighted):
+    A = weighted_graph(30, 120, seed=3) if weighted else random_graph(30, 90, seed=3)
+    measure = getattr(graph, name)
+    M = measure(A, weighted=weighted, backend="cpu")
+    first, second, value = measure(A, weighted=weighted, as_pairs=True, backend="cpu")
+    assert np.all(first < second) and first.dtype == np.int64
+    assert first.size == M.nnz // 2  # each undirected edge once
+    rebuilt = sp.coo_matrix((value, (first, second)), shape=A.shape).toarray()
+    np.testing.assert_array_equal(rebuilt + rebuilt.T, M.toarray())
+    pairs = np.array([[3, 7], [0, 0], [7, 3], [29, 1]])
+    first, second, value = measure(A, pairs, weighted=weighted, as_pairs=True, backend="cpu")
+    np.testing.assert_array_equal(np.c_[first, second], pairs)
+    np.testing.assert_array_equal(value, measure(A, pairs, weighted=weighted, backend="cpu"))
+
+
+def two_hop_reference(A, name: str, weighted: bool) -> dict:
+    """{(u, v): value} for u < v at distance ≤ 2, in float64 on the dense matrix (definitions of the module)."""
+    W = A.toarray().astype(np.float64) if weighted else (A.toarray() != 0).astype(np.float64)
+    if name == "cosine":
+        c, d = W @ W.T, (W * W).sum(1)
+    else:
+        c, d = np.minimum(W[:, None, :], W[None, :, :]).sum(-1), W.sum(1)
+    du, dv = d[:, None], d[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = {"jaccard": du + dv - c, "sorensen": (du + dv) / 2, "overlap": np.minimum(du, dv)}.get(name)
+        den = np.sqrt(du * dv) if den is None else den
+        value = np.where(den > 0, c / den, 0.0)
+    P = (A.toarray() != 0).astype(int)
+    near = (P + P @ P) > 0
+    return {(u, v): value[u, v] for u, v in zip(*np.nonzero(np.triu(near, 1)))}
+
+
+@pytest.mark.parametrize("name, weighted", [("jaccard", False), ("overlap", False), ("cosine", True)])
+@pytest.mark.parametrize("working_memory", [None, 1e-4])  # 1e-4 MiB: one row a block
+def test_two_hop_similarity_against_brute_force(name, weighted, working_memory):
+    A = weighted_graph(40, 100, seed=5) if weighted else random_graph(40, 70, seed=5)
+    want = two_hop_reference(A, name, weighted)
+    kw = {"weighted": weighted, "working_memory": working_memory, "backend": "cpu"}
+    first, second, value = graph.two_hop_similarity(A, name, **kw)
+    assert list(zip(first.tolist(), second.tolist())) == sorted(want)
+    np.testing.assert_allclose(value, [want[p] for p in sorted(want)], rtol=1e-12)
+    best = sorted(want, key=lambda p: (-want[p], p))[:7]
+    first, second, value = graph.two_hop_similarity(A, name, topk=7, **kw)
+    np.testing.assert_allclose(value, [want[p] for p in best], rtol=1e-12)
+    assert {p for p in zip(first.tolist(), second.tolist())} <= set(want) and np.all(np.diff(value) <= 0)
+
+
+def test_two_hop_similarity_edge_cases():
+    empty = sp.csr_matrix((0, 0))
+    first, second, value = graph.two_hop_similarity(empty, topk=3, backend="cpu")
+    assert first.size == second.size == value.size == 0
+    G = nx.path_graph(["a", "b", "c"])
+    first, second, value = graph.two_hop_similarity(G, backend="cpu")
+    assert list(first) == ["a", "a", "b"] and list(second) == ["b", "c", "c"]
+    np.testing.assert_array_equal(value, [0.0, 1.0, 0.0])
+    with pytest.raises(ValueError, match="measure must be one of"):
+        graph.two_hop_similarity(empty, "scan", backend="cpu")
+    with pytest.raises(ValueError, match="topk must be a positive integer"):
+        graph.two_hop_similarity(empty, topk=0, backend="cpu")

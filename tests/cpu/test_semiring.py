@@ -91,18 +91,80 @@ def rtol_for(X):
     return 1e-5 if X.dtype == np.float32 else 1e-12
 
 
-BUILTIN_INTERSECTION = [name for name, s in semiring.BUILTIN_SEMIRINGS.items() if s.semantics == "intersection"]
+# graphblas's any may return any of the values: any_first and any_second are checked against our documented choice.
+ANY_CHOICE = ("any_first", "any_second")
+BUILTIN_INTERSECTION = [
+    name for name, s in semiring.BUILTIN_SEMIRINGS.items() if not s.is_union and name not in ANY_CHOICE
+]
 
 
 @pytest.mark.parametrize("name", BUILTIN_INTERSECTION)
 @given(data=st.data())
 def test_builtin_intersection_semirings_match_graphblas(name, data):
+    """Every built-in of python-graphblas's name computes what graphblas's semiring of that name does."""
     X, Y = data.draw(sparse_pair())
     sr = getattr(semiring, name)
     ours = semiring.pairwise(X, Y, sr)
-    add, mult = name.split("_", 1)
-    C = gb_mxm(X, Y, add, getattr(gb.binary, mult))
+    C = to_gb(X).mxm(to_gb(Y).T, getattr(gb.semiring, name)).new()
     assert_matches_structural(ours, C, sr.add.identity, rtol_for(X))
+
+
+@pytest.mark.parametrize("name", ANY_CHOICE)
+@given(data=st.data())
+def test_any_picks_the_value_of_largest_magnitude_where_graphblas_has_one(name, data):
+    """Stored where graphblas's any_first/any_second store a value; the value is the documented choice among
+    the candidates (largest magnitude, the positive one on a tie), computed here in float64 by brute force."""
+    X, Y = data.draw(sparse_pair())
+    ours = semiring.pairwise(X, Y, getattr(semiring, name))
+    rows, cols, _ = to_gb(X).mxm(to_gb(Y).T, getattr(gb.semiring, name)).new().to_coo()
+    want = np.zeros(ours.shape)
+    source = X if name == "any_first" else Y
+    for i, j in zip(rows, cols):
+        common = np.intersect1d(X[i].indices, Y[j].indices)
+        row = source[i] if name == "any_first" else source[j]
+        candidates = row.toarray()[0, common].astype(np.float64)
+        want[i, j] = max(candidates, key=lambda v: (abs(v), v))
+    np.testing.assert_array_equal(ours, want)
+
+
+def test_logical_monoids_work_on_truth_values():
+    assert monoid.lor.identity == 0.0 and monoid.land.identity == 1.0
+    assert [monoid.lor.op(a, b) for a, b in ((0, 0), (0, -2.5), (3, 0))] == [0.0, 1.0, 1.0]
+    assert [monoid.land.op(a, b) for a, b in ((1, 1), (-2.5, 4), (3, 0))] == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="not an identity"):
+        Monoid(binary_op("x or y"), 1.0)
+    # a value other than the identity reads as true: lor_times is "some common column with a nonzero product"
+    X = sp.csr_matrix(np.array([[2.0, 0.0, -1.5], [0.0, 3.0, 0.0]]))
+    np.testing.assert_array_equal(semiring.pairwise(X, X, Semiring(monoid.lor, binary_op("x * y"))), np.eye(2))
+
+
+def test_structural_semantics_is_graphblas_meaning_by_declaration():
+    # plus_first's dense meaning would be X's row sum; the structural one sums X's values where Y stores one
+    X = sp.csr_matrix(np.array([[1.0, 2.0, 4.0]]))
+    Y = sp.csr_matrix(np.array([[0.0, 5.0, 0.0]]))
+    assert semiring.pairwise(X, Y, semiring.plus_first)[0, 0] == 2.0
+    with pytest.raises(ValueError, match="semantics='structural' asks for GraphBLAS's meaning"):
+        Semiring(monoid.plus, binary_op("x"), semantics="intersection")
+    assert Semiring(monoid.plus, binary_op(absdiff), semantics="structural").semantics == "structural"
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_graphblas_matrices_in_and_out(masked):
+    X = sp.random(5, 7, density=0.4, format="csr", random_state=4)
+    Y = sp.random(3, 7, density=0.4, format="csr", random_state=5)
+    M = sp.random(5, 3, density=0.5, format="csr", random_state=6) if masked else None
+    gM = None if M is None else to_gb(M)
+    got = semiring.pairwise(to_gb(X), to_gb(Y), semiring.plus_times, mask=gM)
+    assert isinstance(got, gb.Matrix) and got.shape == (5, 3)
+    # the oracle: graphblas's own mxm (masked by M's structure), every other entry 0
+    C = to_gb(X).mxm(to_gb(Y).T, gb.semiring.plus_times)
+    want = gb.Matrix(gb.dtypes.FP64, 5, 3)
+    want(mask=gM.S if masked else None) << C
+    dense_want = gb.io.to_scipy_sparse(want).toarray()
+    np.testing.assert_allclose(gb.io.to_scipy_sparse(got).toarray(), dense_want, rtol=1e-12)
+    if masked:  # exactly the mask's pattern
+        assert got.nvals == M.nnz
+    assert isinstance(semiring.pairwise(X, to_gb(Y), semiring.plus_times), gb.Matrix)  # either operand
 
 
 # A user-defined op in one line; its zero annihilates, so the intersection suffices.

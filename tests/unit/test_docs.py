@@ -25,3 +25,19 @@ def test_readme_example_runs(tmp_path):
 def test_measures_table_in_docs_is_generated_from_specs():
     text = (ROOT / "docs" / "measures.md").read_text()
     assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.describe"
+
+
+def test_version_and_license_ship_with_the_package():
+    from importlib import metadata
+
+    import semiring
+
+    assert semiring.__version__ == metadata.version("sparse-semirings")
+    assert (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
+    assert "(next)" not in metadata.metadata("sparse-semirings")["Summary"]
+
+
+def test_readme_quick_start_is_two_self_contained_commands():
+    text = (ROOT / "README.md").read_text()
+    assert "python -m pip install -e . && semiring knn" in text
+    assert 'python -m pip install -e ".[test]" && python -m pytest' in text

@@ -201,6 +201,16 @@ EXPECTED_BUILTINS = {
     "plus_absdiff": ("union", False),
     "max_absdiff": ("union", False),
     "plus_sqdiff": ("union", False),
+    "max_first": ("intersection", False),
+    "min_second": ("intersection", False),
+    "lor_land": ("intersection", True),
+    "land_lor": ("intersection", False),
+    "plus_first": ("structural", False),
+    "plus_second": ("structural", False),
+    "plus_min": ("structural", False),
+    "any_pair": ("structural", False),
+    "any_first": ("structural", False),
+    "any_second": ("structural", False),
 }
 EXPECTED_DISTANCE_TERMS = {
     "plus_absdiff": "union",
