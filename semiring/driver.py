@@ -95,19 +95,22 @@ def dense(
     on_device: bool,
     rows: Callable[[int, int], Any],
     tile: Callable[[Any, int, int], Any],
+    out: np.ndarray | None = None,
 ):
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
 
-    On the device when ``on_device``, else in host memory.
+    On the device when ``on_device``, else in host memory (in ``out`` when given: a C-contiguous host array
+    of the result's shape and type).
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
     if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
         block = tile(rows(0, m), 0, n)
-        return block if on_device else engine.to_host(block)
-    out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
+        return block if on_device else engine.to_host(block, out=out)
+    if out is None:
+        out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
     for r0, r1 in ranges(m, row_step):
         prepared = rows(r0, r1)
         for c0, c1 in ranges(n, col_step):
@@ -161,3 +164,43 @@ def topk(
     if (indices == TOPK_EMPTY).any():  # an empty slot left: a driver bug, never a silent answer
         raise RuntimeError("internal error: fewer candidates than k were selected")
     return values, indices
+
+
+def selected(
+    engine: PairwiseEngine,
+    shape: tuple[int, int],
+    bytes_per_entry: int,
+    working_memory: float | None,
+    *,
+    rows: Callable[[int, int], Any],
+    tile: Callable[[Any, int, int], Any],
+    select: Callable[[Any, int, int], Any],
+    min_rows: int = 1,
+    progress=None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of an ``m × n`` result that ``select`` keeps, the result never whole: host ``(rows, cols,
+    values)``, rows ascending and, within a row, columns ascending.
+
+    ``select(block, r0, c0)`` returns the kept entries of one tile as ``Entries`` on the device (block
+    coordinates); only they come back to the host, so memory follows the number kept (a radius query, an
+    ε-graph).  ``progress.update(rows)`` is called as row batches finish.
+    """
+    m, n = shape
+    budget = budget_bytes(engine, working_memory)
+    row_step, col_step = tile_shape(m, n, bytes_per_entry, budget, min_rows)
+    found = []
+    for r0, r1 in ranges(m, row_step):
+        prepared = rows(r0, r1)
+        for c0, c1 in ranges(n, col_step):
+            block = tile(prepared, c0, c1)
+            kept = select(block, r0, c0)
+            values = engine.to_host(block[kept.rows, kept.cols])
+            found.append((engine.to_host(kept.rows) + r0, engine.to_host(kept.cols) + c0, values))
+            del block, kept  # freed before the next tile is made
+        if progress is not None:
+            progress.update(r1 - r0)
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    r, c, v = (np.concatenate(parts) for parts in zip(*found))
+    order = np.lexsort((c, r))  # tiles across the columns arrive row batch by column tile
+    return r[order].astype(np.int64, copy=False), c[order].astype(np.int64, copy=False), v[order]
