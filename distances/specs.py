@@ -108,27 +108,36 @@ class ColumnParam:
         good = np.isfinite(v) & ((v > 0) if self.rule == "> 0" else (v >= 0))
         if not good.all():
             k = int(np.flatnonzero(~good)[0])
-            raise ValueError(f"{self.name} must be finite and {self.rule} for {metric}, got {v[k]!r} at column {k}")
+            raise ValueError(
+                f"{self.name} must be finite and {self.rule} for {metric}, got {float(v[k])!r} at column {k}"
+            )
         return v
 
     def default_values(self, X: sp.csr_matrix, Y: sp.csr_matrix, metric: str) -> np.ndarray:
-        """SciPy's default: each column's variance (ddof=1) over the distinct rows of X and Y stacked."""
+        """SciPy's default: each column's variance (ddof=1) over the rows of X and Y stacked; a constant column
+        (its variance 0, a division by 0) is refused, checked without n-sized work where a column has no value."""
         A = X if Y is X else sp.vstack([X, Y], format="csr")
-        m = A.shape[0]
-        if m < 2:
-            raise ValueError(f"{metric} needs {self.name}= with fewer than 2 rows: the default is a sample variance")
+        m, n = A.shape
+        stored = np.unique(A.indices[: A.indptr[-1]])
+        if m < 2 or stored.size < n:  # a column without a stored value is constant (0): refused before n-sized work
+            k = int(np.setdiff1d(np.arange(min(n, stored.size + 1)), stored)[0]) if m >= 2 else 0
+            self._refuse_constant(k, metric, m)
         mean = np.asarray(A.sum(axis=0), dtype=np.float64).ravel() / m
         cols = A.indices[: A.indptr[-1]]
         dev = np.bincount(cols, weights=(A.data[: A.indptr[-1]] - mean[cols]) ** 2, minlength=A.shape[1])
         absent = m - np.bincount(cols, minlength=A.shape[1])  # the columns' zeros, each (0 - mean)^2
         var = (dev + absent * mean**2) / (m - 1)
         if not (var > 0).all():
-            k = int(np.flatnonzero(~(var > 0))[0])
-            raise ValueError(
-                f"column {k} is constant, so {metric}'s default {self.name} (the column variances) divides by 0 "
-                f"there; pass {self.name}= with every value > 0"
-            )
+            self._refuse_constant(int(np.flatnonzero(~(var > 0))[0]), metric, m)
         return var
+
+    def _refuse_constant(self, column: int, metric: str, rows: int):
+        if rows < 2:
+            raise ValueError(f"{metric} needs {self.name}= with fewer than 2 rows: the default is a sample variance")
+        raise ValueError(
+            f"column {column} is constant, so {metric}'s default {self.name} (the column variances) divides by 0 "
+            f"there (SciPy's cdist gives NaN everywhere); pass {self.name}= with every value > 0"
+        )
 
 
 @dataclass(frozen=True)
@@ -205,11 +214,12 @@ _MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
 
 def _check_log_base(value, name: str, rule: str) -> float:
-    """A logarithm's base: a real number > 0 and ≠ 1 (None, SciPy's default, is e)."""
+    """A logarithm's base: a finite real number > 1 (None, SciPy's default, is e).  SciPy also takes a base
+    in (0, 1), where the divergence turns negative and its square root NaN: refused here instead."""
     if value is None:
         return math.e
     base = validation.check_positive(value, name, rule)
-    if base == 1.0 or math.isinf(base):
+    if base <= 1.0 or math.isinf(base):
         raise ValueError(f"{name} must be {rule}, got {base!r}")
     return base
 
@@ -352,7 +362,9 @@ DISTANCES: tuple[Distance, ...] = (
         "sqrt(max(c0, 0.0) / (2.0 * log(base))) if nx0 > 0.0 and ny0 > 0.0 else nan",
         norms=("sum",),
         prepare="l1",
-        parameters=(Param("base", math.e, rule="> 0 and != 1", check=_check_log_base, help="the logarithm's base"),),
+        parameters=(
+            Param("base", math.e, rule="> 1 (and finite)", check=_check_log_base, help="the logarithm's base"),
+        ),
         nonnegative=True,
         scipy="jensenshannon",
         formula="√(½ Σ x̂ log(2x̂/(x̂+ŷ)) + ŷ log(2ŷ/(x̂+ŷ)))",
