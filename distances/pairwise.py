@@ -14,7 +14,7 @@ from semiring import driver, validation
 from .measure import BoundMeasure
 from .specs import column_scale, resolve_metric, split_columns
 
-__all__ = ["cpu_threads", "pairwise_distances", "resolve_metric"]
+__all__ = ["check_n_jobs", "cpu_threads", "pairwise_distances", "resolve_metric"]
 
 
 def pairwise_distances(
@@ -143,6 +143,13 @@ def _check_out(out, shape: tuple[int, int], dtype, refused: bool) -> None:
         )
 
 
+def check_n_jobs(n_jobs) -> int | None:
+    """``n_jobs`` as scikit-learn takes it: None or a nonzero integer."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a nonzero integer (-1 for every core), got {n_jobs!r}")
+    return n_jobs
+
+
 @contextmanager
 def cpu_threads(n_jobs, engine):
     """scikit-learn's ``n_jobs`` as the CPU engine's (numba's) threads for the duration of a call.
@@ -151,12 +158,7 @@ def cpu_threads(n_jobs, engine):
     joblib); more than numba started with is capped there.  The previous number is restored on exit,
     exceptions included.  Only checked for the GPU engine, which has no threads to set.
     """
-    if n_jobs is None:
-        yield
-        return
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be None or a nonzero integer (-1 for every core), got {n_jobs!r}")
-    if engine.name != "cpu":
+    if check_n_jobs(n_jobs) is None or engine.name != "cpu":
         yield
         return
     import numba  # only here: importing the library loads no engine

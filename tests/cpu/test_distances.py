@@ -41,7 +41,8 @@ def test_scipy_names_are_cdist_measures(spec):
         with pytest.raises(ValueError):
             cdist(a, a, spec.name)
     else:
-        assert cdist(a, a, spec.scipy, **spec.params).shape == (1, 1)
+        params = {k: v for k, v in spec.params.items() if k != "base"}  # cdist refuses base; jensenshannon() takes it
+        assert cdist(a, a, spec.scipy, **params).shape == (1, 1)
 
 
 def test_declarations_are_consistent():
