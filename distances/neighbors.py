@@ -332,7 +332,7 @@ class NearestNeighbors:
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True (as scikit-learn)")
         G = self.radius_neighbors_graph(X, radius, mode="distance", sort_results=sort_results)
-        ind = _rows_of(G.indices, G.indptr)
+        ind = _rows_of(G.indices.astype(np.int64), G.indptr)
         if not return_distance:
             return ind
         return _rows_of(G.data, G.indptr), ind
