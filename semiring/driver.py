@@ -1,7 +1,8 @@
 """The one blocked driver: tiles under a working-memory budget, and where results live.
 
 ``semiring.pairwise``, ``semiring.distances.pairwise_distances`` and
-``NearestNeighbors.kneighbors`` all run through here.  Each hands over two
+``NearestNeighbors``' queries (``kneighbors``, ``radius_neighbors``) all run
+through here.  Each hands over two
 callables — prepare a batch of X rows on the engine's device, and compute one
 tile (those rows × a range of Y rows) there — and the driver decides:
 
