@@ -76,7 +76,7 @@ class BoundMeasure:
         self.engine, self.spec, self.values, self.scale = engine, spec, values, scale
         self.dtype = np.dtype(dtype)
         self.acc = engine.accumulate_dtype(self.dtype)  # float64 on the CPU; the result's type on the GPU
-        self.param_array = np.array(list(values.values()), dtype=np.float64)
+        self.param_array = np.array(spec.param_values(values), dtype=np.float64)
         self.terms = [_bind(sr, values) for sr in spec.terms]
 
     @property

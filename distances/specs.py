@@ -76,6 +76,9 @@ class Param:
     check: Callable[[object, str, str], float] = validation.check_positive
     flag: str | None = None  # the ``semiring`` command's option, None where it has none
     help: str = ""
+    # SciPy's ``param=None``: left out of the checked values unless given, as SciPy's cdist takes no such
+    # keyword (jensenshannon's base); the measure reads the default then (``Distance.param_values``)
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,10 @@ class Distance:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
+    def param_values(self, values: dict) -> list[float]:
+        """Every parameter's value in declaration order, the default for an optional one not given."""
+        return [values.get(p.name, p.default) for p in self.parameters]
+
     def rule(self, param: Param) -> str:
         """The rule for ``param`` as its error message states it: ``> 0 for minkowski (p = inf gives chebyshev)``."""
         rewrites = "; ".join(str(r) for r in self.rewrites if r.param == param.name)
@@ -214,10 +221,8 @@ _MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
 
 def _check_log_base(value, name: str, rule: str) -> float:
-    """A logarithm's base: a finite real number > 1 (None, SciPy's default, is e).  SciPy also takes a base
-    in (0, 1), where the divergence turns negative and its square root NaN: refused here instead."""
-    if value is None:
-        return math.e
+    """A logarithm's base: a finite real number > 1.  SciPy also takes a base in (0, 1), where the divergence
+    turns negative and its square root NaN: refused here instead."""
     base = validation.check_positive(value, name, rule)
     if base <= 1.0 or math.isinf(base):
         raise ValueError(f"{name} must be {rule}, got {base!r}")
@@ -363,7 +368,14 @@ DISTANCES: tuple[Distance, ...] = (
         norms=("sum",),
         prepare="l1",
         parameters=(
-            Param("base", math.e, rule="> 1 (and finite)", check=_check_log_base, help="the logarithm's base"),
+            Param(
+                "base",
+                math.e,
+                rule="> 1 (and finite)",
+                check=_check_log_base,
+                help="the logarithm's base",
+                optional=True,
+            ),
         ),
         nonnegative=True,
         scipy="jensenshannon",
@@ -502,7 +514,8 @@ def _check_params(spec: Distance, params: dict) -> dict:
     if unknown:
         takes = f"it takes {', '.join(spec.param_names)}" if spec.parameters else "it takes no parameters"
         raise TypeError(f"metric {spec.name!r} got unexpected parameter(s) {sorted(unknown)}; {takes}")
-    return {p.name: p.check(params.get(p.name, p.default), p.name, spec.rule(p)) for p in spec.parameters}
+    given = [p for p in spec.parameters if not (p.optional and params.get(p.name) is None)]
+    return {p.name: p.check(params.get(p.name, p.default), p.name, spec.rule(p)) for p in given}
 
 
 def split_columns(metric, params: dict) -> tuple[dict, object]:
