@@ -525,9 +525,9 @@ def _within(
 
     def select(block, r0: int, c0: int):
         kept = engine.select(tree, ("radius",), bound, [block], [], [], 0, block.shape)
-        if not exclude_self:
+        if not exclude_self or not -block.shape[0] < c0 - r0 < block.shape[1]:  # no query's own row in the tile
             return kept
-        other = (kept.rows + r0) != (kept.cols + c0)
+        other = kept.cols - kept.rows != r0 - c0  # in the tile's own small coordinates (int32 on the GPU)
         return Entries(kept.rows[other], kept.cols[other])
 
     shape = (Q.shape[0], index.matrix.shape[0])

@@ -196,7 +196,8 @@ def selected(
             block = tile(prepared, c0, c1)
             kept = select(block, r0, c0)
             values = engine.to_host(block[kept.rows, kept.cols])
-            found.append((engine.to_host(kept.rows) + r0, engine.to_host(kept.cols) + c0, values))
+            rows_found = engine.to_host(kept.rows).astype(np.int64) + r0  # int64 before the offset: no overflow
+            found.append((rows_found, engine.to_host(kept.cols).astype(np.int64) + c0, values))
             del block, kept  # freed before the next tile is made
         if progress is not None:
             progress.update(r1 - r0)
@@ -204,4 +205,4 @@ def selected(
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     r, c, v = (np.concatenate(parts) for parts in zip(*found))
     order = np.lexsort((c, r))  # tiles across the columns arrive row batch by column tile
-    return r[order].astype(np.int64, copy=False), c[order].astype(np.int64, copy=False), v[order]
+    return r[order], c[order], v[order]
