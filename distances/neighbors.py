@@ -181,6 +181,10 @@ class NearestNeighbors:
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_samples_fit_")
 
+    def _check_fitted(self) -> None:
+        if not self.__sklearn_is_fitted__():
+            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+
     # ------------------------------------------------------------------ fit and query
 
     def _resolve(self):
@@ -248,8 +252,7 @@ class NearestNeighbors:
         """The query rows, checked (the fitted rows themselves for ``X=None``), after checking the fitted rows
         against the measure as it is now: ``set_params(metric=...)`` after ``fit`` may name a measure with
         rules the fitted rows break."""
-        if not self.__sklearn_is_fitted__():
-            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+        self._check_fitted()
         if spec.nonnegative:
             validation.check_nonnegative(self._fit_X, "the fitted X", spec.name)
         if X is None:
@@ -271,8 +274,7 @@ class NearestNeighbors:
         Both arrays have shape ``(n_queries, n_neighbors)``; indices are int64,
         distances float32 when the fitted and query data are both float32.
         """
-        if not self.__sklearn_is_fitted__():
-            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+        self._check_fitted()
         k = self.n_neighbors if n_neighbors is None else n_neighbors
         _check_n_neighbors(k, "n_neighbors")
         spec, values, columns = self._resolve()
@@ -350,8 +352,7 @@ class NearestNeighbors:
         """
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
-        if not self.__sklearn_is_fitted__():
-            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+        self._check_fitted()
         spec, values, columns = self._resolve()
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
