@@ -136,8 +136,8 @@ class BoundMeasure:
         terms = [engine.pairwise(X.matrix, Y.matrix, sr, self.acc, mask=entries)[None, :] for sr in self.terms]
         ynorms = [norm[entries.cols] for norm in Y.norms]
         rename = {}
-        if gathered:  # X's norms in the free term slots c1, ...
-            rename = {f"nx{k}": Node("var", (f"c{len(terms) + k}",)) for k in range(len(xnorms))}
+        if gathered:
+            rename = entry_layout(spec)
             terms, xnorms = terms + [norm[None, :] for norm in xnorms], []
         tree = substitute(spec.expansion_tree, rename)
         engine.expand(tree, spec.param_names, self.param_array, terms, xnorms, ynorms, n, out)
@@ -158,6 +158,12 @@ class BoundMeasure:
         fixed = engine.empty((1, exact.size), self.acc)
         engine.expand(tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], fixed)
         engine.scatter(out, flagged if where is None else where, fixed[0])
+
+
+def entry_layout(spec: Distance) -> dict:
+    """The renaming that lays a measure over one row of entries (``BoundMeasure.at``): X's norms, gathered per
+    entry, read from the term slots after the measure's own terms (``nx0`` from ``c1`` for cosine)."""
+    return {f"nx{k}": Node("var", (f"c{len(spec.terms) + k}",)) for k in range(len(spec.norms))}
 
 
 def _bind(sr: Semiring, values: dict) -> Semiring:
