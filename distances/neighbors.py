@@ -526,7 +526,8 @@ def _within(
 
     def select(block, r0: int, c0: int):
         kept = engine.select(tree, ("radius",), bound, [block], [], [], 0, block.shape)
-        if not exclude_self or not -block.shape[0] < c0 - r0 < block.shape[1]:  # no query's own row in the tile
+        # query r0 + r is candidate c0 + c where c - r = r0 - c0: in the tile only when that difference fits it
+        if not exclude_self or not -block.shape[0] < r0 - c0 < block.shape[1]:
             return kept
         other = kept.cols - kept.rows != r0 - c0  # in the tile's own small coordinates (int32 on the GPU)
         return Entries(kept.rows[other], kept.cols[other])

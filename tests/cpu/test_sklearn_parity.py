@@ -71,6 +71,20 @@ def test_radius_neighbors_is_the_brute_force_threshold(data, radius, tiny):
         assert (np.diff(dist[row]) >= 0).all()
 
 
+@pytest.mark.parametrize("working_memory", [None, 300 / 2**20, 2000 / 2**20])
+def test_x_none_excludes_each_row_itself_in_every_tile(working_memory, rng):
+    """Tiles across the index: a row's own entry sits in a different tile for each row batch."""
+    X = np.round(rng.random((40, 3)) * 4) / 4  # exact sums: no entry on the radius by rounding
+    X[5] = X[4]  # duplicates: a copy of a row is still its neighbour
+    D = cdist(X, X, "cityblock")
+    nn = ours(metric="cityblock", radius=0.5, working_memory=working_memory).fit(X)
+    ind = nn.radius_neighbors(return_distance=False)
+    for row in range(40):
+        want = np.flatnonzero(D[row] <= 0.5)
+        np.testing.assert_array_equal(ind[row], want[want != row])
+    assert 5 in ind[4] and 4 in ind[5]
+
+
 def test_radius_for_a_similarity_is_at_least(rng):
     X = rng.random((30, 5))
     Q = rng.random((4, 5))
