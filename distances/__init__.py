@@ -8,7 +8,7 @@ array([[0., 2.],
 """
 
 from . import graph
-from .neighbors import NearestNeighbors
+from .neighbors import NearestNeighbors, radius_neighbors_graph
 from .pairwise import pairwise_distances
 from .specs import DISTANCES, METRICS, Distance, get_metric, resolve_metric
 
@@ -20,5 +20,6 @@ __all__ = [
     "get_metric",
     "graph",
     "pairwise_distances",
+    "radius_neighbors_graph",
     "resolve_metric",
 ]

@@ -13,10 +13,24 @@ from typing import Any
 import numpy as np
 
 from semiring import validation
-from semiring.engine import EXPANSION_VARIABLES, PairwiseEngine
+from semiring.engine import EXPANSION_VARIABLES, Entries, PairwiseEngine
+from semiring.expr import Node, substitute
 from semiring.ops import Semiring
 
 from .specs import NORMS, Distance, expression
+
+
+def scale_columns(A, scale: np.ndarray | None):
+    """A with column k multiplied by ``scale[k]`` (SciPy's ``w``, seuclidean's ``V``); A untouched.
+
+    SciPy or ``cupyx.scipy.sparse`` CSR alike, computed where A lives.
+    """
+    if scale is None:
+        return A
+    xp = validation.array_module(A)
+    nnz = int(A.indptr[-1])
+    data = (A.data[:nnz] * xp.asarray(scale)[A.indices[:nnz]]).astype(A.dtype)
+    return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
 
 
 def prepare(A, how: str):
@@ -69,11 +83,11 @@ class BoundMeasure:
            [3., 0.]])
     """
 
-    def __init__(self, engine: PairwiseEngine, spec: Distance, values: dict, dtype):
-        self.engine, self.spec, self.values = engine, spec, values
+    def __init__(self, engine: PairwiseEngine, spec: Distance, values: dict, dtype, scale: np.ndarray | None = None):
+        self.engine, self.spec, self.values, self.scale = engine, spec, values, scale
         self.dtype = np.dtype(dtype)
         self.acc = engine.accumulate_dtype(self.dtype)  # float64 on the CPU; the result's type on the GPU
-        self.param_array = np.array(list(values.values()), dtype=np.float64)
+        self.param_array = np.array(spec.param_values(values), dtype=np.float64)
         self.terms = [_bind(sr, values) for sr in spec.terms]
 
     @property
@@ -84,7 +98,7 @@ class BoundMeasure:
 
     def prepare(self, A) -> Rows:
         """A's rows on the engine's device as the measure reads them, with their norms."""
-        Ap = self.engine.to_device(prepare(A, self.spec.prepare))
+        Ap = self.engine.to_device(prepare(scale_columns(A, self.scale), self.spec.prepare))
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
         return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
 
@@ -104,14 +118,64 @@ class BoundMeasure:
             self._refine(X.matrix, Y.matrix, flagged, out)
         return out
 
-    def _refine(self, X, Y, flagged, out) -> None:
-        """Recompute the flagged entries exactly (see ``Refinement``)."""
+    def at(self, X: Rows, Y: Rows, entries: Entries):
+        """The measure at ``entries`` only (rows of X against rows of Y): a 1-D device array in their order.
+
+        The engine's expansion reads the terms at (i, j), X's norms at i and Y's at j.  Laid out as one
+        ``1 × s`` row, the entries' terms and Y's norms (gathered) line up, and X's norms (gathered) take the
+        term slots the measure leaves free.  A measure with more operands than that (correlation: one term,
+        two norms each side) is expanded one row of entries at a time, its X norms then being one row's.
+        """
+        engine, spec = self.engine, self.spec
+        if len(spec.terms) + len(spec.norms) <= 2:
+            return self._at(X, Y, entries, [norm[entries.rows] for norm in X.norms], gathered=True)
+        out = engine.empty((len(entries.rows),), self.dtype)
+        rows = engine.to_host(entries.rows)
+        starts = np.flatnonzero(np.diff(rows, prepend=-1))  # entries come in row order (a CSR mask's)
+        for a, b in zip(starts, [*starts[1:], rows.size]):
+            i = int(rows[a])
+            part = Entries(entries.rows[a:b], entries.cols[a:b])
+            out[a:b] = self._at(X, Y, part, [norm[i : i + 1] for norm in X.norms], gathered=False)
+        return out
+
+    def _at(self, X: Rows, Y: Rows, entries: Entries, xnorms: list, gathered: bool):
+        """One ``1 × s`` expansion of the measure at ``entries`` (see ``at``)."""
+        engine, spec = self.engine, self.spec
+        s, n = len(entries.rows), X.matrix.shape[1]
+        out = engine.empty((1, s), self.dtype)
+        if s == 0:
+            return out[0]
+        terms = [engine.pairwise(X.matrix, Y.matrix, sr, self.acc, mask=entries)[None, :] for sr in self.terms]
+        ynorms = [norm[entries.cols] for norm in Y.norms]
+        rename = {}
+        if gathered:
+            rename = entry_layout(spec)
+            terms, xnorms = terms + [norm[None, :] for norm in xnorms], []
+        tree = substitute(spec.expansion_tree, rename)
+        engine.expand(tree, spec.param_names, self.param_array, terms, xnorms, ynorms, n, out)
+        if spec.refine is not None:
+            when = substitute(expression(spec.refine.when, EXPANSION_VARIABLES), rename)
+            flagged = engine.select(when, (), self.param_array, terms, xnorms, ynorms, n, (1, s))
+            if len(flagged.cols):
+                at = Entries(entries.rows[flagged.cols], entries.cols[flagged.cols])
+                self._refine(X.matrix, Y.matrix, at, out, flagged)
+        return out[0]
+
+    def _refine(self, X, Y, flagged, out, where=None) -> None:
+        """Recompute the flagged entries exactly (see ``Refinement``), written to ``out`` at ``where`` (default:
+        the flagged entries themselves)."""
         engine, refine = self.engine, self.spec.refine
         exact = engine.pairwise(X, Y, refine.semiring, self.acc, mask=flagged)
         tree = expression(refine.expansion, EXPANSION_VARIABLES)
         fixed = engine.empty((1, exact.size), self.acc)
         engine.expand(tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], fixed)
-        engine.scatter(out, flagged, fixed[0])
+        engine.scatter(out, flagged if where is None else where, fixed[0])
+
+
+def entry_layout(spec: Distance) -> dict:
+    """The renaming that lays a measure over one row of entries (``BoundMeasure.at``): X's norms, gathered per
+    entry, read from the term slots after the measure's own terms (``nx0`` from ``c1`` for cosine)."""
+    return {f"nx{k}": Node("var", (f"c{len(spec.terms) + k}",)) for k in range(len(spec.norms))}
 
 
 def _bind(sr: Semiring, values: dict) -> Semiring:

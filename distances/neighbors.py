@@ -1,15 +1,18 @@
-"""k-nearest neighbours with scikit-learn's ``NearestNeighbors`` API, on any of the measures.
+"""Nearest neighbours with scikit-learn's ``NearestNeighbors`` API, on any of the measures.
 
 Brute force, as ``sklearn.neighbors.NearestNeighbors(algorithm="brute")``: the
 distances from a batch of query rows to a tile of index rows are computed on
-the engine's device (the same ``pairwise_distances`` machinery), each row's k
-best are selected there and merged with the best of the earlier tiles, and
-only ``n_queries × k`` pairs come back.  The full query × index matrix never
-exists: tiles are sized so the engine's temporaries fit ``working_memory``.
+the engine's device (the same ``pairwise_distances`` machinery).  For
+``kneighbors`` each row's k best are selected there and merged with the best
+of the earlier tiles, and only ``n_queries × k`` pairs come back; for
+``radius_neighbors`` each tile is thresholded there and only the entries
+within the radius come back.  The full query × index matrix never exists:
+tiles are sized so the engine's temporaries fit ``working_memory``.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 import sys
@@ -19,9 +22,11 @@ import scipy.sparse as sp
 
 from semiring import backend as _backend
 from semiring import driver, validation
+from semiring.engine import EXPANSION_VARIABLES, Entries
 
 from .measure import BoundMeasure
-from .specs import resolve_metric
+from .pairwise import check_n_jobs, cpu_threads
+from .specs import column_scale, expression, get_metric, resolve_metric, split_columns
 
 # The index is split into tiles only when this many query rows against all of it would not fit.
 MIN_QUERY_ROWS = 256
@@ -29,8 +34,36 @@ MIN_QUERY_ROWS = 256
 PROGRESS_DELAY_S = 0.5
 
 
+# The entries of a tile within the radius: at most it for a distance, at least it for a similarity.
+WITHIN = {False: "c0 <= radius", True: "c0 >= radius"}
+
+
 class NotFittedError(ValueError, AttributeError):
-    """A method that needs ``fit`` was called first (as scikit-learn's, a ValueError and an AttributeError)."""
+    """A method that needs ``fit`` was called first (as scikit-learn's, a ValueError and an AttributeError).
+
+    Where scikit-learn is loaded, the error raised is also an instance of
+    ``sklearn.exceptions.NotFittedError`` (see :func:`not_fitted`), so either
+    ``except`` clause catches it; scikit-learn is never imported for it.
+    """
+
+
+def not_fitted(message: str) -> NotFittedError:
+    """Our NotFittedError, also scikit-learn's when scikit-learn is loaded (it is not a dependency)."""
+    if "sklearn" not in sys.modules:
+        return NotFittedError(message)
+    return _both_not_fitted()(message)
+
+
+@functools.cache
+def _both_not_fitted() -> type:
+    """One class, made once, that is both our NotFittedError and scikit-learn's."""
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    return type("NotFittedError", (NotFittedError, SklearnNotFittedError), {"__module__": __name__})
+
+
+# scikit-learn's algorithms other than brute force: trees, which these measures and engines do not use.
+TREES = ("ball_tree", "kd_tree")
 
 
 class NearestNeighbors:
@@ -41,11 +74,26 @@ class NearestNeighbors:
     n_neighbors : int, default 5
         Neighbours returned by :meth:`kneighbors` when it is not given one.
     metric : str, default "euclidean"
-        Any name or alias of ``distances.METRICS`` (17 measures).
+        Any name or alias of ``distances.METRICS``.  A callable is refused
+        (every measure runs as kernels generated from its declaration).
+    radius : float, default 1.0
+        The radius of :meth:`radius_neighbors` when it is not given one.  For
+        a similarity measure (``inner_product``) *within the radius* means a
+        similarity of at least ``radius``; for a distance, at most ``radius``.
+    algorithm : {"auto", "brute"}, default "auto"
+        Both are brute force (tiles on the engine); scikit-learn's trees
+        (``"ball_tree"``, ``"kd_tree"``) are refused with the reason.
+    leaf_size : int, default 30
+        Accepted for scikit-learn's sake and ignored (there is no tree).
     p : float, default 2
         Minkowski's exponent (``metric="minkowski"``; ignored otherwise, as scikit-learn).
     metric_params : dict, optional
         Further parameters of the measure; a ``"p"`` here wins over ``p``.
+        SciPy's per-column ``w`` (and seuclidean's ``V``) go here; seuclidean
+        without ``V`` takes the fitted rows' column variances.
+    n_jobs : int, optional
+        The CPU engine's threads during each call, restored after (``-1``
+        all, None the current number); the GPU engine ignores it.
     backend : {"auto", "cpu", "cuda"}
         The engine; ``"auto"`` takes the GPU when it is usable.
     working_memory : float, optional
@@ -80,16 +128,24 @@ class NearestNeighbors:
         n_neighbors: int = 5,
         metric: str = "euclidean",
         *,
+        radius: float = 1.0,
+        algorithm: str = "auto",
+        leaf_size: int = 30,
         p: float = 2,
         metric_params: dict | None = None,
+        n_jobs: int | None = None,
         backend: str = "auto",
         working_memory: float | None = None,
         verbose: bool = True,
     ):
         self.n_neighbors = n_neighbors
         self.metric = metric
+        self.radius = radius
+        self.algorithm = algorithm
+        self.leaf_size = leaf_size
         self.p = p
         self.metric_params = metric_params
+        self.n_jobs = n_jobs
         self.backend = backend
         self.working_memory = working_memory
         self.verbose = verbose
@@ -125,24 +181,39 @@ class NearestNeighbors:
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_samples_fit_")
 
+    def _check_fitted(self) -> None:
+        if not self.__sklearn_is_fitted__():
+            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+
     # ------------------------------------------------------------------ fit and query
 
     def _resolve(self):
-        """The measure's spec and parameter values, from metric, p and metric_params."""
-        spec, _ = resolve_metric(self.metric, {})  # the name first: an unknown metric is named before its params
+        """The measure's spec, its parameter values, and its per-column values (``w``, ``V``; None when not
+        given), from metric, p and metric_params."""
+        spec = get_metric(self.metric)  # the name first: an unknown metric is named before its params
         if self.metric_params is not None and not isinstance(self.metric_params, dict):
             raise TypeError(f"metric_params must be a dict or None, got {type(self.metric_params).__name__}")
         params = dict(self.metric_params or {})
         if "p" in spec.params:
             params.setdefault("p", self.p)
-        return resolve_metric(self.metric, params)
+        params, columns = split_columns(self.metric, params)
+        return (*resolve_metric(self.metric, params), columns)
+
+    def _measure(self, spec, values, columns, Q) -> BoundMeasure:
+        """The measure bound to the engine for queries Q against the fitted rows; a default ``V`` is the
+        fitted rows' (scikit-learn computes it over each call's queries and fitted rows stacked)."""
+        X = self._fit_X
+        scale = column_scale(spec, values, columns, X, X)
+        return BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, X), scale)
 
     def fit(self, X, y=None) -> NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
-        spec, values = self._resolve()
+        spec, values, columns = self._resolve()
         _backend.resolve(self.backend)  # an unusable backend is refused now, with the reason
         driver.check_working_memory(self.working_memory)
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
+        _check_algorithm(self.algorithm, self.leaf_size)
+        check_n_jobs(self.n_jobs)
         X = validation.check_matrix(X, "X")
         if X.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
@@ -151,26 +222,50 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._fit_X = X
-        self.effective_metric_, self.effective_metric_params_ = spec.name, values
+        self.effective_metric_, self.effective_metric_params_ = effective_metric(
+            self.metric, self.p, self.metric_params
+        )
         self.n_samples_fit_, self.n_features_in_ = X.shape
         self._index_cache = None
-        self._index(BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(X, X)))
+        measure = self._measure(spec, values, columns, X)
+        with cpu_threads(self.n_jobs, measure.engine):
+            self._index(measure)
         return self
 
     def _index(self, measure: BoundMeasure):
         """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
 
         Made by ``fit`` and kept, so queries pay only for themselves (as scikit-learn's and cuML's estimators,
-        where fit holds the index); remade when the engine, the measure or the accumulation type changes.
-        Pickling drops it (see ``__getstate__``).
+        where fit holds the index); remade when the engine, the measure, the column scaling or the accumulation
+        type changes.  Pickling drops it (see ``__getstate__``).
         """
-        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc)
+        scale = None if measure.scale is None else measure.scale.tobytes()
+        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc, scale)
         if getattr(self, "_index_cache", None) is None or self._index_cache[0] != key:
             self._index_cache = (key, measure.prepare(self._fit_X))
         return self._index_cache[1]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_index_cache": None}  # device arrays stay out of pickles
+
+    def _queries(self, X, spec):
+        """The query rows, checked (the fitted rows themselves for ``X=None``), after checking the fitted rows
+        against the measure as it is now: ``set_params(metric=...)`` after ``fit`` may name a measure with
+        rules the fitted rows break."""
+        self._check_fitted()
+        if spec.nonnegative:
+            validation.check_nonnegative(self._fit_X, "the fitted X", spec.name)
+        if X is None:
+            return self._fit_X
+        Q = validation.check_matrix(X, "X")
+        if Q.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "
+                "as input (the fitted rows' columns)"
+            )
+        if spec.nonnegative:
+            validation.check_nonnegative(Q, "X", spec.name)
+        return Q
 
     def kneighbors(self, X=None, n_neighbors: int | None = None, return_distance: bool = True):
         """The ``n_neighbors`` nearest fitted rows of each row of X: ``(distances, indices)``, or indices.
@@ -179,47 +274,34 @@ class NearestNeighbors:
         Both arrays have shape ``(n_queries, n_neighbors)``; indices are int64,
         distances float32 when the fitted and query data are both float32.
         """
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(
-                "This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first"
-            )
+        self._check_fitted()
         k = self.n_neighbors if n_neighbors is None else n_neighbors
         _check_n_neighbors(k, "n_neighbors")
-        spec, values = self._resolve()
+        spec, values, columns = self._resolve()
         n = self.n_samples_fit_
-        if X is None:
-            if k >= n:
-                raise ValueError(
-                    f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
-                    f"but n_neighbors = {k}, n_samples_fit = {n}"
-                )
-            Q = self._fit_X
-        else:
-            if k > n:
-                raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
-            Q = validation.check_matrix(X, "X")  # the fitted rows were checked by fit
-            if Q.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "
-                    "as input (the fitted rows' columns)"
-                )
-            if spec.nonnegative:
-                validation.check_nonnegative(Q, "X", spec.name)
-        engine = _backend.engine(self.backend)
-        measure = BoundMeasure(engine, spec, values, validation.result_dtype(Q, self._fit_X))
-        index = self._index(measure)
-        where = driver.placement(engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy back
-        dist, ind = _kneighbors(
-            measure,
-            Q,
-            index,
-            Q is self._fit_X,
-            int(k),
-            self.working_memory,
-            bool(self.verbose),
-            X is None,
-            where.on_device,
-        )
+        if X is None and k >= n:
+            raise ValueError(
+                f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
+                f"but n_neighbors = {k}, n_samples_fit = {n}"
+            )
+        if X is not None and k > n:
+            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
+        Q = self._queries(X, spec)
+        measure = self._measure(spec, values, columns, Q)
+        where = driver.placement(measure.engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy
+        with cpu_threads(self.n_jobs, measure.engine):
+            index = self._index(measure)
+            dist, ind = _kneighbors(
+                measure,
+                Q,
+                index,
+                Q is self._fit_X,
+                int(k),
+                self.working_memory,
+                bool(self.verbose),
+                X is None,
+                where.on_device,
+            )
         dist, ind = where.give(dist), where.give(ind)
         return (dist, ind) if return_distance else ind
 
@@ -229,8 +311,7 @@ class NearestNeighbors:
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances (the
         similarities, for a similarity measure); a distance of 0 is stored.
         """
-        if mode not in ("connectivity", "distance"):
-            raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}")
+        _check_mode(mode)
         dist, ind = self.kneighbors(X, n_neighbors)
         n_queries, k = ind.shape
         xp = validation.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
@@ -238,6 +319,164 @@ class NearestNeighbors:
         indptr = xp.arange(0, n_queries * k + 1, k)
         kind = sp.csr_matrix if xp is np else _cupy_csr()
         return kind((data, ind.ravel(), indptr), shape=(n_queries, self.n_samples_fit_))
+
+    def radius_neighbors(
+        self, X=None, radius: float | None = None, return_distance: bool = True, sort_results: bool = False
+    ):
+        """The fitted rows within ``radius`` of each row of X: ``(distances, indices)``, or indices.
+
+        As scikit-learn's: two object arrays of ``n_queries`` 1-D arrays (the
+        distances, float32 when the fitted and query data are both float32;
+        int64 indices), in index order, or best first with
+        ``sort_results=True`` (ties by index).  Within the radius means a
+        distance of at most ``radius`` or, for a similarity measure
+        (``inner_product``), a similarity of at least ``radius``; NaN (e.g.
+        cosine of an empty row) is never within it.  ``X=None`` queries the
+        fitted rows, each excluding itself.  Each tile of distances is
+        thresholded on the engine's device, so memory follows the number of
+        neighbours found, not ``n_queries × n_samples_fit``.
+
+        >>> import numpy as np
+        >>> from semiring import distances
+        >>> nn = distances.NearestNeighbors(radius=1.5).fit(np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]))
+        >>> dist, ind = nn.radius_neighbors([[0.9, 0.0]], sort_results=True)
+        >>> ind[0], dist[0].round(2)
+        (array([1, 0]), array([0.1, 0.9]))
+        """
+        if sort_results and not return_distance:
+            raise ValueError("return_distance must be True if sort_results is True (as scikit-learn)")
+        G = self.radius_neighbors_graph(X, radius, mode="distance", sort_results=sort_results)
+        ind = _rows_of(G.indices.astype(np.int64), G.indptr)
+        if not return_distance:
+            return ind
+        return _rows_of(G.data, G.indptr), ind
+
+    def radius_neighbors_graph(
+        self, X=None, radius: float | None = None, mode: str = "connectivity", sort_results: bool = False
+    ) -> sp.csr_matrix:
+        """The neighbours within ``radius`` as a sparse ``(n_queries, n_samples_fit)`` CSR matrix.
+
+        ``mode="connectivity"`` stores ones, ``"distance"`` the distances (the
+        similarities, for a similarity measure), a distance of 0 included.
+        Each row's entries are in index order, or best first with
+        ``sort_results=True`` in ``mode="distance"`` (ignored otherwise, as
+        scikit-learn).  See :meth:`radius_neighbors`.
+        """
+        _check_mode(mode)
+        radius = _check_radius(self.radius if radius is None else radius)
+        self._check_fitted()
+        spec, values, columns = self._resolve()
+        Q = self._queries(X, spec)
+        measure = self._measure(spec, values, columns, Q)
+        with cpu_threads(self.n_jobs, measure.engine):
+            index = self._index(measure)
+            rows, cols, dist = _within(
+                measure, Q, index, Q is self._fit_X, radius, self.working_memory, bool(self.verbose), X is None
+            )
+        if sort_results and mode == "distance":
+            order = np.lexsort((cols, -dist if spec.similarity else dist, rows))
+            rows, cols, dist = rows[order], cols[order], dist[order]
+        data = np.ones(cols.size) if mode == "connectivity" else dist.astype(measure.dtype, copy=False)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Q.shape[0]))])
+        return sp.csr_matrix((data, cols, indptr), shape=(Q.shape[0], self.n_samples_fit_))
+
+
+def radius_neighbors_graph(
+    X,
+    radius: float,
+    *,
+    mode: str = "connectivity",
+    metric: str = "euclidean",
+    p: float = 2,
+    metric_params: dict | None = None,
+    include_self: bool = False,
+    n_jobs: int | None = None,
+    backend: str = "auto",
+    working_memory: float | None = None,
+) -> sp.csr_matrix:
+    """The ε-graph of X's rows: a sparse ``(n, n)`` CSR matrix of the pairs within ``radius``.
+
+    As ``sklearn.neighbors.radius_neighbors_graph``: ``mode="connectivity"``
+    stores ones, ``"distance"`` the distances; a row is its own neighbour only
+    with ``include_self=True``.  For a similarity measure, within the radius
+    means a similarity of at least ``radius`` (a threshold).  Memory follows
+    the number of pairs found: tiles of the distances are thresholded on the
+    engine's device.  For a graph of given pairs instead, see
+    ``pairwise_distances(mask=)``.
+
+    >>> import numpy as np
+    >>> from semiring import distances
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    >>> distances.radius_neighbors_graph(X, 1.5).toarray()
+    array([[0., 1., 0.],
+           [1., 0., 0.],
+           [0., 0., 0.]])
+    """
+    nn = NearestNeighbors(
+        metric=metric,
+        radius=radius,
+        p=p,
+        metric_params=metric_params,
+        n_jobs=n_jobs,
+        backend=backend,
+        working_memory=working_memory,
+        verbose=False,
+    ).fit(X)
+    return nn.radius_neighbors_graph(nn._fit_X if include_self else None, mode=mode)
+
+
+def effective_metric(metric, p, metric_params) -> tuple[str, dict]:
+    """``effective_metric_`` and ``effective_metric_params_`` exactly as scikit-learn's ``NearestNeighbors.fit``
+    sets them: minkowski with p = 1, 2 or inf (and no ``w``) becomes manhattan, euclidean or chebyshev; any other
+    minkowski keeps ``p`` and ``w`` (None when not given) in the parameters; every other metric is as given.
+
+    >>> effective_metric("minkowski", 1, None)
+    ('manhattan', {})
+    >>> effective_metric("minkowski", 3, None)
+    ('minkowski', {'p': 3, 'w': None})
+    """
+    params = {} if metric_params is None else dict(metric_params)
+    if metric != "minkowski":
+        return metric, params
+    p = params.pop("p", p)
+    w = params.pop("w", None)
+    shortcut = {1: "manhattan", 2: "euclidean", np.inf: "chebyshev"}.get(p) if w is None else None
+    if shortcut is not None:
+        return shortcut, params
+    return metric, {**params, "p": p, "w": w}
+
+
+def _check_algorithm(algorithm, leaf_size) -> None:
+    if algorithm in TREES:
+        raise ValueError(
+            f"algorithm={algorithm!r} is not supported: this estimator is brute force on the CPU or GPU engine "
+            "(tiles of the measure, no tree), for every measure; use algorithm='auto' or 'brute'"
+        )
+    if algorithm not in ("auto", "brute"):
+        raise ValueError(f"algorithm must be 'auto' or 'brute', got {algorithm!r}")
+    if isinstance(leaf_size, bool) or not isinstance(leaf_size, numbers.Integral) or leaf_size < 1:
+        raise ValueError(
+            f"leaf_size must be an integer >= 1 (accepted and ignored: there is no tree), got {leaf_size!r}"
+        )
+
+
+def _check_mode(mode) -> None:
+    if mode not in ("connectivity", "distance"):
+        raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}")
+
+
+def _check_radius(radius) -> float:
+    if isinstance(radius, bool) or not isinstance(radius, numbers.Real) or np.isnan(radius):
+        raise ValueError(f"radius must be a real number (not NaN), got {radius!r}")
+    return float(radius)
+
+
+def _rows_of(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """A CSR matrix's rows as scikit-learn's object array of 1-D arrays (copies, not views of one buffer)."""
+    out = np.empty(indptr.size - 1, dtype=object)
+    for i in range(out.size):
+        out[i] = values[indptr[i] : indptr[i + 1]].copy()
+    return out
 
 
 def _check_n_neighbors(k, name: str) -> None:
@@ -297,6 +536,44 @@ def _kneighbors(
         )
 
 
+def _within(
+    measure: BoundMeasure, Q, index, queries_are_index: bool, radius: float, working_memory, verbose, exclude_self
+):
+    """Tiles of queries × index through the blocked driver, each thresholded on the device (``WITHIN``):
+    host ``(rows, cols, values)`` of the entries within ``radius``, in row then column order."""
+    engine = measure.engine
+    tree = expression(WITHIN[measure.spec.similarity], (*EXPANSION_VARIABLES, "radius"))
+    bound = np.array([radius])
+
+    def rows(r0: int, r1: int):
+        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
+
+    def tile(queries, c0: int, c1: int):
+        return measure.block(queries, index.slice(engine, c0, c1))
+
+    def select(block, r0: int, c0: int):
+        kept = engine.select(tree, ("radius",), bound, [block], [], [], 0, block.shape)
+        # query r0 + r is candidate c0 + c where c - r = r0 - c0: in the tile only when that difference fits it
+        if not exclude_self or not -block.shape[0] < r0 - c0 < block.shape[1]:
+            return kept
+        other = kept.cols - kept.rows != r0 - c0  # in the tile's own small coordinates (int32 on the GPU)
+        return Entries(kept.rows[other], kept.cols[other])
+
+    shape = (Q.shape[0], index.matrix.shape[0])
+    with _progress(shape[0], verbose, "radius_neighbors") as bar:
+        return driver.selected(
+            engine,
+            shape,
+            measure.bytes_per_entry,
+            working_memory,
+            rows=rows,
+            tile=tile,
+            select=select,
+            min_rows=MIN_QUERY_ROWS,
+            progress=bar,
+        )
+
+
 class _NoProgress:
     def __enter__(self):
         return self
@@ -308,7 +585,7 @@ class _NoProgress:
         pass
 
 
-def _progress(total: int, verbose: bool):
+def _progress(total: int, verbose: bool, desc: str = "kneighbors"):
     """A tqdm bar over query rows when asked for and standard error is a terminal; else nothing.
 
     The bar appears only for runs longer than ``PROGRESS_DELAY_S``, and is closed on
@@ -318,4 +595,4 @@ def _progress(total: int, verbose: bool):
         return _NoProgress()
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="kneighbors", unit="rows", delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr)
+    return tqdm(total=total, desc=desc, unit="rows", delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr)

@@ -2,30 +2,62 @@
 
 from __future__ import annotations
 
+import numbers
+from contextlib import contextmanager
+
 import numpy as np
 
 from semiring import backend as _backend
 from semiring import driver, validation
 
 from .measure import BoundMeasure
-from .specs import resolve_metric
+from .specs import column_scale, resolve_metric, split_columns
 
-__all__ = ["pairwise_distances", "resolve_metric"]
+__all__ = ["check_n_jobs", "cpu_threads", "pairwise_distances", "resolve_metric"]
 
 
 def pairwise_distances(
-    X, Y=None, metric: str = "euclidean", *, backend: str = "auto", working_memory: float | None = None, **params
-) -> np.ndarray:
+    X,
+    Y=None,
+    metric: str = "euclidean",
+    *,
+    mask=None,
+    out: np.ndarray | None = None,
+    n_jobs: int | None = None,
+    ensure_all_finite: bool | str = True,
+    backend: str = "auto",
+    working_memory: float | None = None,
+    **params,
+):
     """Distances between the rows of X and the rows of Y (X itself when Y is None).
 
     ``metric`` takes SciPy/scikit-learn names and aliases (see
     ``distances.METRICS``); the result equals ``scipy.spatial.distance.cdist`` on
     the densified input where SciPy defines the measure, except where the docs
-    state otherwise.  Inputs are SciPy sparse matrices/arrays or dense arrays;
+    state otherwise.  A callable is refused (every measure runs as generated
+    kernels).  Inputs are SciPy sparse matrices/arrays or dense arrays;
     the result is a dense array, float32 when both inputs are float32.  CuPy
     inputs (``cupy`` arrays, ``cupyx.scipy.sparse``) give a ``cupy.ndarray``,
     which, computed on the GPU, never leaves it: CuPy inputs are validated and
     prepared on the GPU too.
+
+    ``params`` are the measure's (``p``; jensenshannon's ``base``), and as in
+    ``cdist`` the per-column ``w`` (weights, for the measures whose weighted
+    form is the measure on scaled columns: see ``docs/measures.md``) and
+    seuclidean's ``V``.
+
+    ``mask`` (a sparse matrix of the result's shape): only the entries it
+    stores are computed, and the result is a CSR matrix with exactly its
+    pattern (its values are ignored), as ``semiring.pairwise``'s mask.  For the
+    entries within a radius (an ε-graph) see ``radius_neighbors_graph``.
+
+    ``out``: a C-contiguous NumPy array of the result's shape and type, written
+    in place and returned (SciPy's ``cdist(out=)``).  ``n_jobs`` (as
+    scikit-learn's): the CPU engine's threads for this call, restored after;
+    ``-1`` all, ``-2`` all but one, None the current number; the GPU engine
+    ignores it.  ``ensure_all_finite`` (scikit-learn's): True only, since the
+    expanded forms are not defined for infinite or NaN values; False and
+    ``"allow-nan"`` are refused with that reason.
 
     ``working_memory`` (MiB, as scikit-learn) bounds the engine's temporaries:
     rows of X are processed in batches whose buffers fit it (``semiring.driver``:
@@ -42,10 +74,15 @@ def pairwise_distances(
     >>> distances.pairwise_distances(X, metric="minkowski", p=1)
     array([[0., 7.],
            [7., 0.]])
+    >>> distances.pairwise_distances(X, metric="cityblock", w=[1.0, 1.0, 0.5])
+    array([[0., 5.],
+           [5., 0.]])
     """
+    params, columns = split_columns(metric, params)
     spec, values = resolve_metric(metric, params)
+    check_all_finite(ensure_all_finite)
     engine = _backend.engine(backend)
-    where = driver.placement(engine, X, Y)
+    where = driver.placement(engine, X, Y, mask)
     X, Y = validation.check_pair(X, Y)  # CuPy input is checked on the GPU, where it stays
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
@@ -53,15 +90,79 @@ def pairwise_distances(
             validation.check_nonnegative(Y, "Y", spec.name)
     working_memory = driver.check_working_memory(working_memory)  # refused before any work
     dtype = validation.result_dtype(X, Y)
-    measure = BoundMeasure(engine, spec, values, dtype)
-    Yrows = measure.prepare(Y)
-
-    def rows(r0: int, r1: int):  # X against itself in one batch shares Y's preparation and norms
-        return Yrows if (Y is X and (r0, r1) == (0, X.shape[0])) else measure.prepare(X[r0:r1])
-
-    def tile(Xrows, c0: int, c1: int):
-        return measure.block(Xrows, Yrows.slice(engine, c0, c1))
-
     shape = (X.shape[0], Y.shape[0])
-    D = driver.dense(engine, shape, dtype, measure.bytes_per_entry, working_memory, where.on_device, rows, tile)
+    M = None if mask is None else validation.check_mask(mask, shape)
+    _check_out(out, shape, dtype, where.cupy_input or M is not None)
+    measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
+    with cpu_threads(n_jobs, engine):
+        Yrows = measure.prepare(Y)
+        if M is not None:
+            Xrows = Yrows if Y is X else measure.prepare(X)
+            return where.masked(engine, mask, M, measure.at(Xrows, Yrows, engine.entries_from_csr(M)))
+
+        def rows(r0: int, r1: int):  # X against itself in one batch shares Y's preparation and norms
+            return Yrows if (Y is X and (r0, r1) == (0, X.shape[0])) else measure.prepare(X[r0:r1])
+
+        def tile(Xrows, c0: int, c1: int):
+            return measure.block(Xrows, Yrows.slice(engine, c0, c1))
+
+        D = driver.dense(
+            engine, shape, dtype, measure.bytes_per_entry, working_memory, where.on_device, rows, tile, out=out
+        )
     return where.give(D)
+
+
+def check_all_finite(ensure_all_finite) -> None:
+    """scikit-learn's ``ensure_all_finite``: True is the only value the measures can honour."""
+    if ensure_all_finite is True:
+        return
+    if ensure_all_finite is False or ensure_all_finite == "allow-nan":
+        raise ValueError(
+            f"ensure_all_finite={ensure_all_finite!r} is not supported: the measures are computed through "
+            "expanded forms (norms and products) that infinite or NaN values would turn into wrong numbers, "
+            "so the inputs are always checked; leave ensure_all_finite=True"
+        )
+    raise ValueError(f"ensure_all_finite must be True, False or 'allow-nan', got {ensure_all_finite!r}")
+
+
+def _check_out(out, shape: tuple[int, int], dtype, refused: bool) -> None:
+    if out is None:
+        return
+    if refused:
+        raise ValueError("out= takes a dense host result: it cannot be combined with mask= or CuPy inputs")
+    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+        got = f"{type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}".strip()
+        raise ValueError(
+            f"out must be a C-contiguous numpy array of shape {shape} and dtype {np.dtype(dtype).name} "
+            f"(rows of X by rows of Y, the result's type), got {got}"
+        )
+
+
+def check_n_jobs(n_jobs) -> int | None:
+    """``n_jobs`` as scikit-learn takes it: None or a nonzero integer."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a nonzero integer (-1 for every core), got {n_jobs!r}")
+    return n_jobs
+
+
+@contextmanager
+def cpu_threads(n_jobs, engine):
+    """scikit-learn's ``n_jobs`` as the CPU engine's (numba's) threads for the duration of a call.
+
+    None keeps the current number; ``-1`` takes every thread numba started with, ``-2`` all but one (as
+    joblib); more than numba started with is capped there.  The previous number is restored on exit,
+    exceptions included.  Only checked for the GPU engine, which has no threads to set.
+    """
+    if check_n_jobs(n_jobs) is None or engine.name != "cpu":
+        yield
+        return
+    import numba  # only here: importing the library loads no engine
+
+    most = numba.config.NUMBA_NUM_THREADS
+    wanted = n_jobs if n_jobs > 0 else most + 1 + n_jobs
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(most, wanted)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

@@ -31,6 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
+import scipy.sparse as sp
+
 from semiring import Semiring, binary_op, monoid, validation
 from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES
@@ -73,6 +76,72 @@ class Param:
     check: Callable[[object, str, str], float] = validation.check_positive
     flag: str | None = None  # the ``semiring`` command's option, None where it has none
     help: str = ""
+    # SciPy's ``param=None``: left out of the checked values unless given, as SciPy's cdist takes no such
+    # keyword (jensenshannon's base); the measure reads the default then (``Distance.param_values``)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class ColumnParam:
+    """A parameter with one value per column (SciPy's ``w``, seuclidean's ``V``) that enters as a column scaling.
+
+    Column ``k`` of X and Y is multiplied by ``scale(values, params)[k]`` before the measure: SciPy's weighted
+    minkowski is ``(Σ w|x−y|^p)^(1/p)``, the unweighted one on columns scaled by ``w^(1/p)``.  Measures whose
+    weighted form is not a column scaling (hamming's ``Σw[x≠y]/Σw``, canberra, correlation's weighted means,
+    the boolean measures) declare none and refuse ``w`` with that reason.  ``default`` ``"variance"``: SciPy's
+    default ``V``, each column's variance (``ddof=1``) over the rows of X and Y stacked (of X alone for
+    X against itself, as ``pdist``).
+    """
+
+    name: str
+    rule: str  # every value's rule, as the error states it: ">= 0" or "> 0"
+    scale: Callable[[np.ndarray, dict], np.ndarray]
+    default: str | None = None
+
+    def check(self, value, n_features: int, metric: str) -> np.ndarray:
+        """The values as a float64 vector of one per column, or an error naming the parameter and the rule."""
+        try:
+            v = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{self.name} must be an array of real numbers, got {type(value).__name__}") from None
+        if v.ndim != 1 or v.size != n_features:
+            raise ValueError(
+                f"{self.name} must be 1-D with one value per column ({n_features}) for {metric}, got shape {v.shape}"
+            )
+        good = np.isfinite(v) & ((v > 0) if self.rule == "> 0" else (v >= 0))
+        if not good.all():
+            k = int(np.flatnonzero(~good)[0])
+            raise ValueError(
+                f"{self.name} must be finite and {self.rule} for {metric}, got {float(v[k])!r} at column {k}"
+            )
+        return v
+
+    def default_values(self, X: sp.csr_matrix, Y: sp.csr_matrix, metric: str) -> np.ndarray:
+        """SciPy's default: each column's variance (ddof=1) over the rows of X and Y stacked; a constant column
+        (its variance 0, a division by 0) is refused, checked without n-sized work where a column has no value."""
+        xp = validation.array_module(X)  # computed where the rows are: NumPy, or CuPy on the GPU
+        cols = xp.concatenate([A.indices[: int(A.indptr[-1])] for A in ((X,) if Y is X else (X, Y))])
+        data = xp.concatenate([A.data[: int(A.indptr[-1])] for A in ((X,) if Y is X else (X, Y))])
+        m, n = (X.shape[0] if Y is X else X.shape[0] + Y.shape[0]), X.shape[1]
+        stored = xp.unique(cols)
+        if m < 2 or stored.size < n:  # a column without a stored value is constant (0): refused before n-sized work
+            k = int(xp.setdiff1d(xp.arange(min(n, stored.size + 1)), stored)[0]) if m >= 2 else 0
+            self._refuse_constant(k, metric, m)
+        mean = xp.bincount(cols, weights=data.astype(np.float64), minlength=n) / m
+        dev = xp.bincount(cols, weights=(data - mean[cols]) ** 2, minlength=n)
+        absent = m - xp.bincount(cols, minlength=n)  # the columns' zeros, each (0 - mean)^2
+        var = (dev + absent * mean**2) / (m - 1)
+        if not bool((var > 0).all()):
+            self._refuse_constant(int(xp.flatnonzero(~(var > 0))[0]), metric, m)
+        return var
+
+    def _refuse_constant(self, column: int, metric: str, rows: int):
+        if rows < 2:
+            raise ValueError(f"{metric} needs {self.name}= with fewer than 2 rows: the default is a sample variance")
+        raise ValueError(
+            f"column {column} is constant, so {metric}'s default {self.name} (the column variances) divides by 0 "
+            f"there (SciPy's cdist gives NaN everywhere); pass {self.name}= with every value > 0"
+        )
 
 
 @dataclass(frozen=True)
@@ -110,6 +179,7 @@ class Distance:
     similarity: bool = False
     scipy: str | None = None
     refine: Refinement | None = None
+    columns: ColumnParam | None = None
     formula: str = ""
     note: str = ""
 
@@ -121,6 +191,10 @@ class Distance:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
+
+    def param_values(self, values: dict) -> list[float]:
+        """Every parameter's value in declaration order, the default for an optional one not given."""
+        return [values.get(p.name, p.default) for p in self.parameters]
 
     def rule(self, param: Param) -> str:
         """The rule for ``param`` as its error message states it: ``> 0 for minkowski (p = inf gives chebyshev)``."""
@@ -146,12 +220,34 @@ _EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0) and nx0 + ny0 > 0.0"
 
 _MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
+
+def _check_log_base(value, name: str, rule: str) -> float:
+    """A logarithm's base: a finite real number > 1.  SciPy also takes a base in (0, 1), where the divergence
+    turns negative and its square root NaN: refused here instead."""
+    base = validation.check_positive(value, name, rule)
+    if base <= 1.0 or math.isinf(base):
+        raise ValueError(f"{name} must be {rule}, got {base!r}")
+    return base
+
+
+def _weights(power: Callable[[dict], float]) -> ColumnParam:
+    """SciPy's ``w``, entering as the columns scaled by ``w ** power(params)``."""
+    return ColumnParam("w", ">= 0", lambda w, params: w ** power(params))
+
+
+_W_SQRT = _weights(lambda params: 0.5)
+_W_LINEAR = _weights(lambda params: 1.0)
+
+# The boolean measures' counts on x≠0: c0 = |x∩y|, nx0 = |x|, ny0 = |y|, n columns.
+_DIFFER = "u = nx0 + ny0 - 2.0 * c0; "  # |x Δ y|: columns where exactly one is nonzero
+
 DISTANCES: tuple[Distance, ...] = (
     Distance(
         "braycurtis",
         (B["plus_absdiff"], _sr("abssum", "abs(x + y)")),
         "c0 / c1",
         scipy="braycurtis",
+        columns=_W_LINEAR,
         formula="Σ|x−y| / Σ|x+y|",
         note="NaN for two empty rows (0/0), as SciPy.",
     ),
@@ -162,8 +258,25 @@ DISTANCES: tuple[Distance, ...] = (
         scipy="canberra",
         formula="Σ|x−y| / (|x|+|y|), 0/0 = 0",
     ),
-    Distance("chebyshev", (B["max_absdiff"],), "c0", aliases=("linf",), scipy="chebyshev", formula="max|x−y|"),
-    Distance("cityblock", (B["plus_absdiff"],), "c0", aliases=("manhattan", "l1"), scipy="cityblock", formula="Σ|x−y|"),
+    Distance(
+        "chebyshev",
+        (B["max_absdiff"],),
+        "c0",
+        aliases=("linf",),
+        scipy="chebyshev",
+        columns=ColumnParam("w", ">= 0", lambda w, params: (w > 0).astype(np.float64)),
+        formula="max|x−y|",
+        note="With w, the maximum over the columns where w > 0, as SciPy.",
+    ),
+    Distance(
+        "cityblock",
+        (B["plus_absdiff"],),
+        "c0",
+        aliases=("manhattan", "l1", "taxicab"),
+        scipy="cityblock",
+        columns=_W_LINEAR,
+        formula="Σ|x−y|",
+    ),
     Distance(
         "correlation",
         (B["plus_times"],),
@@ -180,6 +293,7 @@ DISTANCES: tuple[Distance, ...] = (
         _clip02("1.0 - c0 / sqrt(nx0 * ny0)"),
         norms=("sumsq",),
         scipy="cosine",
+        columns=_W_SQRT,
         formula="1 − x·y / (‖x‖‖y‖)",
         note="NaN for an empty row (0/0), as SciPy. Clipped to [0, 2] as SciPy.",
     ),
@@ -201,6 +315,7 @@ DISTANCES: tuple[Distance, ...] = (
         norms=("sumsq",),
         aliases=("l2",),
         scipy="euclidean",
+        columns=_W_SQRT,
         refine=Refinement(_EUCLID_WHEN, B["plus_sqdiff"], "sqrt(c0)"),
         formula="√(‖x‖² + ‖y‖² − 2x·y)",
         note="Entries where the expansion cancels (d² ≤ 1e-3·(‖x‖²+‖y‖²)) are recomputed exactly over the union.",
@@ -250,13 +365,23 @@ DISTANCES: tuple[Distance, ...] = (
     Distance(
         "jensenshannon",
         (_sr("js", "(x * log(2.0 * x / (x + y)) if x > 0 else 0.0) + (y * log(2.0 * y / (x + y)) if y > 0 else 0.0)"),),
-        "sqrt(max(c0, 0.0) / 2.0) if nx0 > 0.0 and ny0 > 0.0 else nan",
+        "sqrt(max(c0, 0.0) / (2.0 * log(base))) if nx0 > 0.0 and ny0 > 0.0 else nan",
         norms=("sum",),
         prepare="l1",
+        parameters=(
+            Param(
+                "base",
+                math.e,
+                rule="> 1 (and finite)",
+                check=_check_log_base,
+                help="the logarithm's base",
+                optional=True,
+            ),
+        ),
         nonnegative=True,
         scipy="jensenshannon",
         formula="√(½ Σ x̂ log(2x̂/(x̂+ŷ)) + ŷ log(2ŷ/(x̂+ŷ)))",
-        note="Natural log; rows L1-normalised as SciPy. NaN for an all-zero row (0/0 normalisation), as "
+        note="Natural log unless base= is given (SciPy's base); rows L1-normalised as SciPy. NaN for an all-zero row (0/0 normalisation), as "
         "scipy.spatial.distance.jensenshannon; cdist's loop returns inf there. Rounding below 0 is clamped "
         "before the square root, where cdist returns NaN (e.g. [1, 0] against [843.5, 0]).",
     ),
@@ -269,14 +394,35 @@ DISTANCES: tuple[Distance, ...] = (
         note="Not normalised and not symmetric: KL(X[i] ‖ Y[j]) = Σ scipy.special.rel_entr(x, y).",
     ),
     Distance(
+        "kl_divergence",
+        (_sr("kl_raft", "x * (log(x) - (log(y) if y > 0 else 0.0)) if x > 0 else 0.0"),),
+        "0.5 * c0",
+        nonnegative=True,
+        formula="½ Σ x (log x − log y), log 0 read as 0",
+        note="cuML's (RAFT's) kl_divergence: half of kldivergence where y > 0, and finite where x > 0 = y "
+        "(log y is taken as 0 there, where kldivergence gives +inf).",
+    ),
+    Distance(
         "minkowski",
         (_sr("powdiff", "abs(x - y) ** p", p=_MINKOWSKI_P.default),),
         "c0 ** (1.0 / p)",
+        aliases=("lp",),
         parameters=(_MINKOWSKI_P,),
         rewrites=(Rewrite("p", math.inf, "chebyshev"),),
         scipy="minkowski",
+        columns=_weights(lambda params: 1.0 / params["p"]),
         formula="(Σ|x−y|^p)^(1/p)",
         note="With the absolute value for odd p.",
+    ),
+    Distance(
+        "rogerstanimoto",
+        (B["plus_times"],),
+        _DIFFER + "2.0 * u / (n + u)",
+        norms=("sum",),
+        prepare="binary",
+        scipy="rogerstanimoto",
+        formula="2|x Δ y| / (n + |x Δ y|) on x≠0",
+        note="On the nonzero pattern (SciPy's boolean definition).",
     ),
     Distance(
         "russellrao",
@@ -288,16 +434,56 @@ DISTANCES: tuple[Distance, ...] = (
         note="On the nonzero pattern (SciPy's boolean definition); the diagonal is not forced to 0.",
     ),
     Distance(
+        "seuclidean",
+        (B["plus_times"],),
+        "sqrt(max(nx0 + ny0 - 2.0 * c0, 0.0))",
+        norms=("sumsq",),
+        scipy="seuclidean",
+        refine=Refinement(_EUCLID_WHEN, B["plus_sqdiff"], "sqrt(c0)"),
+        columns=ColumnParam("V", "> 0", lambda V, params: 1.0 / np.sqrt(V), default="variance"),
+        formula="√(Σ (x−y)² / V)",
+        note="Euclidean on the columns divided by √V; V defaults to the column variances (ddof=1) of X and Y "
+        "stacked (of X alone for X against itself, as pdist), and a constant column is refused there.",
+    ),
+    Distance(
+        "sokalsneath",
+        (B["plus_times"],),
+        _DIFFER + "d = c0 + 2.0 * u; 2.0 * u / d if d > 0.0 else nan",
+        norms=("sum",),
+        prepare="binary",
+        scipy="sokalsneath",
+        formula="2|x Δ y| / (|x∩y| + 2|x Δ y|) on x≠0",
+        note="On the nonzero pattern; NaN for two empty rows (0/0), as SciPy.",
+    ),
+    Distance(
         "sqeuclidean",
         (B["plus_times"],),
         "max(nx0 + ny0 - 2.0 * c0, 0.0)",
         norms=("sumsq",),
         scipy="sqeuclidean",
+        columns=_W_SQRT,
         refine=Refinement(_EUCLID_WHEN, B["plus_sqdiff"], "c0"),
         formula="‖x‖² + ‖y‖² − 2x·y",
         note="Cancelling entries recomputed exactly, as euclidean.",
     ),
+    Distance(
+        "yule",
+        (B["plus_times"],),
+        "tf = nx0 - c0; ft = ny0 - c0; ff = n - nx0 - ny0 + c0; h = tf * ft; "
+        "2.0 * h / (c0 * ff + h) if h > 0.0 else 0.0",
+        norms=("sum",),
+        prepare="binary",
+        scipy="yule",
+        formula="2·TF·FT / (TT·FF + TF·FT) on x≠0, 0 where TF·FT = 0",
+        note="On the nonzero pattern (SciPy's boolean definition).",
+    ),
 )
+
+# Refused by name, with the reason (``get_metric`` states it).
+REFUSED = {
+    "mahalanobis": "it needs the inverse covariance VI, a dense features × features matrix, and the whitened "
+    "rows it implies are dense: whiten X yourself (X @ cholesky(VI)) and use 'euclidean'",
+}
 
 METRICS: dict[str, Distance] = {}
 for _d in DISTANCES:
@@ -311,6 +497,14 @@ def get_metric(metric) -> Distance:
         return metric
     if isinstance(metric, str) and metric.lower() in METRICS:
         return METRICS[metric.lower()]
+    if callable(metric):
+        raise TypeError(
+            f"metric must be the name of a measure, got the callable {getattr(metric, '__name__', metric)!r}: "
+            "every measure runs as kernels generated from its declaration (semiring.distances.specs), which a "
+            "Python function cannot be turned into; use a named metric, or scikit-learn for a callable"
+        )
+    if isinstance(metric, str) and metric.lower() in REFUSED:
+        raise ValueError(f"metric {metric!r} is not supported: {REFUSED[metric.lower()]}")
     known = ", ".join(sorted(METRICS))
     raise ValueError(f"unknown metric {metric!r}; known metrics: {known}")
 
@@ -321,7 +515,36 @@ def _check_params(spec: Distance, params: dict) -> dict:
     if unknown:
         takes = f"it takes {', '.join(spec.param_names)}" if spec.parameters else "it takes no parameters"
         raise TypeError(f"metric {spec.name!r} got unexpected parameter(s) {sorted(unknown)}; {takes}")
-    return {p.name: p.check(params.get(p.name, p.default), p.name, spec.rule(p)) for p in spec.parameters}
+    given = [p for p in spec.parameters if not (p.optional and params.get(p.name) is None)]
+    return {p.name: p.check(params.get(p.name, p.default), p.name, spec.rule(p)) for p in given}
+
+
+def split_columns(metric, params: dict) -> tuple[dict, object]:
+    """``params`` without the measure's per-column parameter (``w``, ``V``), and that one's value (None when
+    not given); ``w`` for a measure that takes none is refused with the reason.
+
+    >>> split_columns("minkowski", {"p": 3, "w": [1, 2]})
+    ({'p': 3}, [1, 2])
+    """
+    spec = get_metric(metric)
+    name = spec.columns.name if spec.columns is not None else None
+    if "w" in params and name != "w":
+        takes = sorted({d.name for d in DISTANCES if d.columns is not None and d.columns.name == "w"})
+        raise TypeError(
+            f"metric {spec.name!r} takes no weights w: its weighted form is not the measure on scaled columns; "
+            f"w= is taken by {', '.join(takes)}"
+        )
+    rest = {k: v for k, v in params.items() if k != name}
+    return rest, params.get(name) if name is not None else None
+
+
+def column_scale(spec: Distance, values: dict, given, X: sp.csr_matrix, Y: sp.csr_matrix) -> np.ndarray | None:
+    """The factor each column of X and Y is multiplied by (see ``ColumnParam``), or None for none."""
+    cp = spec.columns
+    if cp is None or (given is None and cp.default is None):
+        return None
+    v = cp.default_values(X, Y, spec.name) if given is None else cp.check(given, X.shape[1], spec.name)
+    return validation.array_module(v).asarray(cp.scale(v, values), dtype=np.float64)
 
 
 def resolve_metric(metric, params: dict) -> tuple[Distance, dict]:
@@ -344,11 +567,15 @@ __all__ = [
     "DISTANCES",
     "METRICS",
     "NORMS",
+    "REFUSED",
+    "ColumnParam",
     "Distance",
     "Param",
     "Refinement",
     "Rewrite",
+    "column_scale",
     "expression",
     "get_metric",
     "resolve_metric",
+    "split_columns",
 ]

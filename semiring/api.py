@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import backend as _backend
 from . import driver, validation
@@ -78,10 +77,4 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
         return where.give(driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile))
     Xd = Yd if Y is X else engine.to_device(X)
-    values = engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M))
-    if where.on_device:  # the values, the mask's pattern and the result all on the GPU
-        M = M if validation.is_cupy(M) else validation.as_cupy(M)
-        return type(M)((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
-    M = M.get() if validation.is_cupy(M) else M
-    kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
-    return where.give(kind((engine.to_host(values), M.indices.copy(), M.indptr.copy()), shape=M.shape))
+    return where.masked(engine, mask, M, engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))

@@ -1,7 +1,8 @@
 """The one blocked driver: tiles under a working-memory budget, and where results live.
 
 ``semiring.pairwise``, ``semiring.distances.pairwise_distances`` and
-``NearestNeighbors.kneighbors`` all run through here.  Each hands over two
+``NearestNeighbors``' queries (``kneighbors``, ``radius_neighbors``) all run
+through here.  Each hands over two
 callables — prepare a batch of X rows on the engine's device, and compute one
 tile (those rows × a range of Y rows) there — and the driver decides:
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import validation
 from .engine import TOPK_EMPTY, PairwiseEngine
@@ -45,6 +47,18 @@ class Placement:
     def give(self, result):
         """The result in the caller's kind: CuPy for CuPy callers (a host result copied up once)."""
         return validation.as_cupy(result) if self.cupy_input and not self.on_device else result
+
+    def masked(self, engine: PairwiseEngine, mask, M, values):
+        """A CSR result with the checked mask M's pattern holding ``values`` (the engine's, in M's order).
+
+        Built on the GPU when the result stays there; else in host memory, a ``csr_array`` for an array mask.
+        """
+        if self.on_device:
+            M = M if validation.is_cupy(M) else validation.as_cupy(M)
+            return type(M)((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
+        M = M.get() if validation.is_cupy(M) else M
+        kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
+        return self.give(kind((engine.to_host(values), M.indices.copy(), M.indptr.copy()), shape=M.shape))
 
 
 def placement(engine: PairwiseEngine, *inputs) -> Placement:
@@ -112,12 +126,14 @@ def dense(
     on_device: bool,
     rows: Callable[[int, int], Any],
     tile: Callable[[Any, int, int], Any],
+    out: np.ndarray | None = None,
 ):
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
 
-    On the device when ``on_device``, else in host memory.  ``bytes_per_entry`` counts a tile's own buffer:
-    when one tile on the device is the whole result, that buffer is the result and only the rest must fit.
+    On the device when ``on_device``, else in host memory (in ``out`` when given: a C-contiguous host array
+    of the result's shape and type).  ``bytes_per_entry`` counts a tile's own buffer: when one tile on the
+    device is the whole result, that buffer is the result and only the rest must fit.
     """
     m, n = shape
     itemsize = np.dtype(dtype).itemsize
@@ -127,8 +143,9 @@ def dense(
         row_step, col_step = m, n
     if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
         block = tile(rows(0, m), 0, n)
-        return block if on_device else engine.to_host(block)
-    out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
+        return block if on_device else engine.to_host(block, out=out)
+    if out is None:
+        out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
     for r0, r1 in ranges(m, row_step):
         prepared = rows(r0, r1)
         for c0, c1 in ranges(n, col_step):
@@ -192,3 +209,44 @@ def topk(
     if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
         raise RuntimeError("internal error: fewer candidates than k were selected")
     return values, indices
+
+
+def selected(
+    engine: PairwiseEngine,
+    shape: tuple[int, int],
+    bytes_per_entry: int,
+    working_memory: float | None,
+    *,
+    rows: Callable[[int, int], Any],
+    tile: Callable[[Any, int, int], Any],
+    select: Callable[[Any, int, int], Any],
+    min_rows: int = 1,
+    progress=None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of an ``m × n`` result that ``select`` keeps, the result never whole: host ``(rows, cols,
+    values)``, rows ascending and, within a row, columns ascending.
+
+    ``select(block, r0, c0)`` returns the kept entries of one tile as ``Entries`` on the device (block
+    coordinates); only they come back to the host, so memory follows the number kept (a radius query, an
+    ε-graph).  ``progress.update(rows)`` is called as row batches finish.
+    """
+    m, n = shape
+    budget = budget_bytes(engine, working_memory)
+    row_step, col_step = tile_shape(m, n, bytes_per_entry, budget, min_rows)
+    found = []
+    for r0, r1 in ranges(m, row_step):
+        prepared = rows(r0, r1)
+        for c0, c1 in ranges(n, col_step):
+            block = tile(prepared, c0, c1)
+            kept = select(block, r0, c0)
+            values = engine.to_host(block[kept.rows, kept.cols])
+            rows_found = engine.to_host(kept.rows).astype(np.int64) + r0  # int64 before the offset: no overflow
+            found.append((rows_found, engine.to_host(kept.cols).astype(np.int64) + c0, values))
+            del block, kept  # freed before the next tile is made
+        if progress is not None:
+            progress.update(r1 - r0)
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    r, c, v = (np.concatenate(parts) for parts in zip(*found))
+    order = np.lexsort((c, r))  # tiles across the columns arrive row batch by column tile
+    return r[order], c[order], v[order]

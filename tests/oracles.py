@@ -59,7 +59,7 @@ def _distributions(Xd, Yd) -> tuple[np.ndarray, np.ndarray]:
     return Xd / Xd.sum(1, keepdims=True), Yd / Yd.sum(1, keepdims=True)
 
 
-def jensenshannon(spec: Distance, Xd, Yd) -> np.ndarray:
+def jensenshannon(spec: Distance, Xd, Yd, base: float = math.e) -> np.ndarray:
     """SciPy's definition in float64, with its rounding below 0 clamped before the square root.
 
     cdist's loop returns NaN for e.g. [1, 0] against [843.5, 0] (true value 0)
@@ -69,12 +69,20 @@ def jensenshannon(spec: Distance, Xd, Yd) -> np.ndarray:
     P, Q = _distributions(Xd, Yd)
     M = (P[:, None, :] + Q[None, :, :]) / 2
     js = rel_entr(P[:, None, :], M).sum(-1) + rel_entr(Q[None, :, :], M).sum(-1)
-    return np.sqrt(np.maximum(js, 0) / 2)
+    return np.sqrt(np.maximum(js, 0) / 2 / np.log(base))
 
 
 def kldivergence(spec: Distance, Xd, Yd) -> np.ndarray:
     """Σ x log(x/y) on the raw rows: 0 where x = 0, +inf where x > 0 = y."""
     return rel_entr(Xd[:, None, :], Yd[None, :, :]).sum(-1)
+
+
+def kl_divergence(spec: Distance, Xd, Yd) -> np.ndarray:
+    """cuML's (RAFT's): ½ Σ x (log x − log y) over x > 0, log y read as 0 where y = 0."""
+    x, y = Xd[:, None, :], Yd[None, :, :]
+    logy = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), 0.0)
+    terms = np.where(x > 0, x * (np.log(np.where(x > 0, x, 1.0)) - logy), 0.0)
+    return 0.5 * terms.sum(-1)
 
 
 def inner_product(spec: Distance, Xd, Yd) -> np.ndarray:
@@ -114,9 +122,14 @@ ORACLES: dict[str, Oracle] = {
     "jaccard": Oracle(scipy_cdist),
     "jensenshannon": Oracle(jensenshannon),
     "kldivergence": Oracle(kldivergence),
+    "kl_divergence": Oracle(kl_divergence),
     "minkowski": Oracle(scipy_cdist),
+    "rogerstanimoto": Oracle(scipy_cdist),
     "russellrao": Oracle(scipy_cdist),
+    "seuclidean": Oracle(scipy_cdist),
+    "sokalsneath": Oracle(scipy_cdist),
     "sqeuclidean": Oracle(scipy_cdist),
+    "yule": Oracle(scipy_cdist),
 }
 
 NONNEGATIVE = {d.name for d in DISTANCES if d.nonnegative}
