@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from 
 import numpy as np
 from datasets import DATASETS, describe, make_dataset
 from measure import MIB, PeakMemory, timed
-from peers import agrees, expand_product, oracle_check, peer_norms
+from peers import agrees, oracle_check, product_peers
 
 from semiring.distances.measure import BoundMeasure, prepare
 from semiring.distances.specs import get_metric
@@ -92,37 +92,7 @@ def run_metric(name, metric, Q, X, args, rng) -> dict:
         del naive
     else:
         Qh, Xh = prepare(Q, spec.prepare), prepare(X, spec.prepare)
-        Qs, Xs = csp.csr_matrix(Qh), csp.csr_matrix(Xh)
-        nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
-
-        def cusparse():
-            return expand_product(metric, (Qs @ Xs.T).toarray(), nq, nx)
-
-        try:
-            ms, theirs = timed(cusparse, args.repeats)
-            row["cusparse_ms"], row["cusparse_agrees"] = round(ms, 2), agrees(theirs, got)
-            del theirs
-            row["cusparse_extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
-        except Exception as exc:  # noqa: BLE001 - the peer's failure is a result
-            row["cusparse_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
-        cupy.get_default_memory_pool().free_all_blocks()
-        dense_bytes = (X.shape[0] + Q.shape[0]) * X.shape[1] * 4
-        if dense_bytes < 0.4 * cupy.cuda.Device().mem_info[0]:
-            start = time.perf_counter()
-            Qd, Xd = Qs.toarray(), Xs.toarray()
-            cupy.cuda.Device().synchronize()
-            row["densify_ms"] = round(1e3 * (time.perf_counter() - start), 1)
-
-            def dense():
-                return expand_product(metric, Qd @ Xd.T, nq, nx)
-
-            ms, theirs = timed(dense, args.repeats)
-            row["dense_ms"], row["dense_agrees"] = round(ms, 2), agrees(theirs, got)
-            row["dense_extra_mib"] = round(PeakMemory().extra_mib(dense), 1)
-            del Qd, Xd, theirs
-        else:
-            row["dense_skipped"] = f"X dense is {dense_bytes / 2**30:.1f} GiB, over 40 % of free GPU memory"
-        del Qs, Xs
+        row.update(product_peers(metric, csp.csr_matrix(Qh), csp.csr_matrix(Xh), got, args.repeats))
     if metric in SKLEARN and args.sk_queries:
         k = min(args.sk_queries, Q.shape[0])
         start = time.perf_counter()

@@ -5,6 +5,7 @@ product into a measure, and the checks of any result against SciPy in float64.
 from __future__ import annotations
 
 import numpy as np
+from measure import PeakMemory, timed
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 
@@ -85,3 +86,45 @@ def jensenshannon(p, r) -> float:
     """SciPy's definition on two distributions, with its rounding below 0 clamped (as the docs say we do)."""
     m = (p + r) / 2
     return float(np.sqrt(max((rel_entr(p, m).sum() + rel_entr(r, m).sum()) / 2, 0.0)))
+
+
+def product_peers(metric: str, Qs, Xs, reference, repeats: int) -> dict:
+    """The product peers against ``reference`` (ours): cuSPARSE ``Q @ X.T`` plus the expansion, and dense
+    cuBLAS on rows densified beforehand (the densify timed apart), where X fits in 40 % of free memory.
+
+    ``Qs``, ``Xs``: the prepared rows as ``cupyx.scipy.sparse`` CSR.  Times (CUDA-event medians), whether
+    each agrees with ``reference``, cuSPARSE's extra memory, or why a peer did not run.
+    """
+    import cupy
+
+    row: dict = {}
+    nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
+
+    def cusparse():
+        return expand_product(metric, (Qs @ Xs.T).toarray(), nq, nx)
+
+    try:
+        ms, theirs = timed(cusparse, repeats)
+        row["cusparse_ms"], row["cusparse_agrees"] = round(ms, 2), agrees(theirs, reference)
+        del theirs
+        row["cusparse_extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
+    except Exception as exc:  # noqa: BLE001 - the peer's failure is a result
+        row["cusparse_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    cupy.get_default_memory_pool().free_all_blocks()
+    dense_bytes = (Xs.shape[0] + Qs.shape[0]) * Xs.shape[1] * 4
+    if dense_bytes >= 0.4 * cupy.cuda.Device().mem_info[0]:
+        row["dense_skipped"] = f"X dense is {dense_bytes / 2**30:.1f} GiB, over 40 % of free GPU memory"
+        return row
+    ms_densify, (Qd, Xd) = timed(lambda: (Qs.toarray(), Xs.toarray()), repeats)
+
+    def dense():
+        return expand_product(metric, Qd @ Xd.T, nq, nx)
+
+    ms, theirs = timed(dense, repeats)
+    row["dense_ms"], row["dense_agrees"], row["densify_ms"] = (
+        round(ms, 2),
+        agrees(theirs, reference),
+        round(ms_densify, 2),
+    )
+    row["dense_extra_mib"] = round(PeakMemory().extra_mib(dense), 1)
+    return row

@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py and measure.py; the libr
 import numpy as np
 from datasets import DATASETS, describe, make_dataset
 from measure import MIB, PeakMemory, timed, wall
-from peers import agrees, expand_product, oracle_check, peer_norms
+from peers import expand_product, oracle_check, peer_norms, product_peers
 
 from semiring import distances
 from semiring.distances.measure import BoundMeasure, prepare
@@ -84,34 +84,7 @@ def run_metric(name, metric, Q, X, Qc, Xc, args, rng) -> dict:
 
     if spec.name in PRODUCT_PEERS:
         Qs, Xs = csp.csr_matrix(prepare(Q, spec.prepare)), csp.csr_matrix(prepare(X, spec.prepare))
-        nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
-        reference = distances.pairwise_distances(Qc, Xc, metric=metric)
-
-        def cusparse():
-            return expand_product(spec.name, (Qs @ Xs.T).toarray(), nq, nx)
-
-        try:
-            ms, theirs = timed(cusparse, args.repeats)
-            row["cusparse_ms"], row["cusparse_agrees"] = round(ms, 2), agrees(theirs, reference)
-            del theirs
-            row["cusparse_extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
-        except Exception as exc:  # noqa: BLE001 - the peer's failure is a result
-            row["cusparse_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
-        cupy.get_default_memory_pool().free_all_blocks()
-        dense_bytes = (X.shape[0] + Q.shape[0]) * X.shape[1] * 4
-        if dense_bytes < 0.4 * cupy.cuda.Device().mem_info[0]:
-            ms_densify, (Qd, Xd) = timed(lambda: (Qs.toarray(), Xs.toarray()), args.repeats)
-
-            def dense():
-                return expand_product(spec.name, Qd @ Xd.T, nq, nx)
-
-            ms, theirs = timed(dense, args.repeats)
-            row["dense_ms"], row["dense_agrees"] = round(ms, 2), agrees(theirs, reference)
-            row["densify_ms"] = round(ms_densify, 2)
-            del Qd, Xd, theirs
-        else:
-            row["dense_skipped"] = f"X dense is {dense_bytes / 2**30:.1f} GiB, over 40 % of free GPU memory"
-        del Qs, Xs, reference
+        row.update(product_peers(spec.name, Qs, Xs, distances.pairwise_distances(Qc, Xc, metric=metric), args.repeats))
     cupy.get_default_memory_pool().free_all_blocks()
     print(json.dumps(row), flush=True)
     return row
