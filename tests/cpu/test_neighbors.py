@@ -178,7 +178,7 @@ def test_tiles_across_the_index_with_a_last_tile_shorter_than_k(monkeypatch, rng
         real_push(block, col0, self0, largest, selection)
 
     monkeypatch.setattr(engine, "topk_push", recording_push)
-    per_entry = 8 + 8  # the CPU's float64 term and the float64 result
+    per_entry = 8  # the CPU's float64 term, which the expansion overwrites with the float64 result
     memory = 23 * 4 * per_entry / 2**20  # room for 23 × 4 entries: 23 rows ask for 256, so index tiles of 4
     assert tile_shape(23, 23, per_entry, memory) == (23, 4)
     for metric in ("euclidean", "inner_product", "cityblock"):

@@ -62,8 +62,8 @@ def test_minkowski_p_must_be_positive(p):
 def test_minkowski_p_type_and_unknown_params():
     with pytest.raises(TypeError, match="p must be a real number"):
         distances.pairwise_distances(small(), metric="minkowski", p="2")
-    with pytest.raises(TypeError, match="metric 'euclidean' got unexpected parameter.*'w'.*takes no parameters"):
-        distances.pairwise_distances(small(), metric="euclidean", w=np.ones(3))
+    with pytest.raises(TypeError, match="metric 'euclidean' got unexpected parameter.*'q'.*takes no parameters"):
+        distances.pairwise_distances(small(), metric="euclidean", q=np.ones(3))  # w= is SciPy's weights: taken
 
 
 @pytest.mark.parametrize(
