@@ -18,8 +18,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import backend as _backend
+from semiring import dask as _sdask
 from semiring import driver, validation
 
+from . import dask as _dask
 from .measure import BoundMeasure
 from .specs import resolve_metric
 
@@ -139,6 +141,8 @@ class NearestNeighbors:
 
     def fit(self, X, y=None) -> NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
+        if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
+            return _dask.fit(self, X)
         spec, values = self._resolve()
         _backend.resolve(self.backend)  # an unusable backend is refused now, with the reason
         driver.check_working_memory(self.working_memory)
@@ -179,6 +183,8 @@ class NearestNeighbors:
         Both arrays have shape ``(n_queries, n_neighbors)``; indices are int64,
         distances float32 when the fitted and query data are both float32.
         """
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
+            return _dask.kneighbors(self, X, n_neighbors, return_distance)
         if not self.__sklearn_is_fitted__():
             raise NotFittedError(
                 "This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first"
@@ -218,6 +224,8 @@ class NearestNeighbors:
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances (the
         similarities, for a similarity measure); a distance of 0 is stored.
         """
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # neighbours from the cluster, this CSR (docs/dask.md)
+            return _dask.kneighbors_graph(self, X, n_neighbors, mode)
         if mode not in ("connectivity", "distance"):
             raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}")
         dist, ind = self.kneighbors(X, n_neighbors)

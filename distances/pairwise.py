@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from semiring import backend as _backend
+from semiring import dask as _sdask
 from semiring import driver, validation
 
 from .measure import BoundMeasure
@@ -43,6 +44,10 @@ def pairwise_distances(
     array([[0., 7.],
            [7., 0.]])
     """
+    if _sdask.is_dask(X, Y):  # row blocks on the workers, a lazy Dask result (docs/dask.md)
+        from . import dask as _dask
+
+        return _dask.pairwise_distances(X, Y, metric, backend, working_memory, params)
     spec, values = resolve_metric(metric, params)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y)

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import backend as _backend
+from . import dask as _dask
 from . import driver, validation
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
@@ -52,6 +53,8 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     array([[2., 3.],
            [3., 2.]])
     """
+    if _dask.is_dask(X, Y, mask):  # row blocks on the workers, a lazy Dask result (semiring.dask)
+        return _dask.pairwise(X, Y, sr, mask=mask, backend=backend, working_memory=working_memory)
     sr = as_semiring(sr)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
