@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [smoke]; logs and JSON go to $OUT.
+# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [dask] [smoke]; logs and JSON go to $OUT.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -27,6 +27,9 @@ for job in "$@"; do
     knn)
       python3 "$REPO/benchmarks/knn_bench.py" --scale 1.0 --sk-queries 1024 --repeats 2 --json "$OUT/knn_bench.json" \
         2>&1 | tee "$OUT/knn_bench.log" || status=1 ;;
+    dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
+      python3 "$REPO/benchmarks/dask_scaling.py" --gpus 1,2 --seed 0 --json "$OUT/dask_scaling.json" \
+        2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac
