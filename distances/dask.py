@@ -302,10 +302,6 @@ def _block_triangles(L, b: int, nblocks: int, backend: str) -> int:
     return int(_block_counts(L, b, nblocks, backend).sum())
 
 
-def _pairs_similarity(G, pairs, name: str, weighted: bool, backend: str) -> np.ndarray:
-    return getattr(_graph, name)(G, pairs, weighted=weighted, backend=backend)
-
-
 def _as_sparse(checked, *values):
     G, kind = checked
     return _graph._Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
@@ -318,39 +314,78 @@ def _as_vertex_counts(checked, *counts):
     return _graph._Graph(_backend.graph_engine("cpu"), G, kind).dense(per_vertex // 2)
 
 
-def _graph_blocks(A, weighted: bool, normalize: bool, measure: str):
-    """(the checked graph, a delayed key every block task shares, the number of blocks): A's row blocks."""
+def _pairs_block(G, b: int, nblocks: int, pairs, name: str, weighted: bool, backend: str) -> np.ndarray:
+    """Share b of the pairs through the single-machine call (its checks too)."""
+    part = np.array_split(pairs, nblocks)[b] if pairs.ndim == 2 else pairs
+    return getattr(_graph, name)(G, part, weighted=weighted, backend=backend)
+
+
+def _concatenated(checked, *values) -> np.ndarray:
+    return np.concatenate(values)
+
+
+def _total(checked, *counts) -> int:
+    return sum(counts)
+
+
+def _distributed_client():
+    """The ``distributed`` client Dask computes on, or None on Dask's own local schedulers."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _by_blocks(A, block, assemble, *, held=None, weighted: bool = False, normalize: bool = False, measure: str = ""):
+    """``assemble(checked, *[block(H, b, nblocks) for each block b])``, computed, where ``checked`` is
+    ``(G, kind)``: A's row blocks assembled into the graph G and checked (``_checked_graph``), and ``H`` is
+    ``held(G)`` (G itself by default), held by every worker.
+
+    On a ``distributed`` cluster H is copied to every worker once (``Client.replicate``: the broadcast) and
+    the blocks are dealt to the workers in turn; otherwise Dask's local scheduler shares H between its threads.
+    There are as many blocks as A has row blocks.
+    """
+    import operator
+
     import dask
 
     A = _sdask.as_row_blocks(A, "A")
+    nblocks = A.numblocks[0]
     checked = dask.delayed(_checked_graph, nout=2)(list(A.to_delayed()[:, 0]), weighted, normalize, measure)
-    return checked, A.numblocks[0]
+    client = _distributed_client()
+    if client is None:
+        H = checked[0] if held is None else dask.delayed(held)(checked[0])
+        values = [dask.delayed(block)(H, b, nblocks) for b in range(nblocks)]
+        return dask.compute(dask.delayed(assemble)(checked, *values))[0]
+    checked = client.compute(checked)
+    H = client.submit(operator.itemgetter(0), checked)
+    if held is not None:
+        H = client.submit(held, H)
+    workers = sorted(client.scheduler_info()["workers"])
+    client.replicate([H], n=len(workers))
+    values = [
+        client.submit(block, H, b, nblocks, workers=[workers[b % len(workers)]], allow_other_workers=True, pure=False)
+        for b in range(nblocks)
+    ]
+    return client.submit(assemble, checked, *values, pure=False).result()
 
 
 def similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
     """A graph similarity of a Dask adjacency matrix, computed: the single-machine call's result."""
-    import dask
-
     _sdask.check_call(backend, None)
-    checked, nblocks = _graph_blocks(A, weighted, normalize, name)
-    G = checked[0]
-    if pairs is not None:  # a share of the pairs per task, each through the single-machine call (its checks too)
-        P = np.asarray(pairs)
-        parts = np.array_split(P, nblocks) if P.ndim == 2 else [P]
-        values = [dask.delayed(_pairs_similarity)(G, part, name, weighted, backend) for part in parts]
-        return np.concatenate(dask.compute(*values))
-    values = [dask.delayed(_block_similarity)(G, b, nblocks, name, weighted, backend) for b in range(nblocks)]
-    return dask.compute(dask.delayed(_as_sparse)(checked, *values))[0]
+    if pairs is None:
+        block = functools.partial(_block_similarity, name=name, weighted=weighted, backend=backend)
+        return _by_blocks(A, block, _as_sparse, weighted=weighted, normalize=normalize, measure=name)
+    block = functools.partial(_pairs_block, pairs=np.asarray(pairs), name=name, weighted=weighted, backend=backend)
+    return _by_blocks(A, block, _concatenated, weighted=weighted, normalize=normalize, measure=name)
 
 
 def common_neighbors(A, normalize: bool, backend: str):
     """``common_neighbors`` of a Dask adjacency matrix, computed: the single-machine call's result."""
-    import dask
-
     _sdask.check_call(backend, None)
-    checked, nblocks = _graph_blocks(A, False, normalize, "")
-    counts = [dask.delayed(_block_counts)(checked[0], b, nblocks, backend) for b in range(nblocks)]
-    return dask.compute(dask.delayed(_as_sparse)(checked, *counts))[0]
+    return _by_blocks(A, functools.partial(_block_counts, backend=backend), _as_sparse, normalize=normalize)
 
 
 def triangle_count(A, per: str, order: str, normalize: bool, backend: str):
@@ -360,19 +395,17 @@ def triangle_count(A, per: str, order: str, normalize: bool, backend: str):
     L, summed.  ``"edge"`` and ``"vertex"``: an edge's support is its
     common-neighbour count, a vertex's triangles half the sum over its edges.
     """
-    import dask
-
     if per not in _graph.PER:
         raise ValueError(f"per must be one of {_graph.PER}, got {per!r}")
     by_degree = _graph._order(order)
     _sdask.check_call(backend, None)
-    checked, nblocks = _graph_blocks(A, False, normalize, "")
+    counts = functools.partial(_block_counts, backend=backend)
     if per == "total":
-        L = dask.delayed(_oriented)(checked[0], by_degree)
-        return sum(dask.compute(*[dask.delayed(_block_triangles)(L, b, nblocks, backend) for b in range(nblocks)]))
-    counts = [dask.delayed(_block_counts)(checked[0], b, nblocks, backend) for b in range(nblocks)]
-    assemble = _as_sparse if per == "edge" else _as_vertex_counts
-    return dask.compute(dask.delayed(assemble)(checked, *counts))[0]
+        oriented = functools.partial(_oriented, by_degree=by_degree)
+        return _by_blocks(
+            A, functools.partial(_block_triangles, backend=backend), _total, held=oriented, normalize=normalize
+        )
+    return _by_blocks(A, counts, _as_sparse if per == "edge" else _as_vertex_counts, normalize=normalize)
 
 
 def not_at_scale(name: str):

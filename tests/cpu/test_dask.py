@@ -196,7 +196,10 @@ def test_graph_measures_by_row_blocks_equal_the_single_machine_results(client):
     A = random_graph(60, 200, seed=8)
     dA = row_blocks(A, 17)
     for name in ("jaccard", "common_neighbors"):
-        got, want = getattr(graph, name)(dA), getattr(graph, name)(A)
+        with distributed.get_task_stream(client) as stream:
+            got = getattr(graph, name)(dA)
+        assert len({t["worker"] for t in stream.data if "_block_" in str(t["key"])}) == 2, "blocks on one worker"
+        want = getattr(graph, name)(A)
         assert type(got) is type(want) and got.dtype == want.dtype
         np.testing.assert_array_equal(got.indices, want.indices)
         np.testing.assert_array_equal(got.indptr, want.indptr)
