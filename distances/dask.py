@@ -65,14 +65,31 @@ def is_sharded(model) -> bool:
     return _sdask.is_dask(model.__dict__.get("_fit_X"))
 
 
-def _fit_shard(params: dict, rows):
+class _Shard:
+    """A single-machine model fitted on one row block, held by its worker.
+
+    Its size is what it holds (the rows, and about as much again for their
+    prepared copy on the device), so that Dask's scheduler brings queries to
+    the shard rather than the shard to the queries: each worker keeps its own
+    part of the index only.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    def __sizeof__(self) -> int:
+        X = self.model._fit_X
+        return 2 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+
+
+def _fit_shard(params: dict, rows) -> _Shard:
     from .neighbors import NearestNeighbors
 
-    return NearestNeighbors(**params).fit(rows)
+    return _Shard(NearestNeighbors(**params).fit(rows))
 
 
-def _shard_rows(shard) -> int:
-    return shard.n_samples_fit_
+def _shard_rows(shard: _Shard) -> int:
+    return shard.model.n_samples_fit_
 
 
 def fit(model, X):
@@ -110,10 +127,55 @@ def fit(model, X):
     return model
 
 
-def _shard_kneighbors(shard, queries, k: int, offset: int):
+def _shard_kneighbors(shard: _Shard, queries, k: int, offset: int):
     """The shard's k best for each query, indices made global; ``queries=None``: the shard's own rows."""
-    dist, ind = shard.kneighbors(queries, k)
+    dist, ind = shard.model.kneighbors(queries, k)
     return dist, ind + offset
+
+
+def _lazy_parts(shards, blocks, plan, k: int, largest: bool) -> list:
+    """Each query block's merged ``(distances, indices)`` as Delayed pairs (Dask's local schedulers)."""
+    import dask
+
+    def part(q, i, own, kk, offset):
+        return dask.delayed(_shard_kneighbors)(shards[i][0], None if own else blocks[q], kk, offset)
+
+    return [dask.delayed(merge, nout=2)([part(q, *job) for job in jobs], k, largest) for q, jobs in enumerate(plan)]
+
+
+def _submitted_parts(client, model, blocks, plan, k: int, largest: bool) -> list:
+    """Each query block's merged ``(distances, indices)`` as futures, computing now on a ``distributed`` cluster.
+
+    Each shard's task is bound to the worker holding the shard (another only if that one is lost), so the
+    queries travel to the shards and a shard never leaves its worker.  A model fitted on one machine is
+    copied to every worker once instead.
+    """
+    import operator
+
+    import dask
+    from distributed import futures_of
+
+    if is_sharded(model):
+        held = [
+            futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])]
+            for shard, _, _ in model._shards
+        ]
+        held = [f[0] for f in held]
+        holders = client.who_has(held)
+        where = [{"workers": list(holders.get(f.key, ())) or None, "allow_other_workers": True} for f in held]
+    else:
+        held = [client.scatter(_Shard(model), broadcast=True, hash=False)]
+        where = [{}]
+    queries = client.compute(list(blocks))
+    merged = []
+    for q, jobs in enumerate(plan):
+        parts = [
+            client.submit(_shard_kneighbors, held[i], None if own else queries[q], kk, offset, pure=False, **where[i])
+            for i, own, kk, offset in jobs
+        ]
+        pair = client.submit(merge, parts, k, largest, pure=False)
+        merged.append((client.submit(operator.itemgetter(0), pair), client.submit(operator.itemgetter(1), pair)))
+    return merged
 
 
 def merge(parts, k: int, largest: bool):
@@ -136,11 +198,13 @@ def merge(parts, k: int, largest: bool):
 
 
 def kneighbors(model, X, n_neighbors, return_distance: bool):
-    """``kneighbors`` against a sharded index, or with Dask queries: lazy Dask arrays, the queries' row blocks.
+    """``kneighbors`` against a sharded index, or with Dask queries: Dask arrays with the queries' row blocks.
 
     A model fitted on one machine counts as one shard, held by every worker that
     answers queries (the model is sent once per worker; its prepared index is
-    remade there).
+    remade there).  On Dask's local schedulers the arrays are lazy; on a
+    ``distributed`` cluster the work starts at once, each shard's part on the
+    worker holding it, and the arrays are backed by its futures.
     """
     import dask
     import dask.array as da
@@ -163,7 +227,8 @@ def kneighbors(model, X, n_neighbors, return_distance: bool):
     if is_sharded(model):
         shards = model._shards
     else:  # one shard: the fitted model itself, one key of the graph, sent to each worker once
-        shards = [(dask.delayed(model, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False), 0, n)]
+        shard = _Shard(model)
+        shards = [(dask.delayed(shard, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False), 0, n)]
     Q = model._fit_X if X is None else _sdask.as_row_blocks(X, "X")
     if Q.shape[1] != model.n_features_in_:
         raise ValueError(
@@ -173,20 +238,29 @@ def kneighbors(model, X, n_neighbors, return_distance: bool):
     dtype = _sdask.result_dtype(Q, model._fit_X)
     rows = _sdask.known_rows(Q, "X")
     starts = np.concatenate([[0], np.cumsum(rows)])
-    dist_blocks, ind_blocks = [], []
-    for q, block in enumerate(Q.to_delayed()[:, 0]):
-        parts = []
-        for shard, offset, size in shards:
+    plan = []  # per query block: (shard, queries are the shard itself, k of the shard, its first row)
+    for q in range(len(rows)):
+        jobs = []
+        for i, (_, offset, size) in enumerate(shards):
             if X is None and rows[q] and offset == starts[q]:  # the queries are this shard: each excludes itself
                 if size > 1:
-                    parts.append(dask.delayed(_shard_kneighbors)(shard, None, min(k, size - 1), offset))
+                    jobs.append((i, True, min(k, size - 1), offset))
             else:
-                parts.append(dask.delayed(_shard_kneighbors)(shard, block, min(k, size), offset))
-        dist, ind = dask.delayed(merge, nout=2)(parts, k, spec.similarity)
-        dist_blocks.append(da.from_delayed(dist, (rows[q], k), dtype=dtype, meta=np.empty((0, 0), dtype)))
-        ind_blocks.append(da.from_delayed(ind, (rows[q], k), dtype=np.int64, meta=np.empty((0, 0), np.int64)))
-    ind = da.concatenate(ind_blocks)
-    return (da.concatenate(dist_blocks), ind) if return_distance else ind
+                jobs.append((i, False, min(k, size), offset))
+        plan.append(jobs)
+    blocks = Q.to_delayed()[:, 0]
+    client = _distributed_client()
+    if client is None:
+        merged = _lazy_parts(shards, blocks, plan, k, spec.similarity)
+    else:
+        merged = _submitted_parts(client, model, blocks, plan, k, spec.similarity)
+    dist = [da.from_delayed(d, (m, k), dtype=dtype, meta=np.empty((0, 0), dtype)) for (d, _), m in zip(merged, rows)]
+    ind = [
+        da.from_delayed(i, (m, k), dtype=np.int64, meta=np.empty((0, 0), np.int64)) for (_, i), m in zip(merged, rows)
+    ]
+    ind = da.concatenate(ind)
+    dist = da.concatenate(dist)
+    return (dist, ind) if return_distance else ind
 
 
 class _Computed:
