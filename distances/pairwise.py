@@ -34,6 +34,9 @@ def pairwise_distances(
     memory), so a result larger than the GPU is computed batch by batch into
     host memory.
 
+    A Dask array of row blocks gives a lazy Dask array, each block this call on
+    the worker holding its rows (docs/dask.md).
+
     >>> import numpy as np
     >>> from semiring import distances
     >>> X = np.array([[0.0, 3.0, 4.0], [0.0, 0.0, 0.0]])

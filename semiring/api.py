@@ -47,6 +47,9 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
     result computed at once (default 1024; see ``semiring.driver``).
 
+    A Dask array of row blocks (any input) gives a lazy Dask array, each block
+    this call on the worker holding its rows (``semiring.dask``, docs/dask.md).
+
     >>> import numpy as np, scipy.sparse as sp, semiring
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
     >>> semiring.pairwise(X, None, semiring.min_plus)

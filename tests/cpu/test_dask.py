@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import reference_knn
 from scipy.spatial.distance import cdist
-from strategies import random_graph
+from strategies import random_graph, weighted_graph
 
 import semiring
 from semiring.distances import NearestNeighbors, graph, pairwise_distances
@@ -172,6 +172,8 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         ref_d, ref_i = reference_knn(dense, 5, largest=largest, exclude_self=exclude_self)
         np.testing.assert_array_equal(ind, ref_i)  # tie order: the documented one
         np.testing.assert_allclose(dist, ref_d, rtol=1e-12)
+    held = client.who_has()
+    assert all(len(held[s.key]) == 1 for s, _, _ in nn._shards), "a shard was copied: queries go to the shards"
     graph_ = nn.kneighbors_graph(None, 4, mode="distance")
     assert isinstance(graph_, sp.csr_matrix)
     assert (graph_ != one.kneighbors_graph(None, 4, mode="distance")).nnz == 0
@@ -204,6 +206,10 @@ def test_graph_measures_by_row_blocks_equal_the_single_machine_results(client):
         np.testing.assert_array_equal(got.indices, want.indices)
         np.testing.assert_array_equal(got.indptr, want.indptr)
         np.testing.assert_allclose(got.data, want.data, rtol=1e-15)
+    W = weighted_graph(40, 160, seed=10)
+    got, want = graph.jaccard(row_blocks(W, 15), weighted=True), graph.jaccard(W, weighted=True)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.data, want.data, rtol=1e-14)
     pairs = np.array([[0, 1], [5, 9], [59, 3], [0, 1], [7, 7]])
     np.testing.assert_allclose(graph.jaccard(dA, pairs), graph.jaccard(A, pairs), rtol=1e-15)
 
