@@ -69,9 +69,8 @@ class _Shard:
     """A single-machine model fitted on one row block, held by its worker.
 
     Its size is what it holds (the rows, and about as much again for their
-    prepared copy on the device), so that Dask's scheduler brings queries to
-    the shard rather than the shard to the queries: each worker keeps its own
-    part of the index only.
+    prepared copy on the device), so that Dask counts the memory it takes and
+    prices moving it as it should.
     """
 
     def __init__(self, model):
@@ -309,7 +308,7 @@ def _oriented(G: sp.csr_matrix, by_degree: bool) -> sp.csr_matrix:
         keep = (deg[rows] < deg[cols]) | ((deg[rows] == deg[cols]) & keep)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
-    return sp.csr_matrix((G.data[keep], cols[keep], indptr), shape=G.shape)
+    return sp.csr_matrix((G.data[keep], cols[keep], indptr.astype(G.indptr.dtype)), shape=G.shape)
 
 
 def row_blocks(indptr: np.ndarray, nblocks: int) -> np.ndarray:
@@ -351,6 +350,7 @@ def _block_product(G, b: int, nblocks: int, backend: str, sr=BUILTIN_SEMIRINGS["
     r0, r1 = row_blocks(G.indptr, nblocks)[b : b + 2]
     s0, s1 = G.indptr[r0], G.indptr[r1]
     indptr = np.concatenate([np.zeros(r0, np.int64), G.indptr[r0 : r1 + 1] - s0, np.full(G.shape[0] - r1, s1 - s0)])
+    indptr = indptr.astype(G.indptr.dtype)  # G's index type (it fits): the kernels keep int32 where G has it
     P = sp.csr_matrix((np.ones(s1 - s0), G.indices[s0:s1], indptr), shape=G.shape)
     P.has_canonical_format = True  # G's rows: sorted and unique
     P = engine.to_device(P)
