@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [smoke]; logs and JSON go to $OUT.
+# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [smoke]; logs and JSON go to $OUT.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -30,6 +30,9 @@ for job in "$@"; do
     public)
       python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --json "$OUT/public_api_h200.json" \
         2>&1 | tee "$OUT/public_api.log" || status=1 ;;
+    dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
+      python3 "$REPO/benchmarks/dask_scaling.py" --gpus 1,2 --seed 0 --json "$OUT/dask_scaling.json" \
+        2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac

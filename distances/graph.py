@@ -82,6 +82,7 @@ import scipy.sparse as sp
 
 from semiring import Semiring, binary_op, interop, monoid, validation
 from semiring import backend as _backend
+from semiring import dask as _sdask
 from semiring import expr as _expr
 from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
@@ -311,6 +312,14 @@ def _pairs(pairs, n: int, xp):
 
 
 def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight"):
+    if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
+        if as_pairs:
+            raise NotImplementedError(
+                "as_pairs=True is not available for Dask input: take the sparse result's upper triangle instead"
+            )
+        from . import dask as _dask
+
+        return _dask.similarity(name, A, pairs, weighted, backend, normalize)
     s = SIMILARITIES[name]
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name, weight=weight)
     eng = g.engine
@@ -483,6 +492,10 @@ def common_neighbors(A, *, normalize: bool = False, backend: str = "auto"):
     searches the longer list otherwise, so a hub's neighbour list is not walked
     once per neighbour.
     """
+    if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
+        from . import dask as _dask
+
+        return _dask.common_neighbors(A, normalize, backend)
     g = _graph(A, backend, normalize=normalize)
     return g.sparse(g.engine.common_neighbor_counts(g.G))
 
@@ -502,6 +515,10 @@ def triangle_count(A, per: str = "total", *, order: str = "degree", normalize: b
     support is |N(u) ∩ N(v)|); the GPU engine scatters each oriented triangle to
     its three edges or vertices with atomics.
     """
+    if _sdask.is_dask(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
+        from . import dask as _dask
+
+        return _dask.triangle_count(A, per, order, normalize, backend)
     if per not in PER:
         raise ValueError(f"per must be one of {PER}, got {per!r}")
     by_degree = _order(order)
@@ -529,6 +546,10 @@ def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
     matrix of A's shape holding A's values at the surviving edges; vertices
     keep their ids.
     """
+    if _sdask.is_dask(A):
+        from . import dask as _dask
+
+        _dask.not_at_scale("ktruss")
     k = _check_k(k)
     g = _graph(A, backend, normalize=normalize)
     eng, S = g.engine, g.G
@@ -550,6 +571,10 @@ def truss_decomposition(A, *, normalize: bool = False, backend: str = "auto"):
     makes it the (s + 2)-truss too, so the next level tried is s + 3.  A sparse
     matrix with A's pattern (int64 values; float64 for CuPy).
     """
+    if _sdask.is_dask(A):
+        from . import dask as _dask
+
+        _dask.not_at_scale("truss_decomposition")
     g = _graph(A, backend, normalize=normalize)
     eng, S = g.engine, g.G
     xp = eng.xp

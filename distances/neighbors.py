@@ -21,9 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import backend as _backend
+from semiring import dask as _sdask
 from semiring import driver, validation
 from semiring.engine import EXPANSION_VARIABLES, Entries
 
+from . import dask as _dask
 from .measure import BoundMeasure
 from .pairwise import check_n_jobs, cpu_threads
 from .specs import column_scale, expression, get_metric, resolve_metric, split_columns
@@ -208,6 +210,8 @@ class NearestNeighbors:
 
     def fit(self, X, y=None) -> NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
+        if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
+            return _dask.fit(self, X)
         spec, values, columns = self._resolve()
         _backend.resolve(self.backend)  # an unusable backend is refused now, with the reason
         driver.check_working_memory(self.working_memory)
@@ -274,6 +278,8 @@ class NearestNeighbors:
         Both arrays have shape ``(n_queries, n_neighbors)``; indices are int64,
         distances float32 when the fitted and query data are both float32.
         """
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
+            return _dask.kneighbors(self, X, n_neighbors, return_distance)
         self._check_fitted()
         k = self.n_neighbors if n_neighbors is None else n_neighbors
         _check_n_neighbors(k, "n_neighbors")
@@ -311,6 +317,8 @@ class NearestNeighbors:
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances (the
         similarities, for a similarity measure); a distance of 0 is stored.
         """
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # neighbours from the cluster, this CSR (docs/dask.md)
+            return _dask.kneighbors_graph(self, X, n_neighbors, mode)
         _check_mode(mode)
         dist, ind = self.kneighbors(X, n_neighbors)
         n_queries, k = ind.shape

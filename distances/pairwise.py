@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from semiring import backend as _backend
+from semiring import dask as _sdask
 from semiring import driver, validation
 
 from .measure import BoundMeasure
@@ -65,6 +66,9 @@ def pairwise_distances(
     memory), so a result larger than the GPU is computed batch by batch into
     host memory.
 
+    A Dask array of row blocks gives a lazy Dask array, each block this call on
+    the worker holding its rows (docs/dask.md).
+
     >>> import numpy as np
     >>> from semiring import distances
     >>> X = np.array([[0.0, 3.0, 4.0], [0.0, 0.0, 0.0]])
@@ -78,6 +82,12 @@ def pairwise_distances(
     array([[0., 5.],
            [5., 0.]])
     """
+    if _sdask.is_dask(X, Y):  # row blocks on the workers, a lazy Dask result (docs/dask.md)
+        if mask is not None or out is not None:
+            raise NotImplementedError("mask= and out= are not available for Dask input: compute blocks by hand")
+        from . import dask as _dask
+
+        return _dask.pairwise_distances(X, Y, metric, backend, working_memory, params)
     params, columns = split_columns(metric, params)
     spec, values = resolve_metric(metric, params)
     check_all_finite(ensure_all_finite)

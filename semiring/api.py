@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _backend
+from . import dask as _dask
 from . import driver, validation
 from .interop import graphblas_in_out
 from .ops import BUILTIN_SEMIRINGS, Semiring
@@ -51,12 +52,17 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
     result computed at once (default 1024; see ``semiring.driver``).
 
+    A Dask array of row blocks (any input) gives a lazy Dask array, each block
+    this call on the worker holding its rows (``semiring.dask``, docs/dask.md).
+
     >>> import numpy as np, scipy.sparse as sp, semiring
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
     >>> semiring.pairwise(X, None, semiring.min_plus)
     array([[2., 3.],
            [3., 2.]])
     """
+    if _dask.is_dask(X, Y, mask):  # row blocks on the workers, a lazy Dask result (semiring.dask)
+        return _dask.pairwise(X, Y, sr, mask=mask, backend=backend, working_memory=working_memory)
     sr = as_semiring(sr)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)

@@ -102,9 +102,13 @@ def test_one_import_package():
 
 
 def test_importing_the_library_loads_no_engine():
+    """Nor Dask: its paths (semiring.dask, semiring.distances.dask) import it only when given a Dask array."""
     code = (
-        "import sys, semiring, semiring.distances, semiring.distances.graph\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('semiring.kernels.') or m.split('.')[0] == 'cupy')\n"
+        "import sys, semiring, semiring.distances, semiring.distances.graph, semiring.dask, semiring.distances.dask\n"
+        "import numpy, scipy.sparse\n"
+        "assert not semiring.dask.is_dask(numpy.ones((2, 2)), None, scipy.sparse.eye(2))\n"
+        "heavy = ('cupy', 'dask', 'distributed')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('semiring.kernels.') or m.split('.')[0] in heavy)\n"
         "assert not loaded, loaded\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, check=False)

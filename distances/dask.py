@@ -1,0 +1,505 @@
+"""Dask arrays in the measures: ``pairwise_distances``, ``NearestNeighbors`` and the graph measures.
+
+Each path runs the single-machine code on pieces that fit one worker, on the
+engine of the worker that holds them (see ``docs/dask.md``):
+
+* ``pairwise_distances`` — block ``(i, j)`` of the lazy result is the
+  single-machine call on row block ``i`` of X and row block ``j`` of Y
+  (``semiring.dask.block_pairs``).
+* ``NearestNeighbors`` — ``fit`` shards the index by X's row blocks: each
+  shard is a single-machine ``NearestNeighbors`` fitted on its worker (its
+  rows prepared on that worker's device, kept there).  ``kneighbors`` asks
+  every shard for the k best of each block of queries (the single-machine
+  ``kneighbors``, tiled under ``working_memory``), adds the shard's first row
+  to its indices and merges: smallest first for distances, largest first for
+  similarities, NaN last, ties to the smaller index, as one machine orders
+  them.  The results are lazy Dask arrays with the queries' row blocks.
+* graph measures — the graph is assembled and checked once (the
+  single-machine checks), held whole by every worker that works on it, and cut
+  into row blocks of about equal stored entries; each block's values are the
+  masked product ``C⟨P⟩ = G plus.pair Gᵀ`` at its rows' entries (triangles: of
+  the oriented graph L), expanded as the single-machine measure does.
+  Results come back computed, in the single-machine call's form.
+
+Dask is imported only inside these functions, which run only for Dask input.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+import weakref
+
+import numpy as np
+import scipy.sparse as sp
+
+from semiring import backend as _backend
+from semiring import dask as _sdask
+from semiring import validation
+from semiring.ops import BUILTIN_SEMIRINGS
+
+from . import graph as _graph
+from .specs import resolve_metric
+
+# --------------------------------------------------------------------------- pairwise_distances
+
+
+def pairwise_distances(X, Y, metric: str, backend: str, working_memory, params: dict):
+    """The lazy Dask result of ``pairwise_distances``: the single-machine call per pair of row blocks."""
+    from .pairwise import pairwise_distances as single_machine
+
+    resolve_metric(metric, params)  # an unknown metric or parameter is named now, not on a worker
+    _sdask.check_call(backend, working_memory)
+    X = _sdask.as_row_blocks(X, "X")
+    Y = None if Y is None else _sdask.as_row_blocks(Y, "Y")
+    dtype = _sdask.result_dtype(X, Y)
+    func = functools.partial(single_machine, metric=metric, backend=backend, working_memory=working_memory, **params)
+    return _sdask.block_pairs(func, X, Y, dtype)
+
+
+# --------------------------------------------------------------------------- NearestNeighbors
+
+
+def is_sharded(model) -> bool:
+    """Whether ``model`` was fitted on a Dask array (its index is sharded over the workers)."""
+    return _sdask.is_dask(model.__dict__.get("_fit_X"))
+
+
+class _Shard:
+    """A single-machine model fitted on one row block, held by its worker.
+
+    Its size is what it holds (the rows, and about as much again for their
+    prepared copy on the device), so that Dask counts the memory it takes and
+    prices moving it as it should.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    def __sizeof__(self) -> int:
+        X = self.model._fit_X
+        return 2 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+
+
+def _fit_shard(params: dict, rows) -> _Shard:
+    from .neighbors import NearestNeighbors
+
+    return _Shard(NearestNeighbors(**params).fit(rows))
+
+
+def _shard_rows(shard: _Shard) -> int:
+    return shard.model.n_samples_fit_
+
+
+def fit(model, X):
+    """Fit ``model`` on a Dask array: one single-machine model per non-empty row block, kept on its worker.
+
+    Like the single-machine ``fit`` this returns when the index is ready: the
+    shards are fitted (checked and prepared on their workers' devices) and any
+    error of theirs is raised here.
+    """
+    import dask
+
+    from .neighbors import _check_n_neighbors, effective_metric
+
+    model._resolve()  # the metric and its parameters, checked before any work
+    _sdask.check_call(model.backend, model.working_memory)
+    _check_n_neighbors(model.n_neighbors, "n_neighbors")
+    X = _sdask.as_row_blocks(X, "X")
+    _sdask.result_dtype(X)  # the value type, checked now
+    rows = _sdask.known_rows(X, "X")
+    if X.shape[0] == 0:
+        raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
+    if X.shape[1] == 0:
+        raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
+    params = {**model.get_params(), "verbose": False}
+    offsets = np.concatenate([[0], np.cumsum(rows)])
+    blocks = X.to_delayed()[:, 0]
+    kept = [b for b, n in enumerate(rows) if n]
+    shards = dask.persist(*[dask.delayed(_fit_shard)(params, blocks[b]) for b in kept])
+    dask.compute(*[dask.delayed(_shard_rows)(s) for s in shards])  # waits for the shards; raises their errors
+    model._fit_X = X
+    model._shards = [(s, int(offsets[b]), rows[b]) for s, b in zip(shards, kept)]
+    model.effective_metric_, model.effective_metric_params_ = effective_metric(
+        model.metric, model.p, model.metric_params
+    )
+    model.n_samples_fit_, model.n_features_in_ = X.shape
+    model._index_cache = None
+    return model
+
+
+def _shard_kneighbors(shard: _Shard, queries, k: int, offset: int):
+    """The shard's k best for each query, indices made global; ``queries=None``: the shard's own rows."""
+    dist, ind = shard.model.kneighbors(queries, k)
+    return dist, ind + offset
+
+
+def _lazy_parts(shards, blocks, plan, k: int, largest: bool) -> list:
+    """Each query block's merged ``(distances, indices)`` as Delayed pairs (Dask's local schedulers)."""
+    import dask
+
+    def part(q, i, own, kk, offset):
+        return dask.delayed(_shard_kneighbors)(shards[i][0], None if own else blocks[q], kk, offset)
+
+    return [dask.delayed(merge, nout=2)([part(q, *job) for job in jobs], k, largest) for q, jobs in enumerate(plan)]
+
+
+def _submitted_parts(client, model, blocks, plan, k: int, largest: bool) -> list:
+    """Each query block's merged ``(distances, indices)`` as futures, computing now on a ``distributed`` cluster.
+
+    Each shard's task is bound to the worker holding the shard (another only if that one is lost), so the
+    queries travel to the shards and a shard never leaves its worker.  A model fitted on one machine is
+    copied to every worker once instead.
+    """
+    import operator
+
+    import dask
+    from distributed import futures_of
+
+    if is_sharded(model):
+        held = [
+            futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])]
+            for shard, _, _ in model._shards
+        ]
+        held = [f[0] for f in held]
+        holders = client.who_has(held)
+        where = [{"workers": list(holders.get(f.key, ())) or None, "allow_other_workers": True} for f in held]
+    else:
+        held = [client.scatter(_Shard(model), broadcast=True, hash=False)]
+        where = [{}]
+    queries = client.compute(list(blocks))
+    merged = []
+    for q, jobs in enumerate(plan):
+        parts = [
+            client.submit(_shard_kneighbors, held[i], None if own else queries[q], kk, offset, pure=False, **where[i])
+            for i, own, kk, offset in jobs
+        ]
+        pair = client.submit(merge, parts, k, largest, pure=False)
+        merged.append((client.submit(operator.itemgetter(0), pair), client.submit(operator.itemgetter(1), pair)))
+    return merged
+
+
+def merge(parts, k: int, largest: bool):
+    """The ``k`` best of each row over several shards' ``(distances, indices)``, each row best first.
+
+    Best is the smallest (``largest=False``) or the largest value; NaN comes
+    after every number, and equal values (NaNs too) are ordered by index: the
+    order of the single-machine selection (``semiring.engine``'s top-k).
+
+    >>> d = [(np.array([[1.0, 3.0]]), np.array([[4, 5]])), (np.array([[1.0, np.nan]]), np.array([[0, 1]]))]
+    >>> merge(d, 3, largest=False)
+    (array([[1., 1., 3.]]), array([[0, 4, 5]]))
+    """
+    dist = np.concatenate([p[0] for p in parts], axis=1)
+    ind = np.concatenate([p[1] for p in parts], axis=1)
+    key = -dist if largest else dist
+    nan = np.isnan(key)
+    order = np.lexsort((ind, np.where(nan, 0, key), nan), axis=1)[:, :k]
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(ind, order, axis=1)
+
+
+def kneighbors(model, X, n_neighbors, return_distance: bool):
+    """``kneighbors`` against a sharded index, or with Dask queries: Dask arrays with the queries' row blocks.
+
+    A model fitted on one machine counts as one shard, held by every worker that
+    answers queries (the model is sent once per worker; its prepared index is
+    remade there).  On Dask's local schedulers the arrays are lazy; on a
+    ``distributed`` cluster the work starts at once, each shard's part on the
+    worker holding it, and the arrays are backed by its futures.
+    """
+    import dask
+    import dask.array as da
+
+    from .neighbors import _check_n_neighbors
+
+    model._check_fitted()
+    k = model.n_neighbors if n_neighbors is None else n_neighbors
+    _check_n_neighbors(k, "n_neighbors")
+    spec, _, _ = model._resolve()
+    n = model.n_samples_fit_
+    if X is None and k >= n:
+        raise ValueError(
+            f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
+            f"but n_neighbors = {k}, n_samples_fit = {n}"
+        )
+    if X is not None and k > n:
+        raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
+    if is_sharded(model):
+        shards = model._shards
+    else:  # one shard: the fitted model itself, one key of the graph, sent to each worker once
+        shard = _Shard(model)
+        shards = [(dask.delayed(shard, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False), 0, n)]
+    Q = model._fit_X if X is None else _sdask.as_row_blocks(X, "X")
+    if Q.shape[1] != model.n_features_in_:
+        raise ValueError(
+            f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {model.n_features_in_} features "
+            "as input (the fitted rows' columns)"
+        )
+    dtype = _sdask.result_dtype(Q, model._fit_X)
+    rows = _sdask.known_rows(Q, "X")
+    starts = np.concatenate([[0], np.cumsum(rows)])
+    plan = []  # per query block: (shard, queries are the shard itself, k of the shard, its first row)
+    for q in range(len(rows)):
+        jobs = []
+        for i, (_, offset, size) in enumerate(shards):
+            if X is None and rows[q] and offset == starts[q]:  # the queries are this shard: each excludes itself
+                if size > 1:
+                    jobs.append((i, True, min(k, size - 1), offset))
+            else:
+                jobs.append((i, False, min(k, size), offset))
+        plan.append(jobs)
+    blocks = Q.to_delayed()[:, 0]
+    client = _distributed_client()
+    if client is None:
+        merged = _lazy_parts(shards, blocks, plan, k, spec.similarity)
+    else:
+        merged = _submitted_parts(client, model, blocks, plan, k, spec.similarity)
+    dist = [da.from_delayed(d, (m, k), dtype=dtype, meta=np.empty((0, 0), dtype)) for (d, _), m in zip(merged, rows)]
+    ind = [
+        da.from_delayed(i, (m, k), dtype=np.int64, meta=np.empty((0, 0), np.int64)) for (_, i), m in zip(merged, rows)
+    ]
+    ind = da.concatenate(ind)
+    dist = da.concatenate(dist)
+    return (dist, ind) if return_distance else ind
+
+
+class _Computed:
+    """A fitted model as ``kneighbors_graph`` reads it: the neighbours of ``X``, computed on the cluster when asked."""
+
+    def __init__(self, model, X):
+        self.model, self.X, self.n_samples_fit_ = model, X, model.n_samples_fit_
+
+    def kneighbors(self, X, n_neighbors=None, return_distance=True):
+        import dask
+
+        return dask.compute(*kneighbors(self.model, self.X, n_neighbors, True))
+
+
+def kneighbors_graph(model, X, n_neighbors, mode: str):
+    """The single-machine ``kneighbors_graph`` (its checks, its SciPy CSR matrix) of neighbours from the cluster."""
+    return type(model).kneighbors_graph(_Computed(model, X), None, n_neighbors, mode)
+
+
+# --------------------------------------------------------------------------- graph measures
+
+
+def _stack(blocks):
+    """Row blocks as one matrix of their kind (SciPy, CuPy sparse, or dense)."""
+    if validation.is_cupy(blocks[0]):
+        import cupyx.scipy.sparse as csp
+
+        return csp.vstack(blocks, format="csr")
+    return sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.concatenate(blocks)
+
+
+def _checked_graph(blocks, weighted: bool, normalize: bool, measure: str):
+    """The whole graph as host CSR, checked (and normalised) as the single-machine call does, and its form."""
+    g = _graph._graph(_stack(blocks), "cpu", weighted=weighted, normalize=normalize, measure=measure)
+    return g.G, g.kind
+
+
+def _oriented(G: sp.csr_matrix, by_degree: bool) -> sp.csr_matrix:
+    """L: the edges ``u → v`` with ``u`` before ``v`` in the total order (degree then id, or id)."""
+    n = G.shape[0]
+    deg = np.diff(G.indptr)
+    rows = np.repeat(np.arange(n), deg)
+    cols = G.indices
+    keep = rows < cols
+    if by_degree:
+        keep = (deg[rows] < deg[cols]) | ((deg[rows] == deg[cols]) & keep)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
+    return sp.csr_matrix((G.data[keep], cols[keep], indptr.astype(G.indptr.dtype)), shape=G.shape)
+
+
+def row_blocks(indptr: np.ndarray, nblocks: int) -> np.ndarray:
+    """``nblocks + 1`` row bounds cutting a CSR matrix into blocks of about equal stored entries.
+
+    >>> row_blocks(np.array([0, 5, 6, 7, 8, 10]), 2).tolist()
+    [0, 1, 5]
+    """
+    targets = np.linspace(0, indptr[-1], nblocks + 1)
+    bounds = np.searchsorted(indptr, targets, side="left")
+    bounds[0], bounds[-1] = 0, indptr.size - 1
+    return np.maximum.accumulate(bounds)
+
+
+# Each worker's device copies of the graphs it holds, by id(graph): made once, dropped with the graph.
+_DEVICE_GRAPHS: dict[int, dict] = {}
+
+
+def _on_device(engine, G):
+    held = _DEVICE_GRAPHS.get(id(G), {})
+    if engine.name not in held:
+        device = engine.to_device(G)
+        if device is G:  # the CPU engine computes on G itself: nothing to keep
+            return G
+        if id(G) not in _DEVICE_GRAPHS:
+            _DEVICE_GRAPHS[id(G)] = held
+            weakref.finalize(G, _DEVICE_GRAPHS.pop, id(G), None)
+        held[engine.name] = device
+    return held[engine.name]
+
+
+def _block_product(G, b: int, nblocks: int, backend: str, sr=BUILTIN_SEMIRINGS["plus_pair"]):
+    """(engine, G on its device, P, c): ``C⟨P⟩ = G ⊕.⊗ Gᵀ`` at P, the entries of block b's rows of G.
+
+    With ``plus_pair`` (the default), c = |N(u) ∩ N(v)|.
+    """
+    engine = _backend.graph_engine(backend)
+    Gd = _on_device(engine, G)
+    r0, r1 = row_blocks(G.indptr, nblocks)[b : b + 2]
+    s0, s1 = G.indptr[r0], G.indptr[r1]
+    indptr = np.concatenate([np.zeros(r0, np.int64), G.indptr[r0 : r1 + 1] - s0, np.full(G.shape[0] - r1, s1 - s0)])
+    indptr = indptr.astype(G.indptr.dtype)  # G's index type (it fits): the kernels keep int32 where G has it
+    P = sp.csr_matrix((np.ones(s1 - s0), G.indices[s0:s1], indptr), shape=G.shape)
+    P.has_canonical_format = True  # G's rows: sorted and unique
+    P = engine.to_device(P)
+    return engine, Gd, P, engine.masked_product(Gd, P, sr)
+
+
+def _block_similarity(G, b: int, nblocks: int, name: str, weighted: bool, backend: str) -> np.ndarray:
+    s = _graph.SIMILARITIES[name]
+    if weighted:
+        engine, Gd, P, c = _block_product(G, b, nblocks, backend, s.weighted_semiring)
+    else:
+        engine, Gd, P, c = _block_product(G, b, nblocks, backend)
+    norms = engine.row_norm(Gd, s.norm_tree if weighted else _graph.DEGREE_TREE)
+    return engine.to_host(engine.expand(s.tree, engine.edge_rows(P), P.indices, c, norms))
+
+
+def _block_counts(G, b: int, nblocks: int, backend: str) -> np.ndarray:
+    engine, _, _, c = _block_product(G, b, nblocks, backend)
+    return engine.to_host(c).astype(np.int64)  # exact: counts below 2**53
+
+
+def _block_triangles(L, b: int, nblocks: int, backend: str) -> int:
+    return int(_block_counts(L, b, nblocks, backend).sum())
+
+
+def _as_sparse(checked, *values):
+    G, kind = checked
+    return _graph._Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
+
+
+def _as_vertex_counts(checked, *counts):
+    G, kind = checked
+    running = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
+    per_vertex = running[G.indptr[1:]] - running[G.indptr[:-1]]  # each vertex's sum over its edges
+    return _graph._Graph(_backend.graph_engine("cpu"), G, kind).dense(per_vertex // 2)
+
+
+def _pairs_block(G, b: int, nblocks: int, pairs, name: str, weighted: bool, backend: str) -> np.ndarray:
+    """Share b of the pairs through the single-machine call (its checks too)."""
+    part = np.array_split(pairs, nblocks)[b] if pairs.ndim == 2 else pairs
+    return getattr(_graph, name)(G, part, weighted=weighted, backend=backend)
+
+
+def _concatenated(checked, *values) -> np.ndarray:
+    return np.concatenate(values)
+
+
+def _total(checked, *counts) -> int:
+    return sum(counts)
+
+
+def _distributed_client():
+    """The ``distributed`` client Dask computes on, or None on Dask's own local schedulers."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _by_blocks(A, block, assemble, *, held=None, weighted: bool = False, normalize: bool = False, measure: str = ""):
+    """``assemble(checked, *[block(H, b, nblocks) for each block b])``, computed, where ``checked`` is
+    ``(G, kind)``: A's row blocks assembled into the graph G and checked (``_checked_graph``), and ``H`` is
+    ``held(G)`` (G itself by default), held by every worker.
+
+    On a ``distributed`` cluster H is copied to every worker once (``Client.replicate``: the broadcast) and
+    the blocks are dealt to the workers in turn; otherwise Dask's local scheduler shares H between its threads.
+    There are as many blocks as A has row blocks.
+    """
+    import operator
+
+    import dask
+
+    A = _sdask.as_row_blocks(A, "A")
+    nblocks = A.numblocks[0]
+    checked = dask.delayed(_checked_graph, nout=2)(list(A.to_delayed()[:, 0]), weighted, normalize, measure)
+    client = _distributed_client()
+    if client is None:
+        H = checked[0] if held is None else dask.delayed(held)(checked[0])
+        values = [dask.delayed(block)(H, b, nblocks) for b in range(nblocks)]
+        return dask.compute(dask.delayed(assemble)(checked, *values))[0]
+    checked = client.compute(checked)
+    H = client.submit(operator.itemgetter(0), checked)
+    if held is not None:
+        H = client.submit(held, H)
+    workers = sorted(client.scheduler_info()["workers"])
+    client.replicate([H], n=len(workers))
+    values = [
+        client.submit(block, H, b, nblocks, workers=[workers[b % len(workers)]], allow_other_workers=True, pure=False)
+        for b in range(nblocks)
+    ]
+    return client.submit(assemble, checked, *values, pure=False).result()
+
+
+def similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
+    """A graph similarity of a Dask adjacency matrix, computed: the single-machine call's result."""
+    _sdask.check_call(backend, None)
+    if pairs is None:
+        block = functools.partial(_block_similarity, name=name, weighted=weighted, backend=backend)
+        return _by_blocks(A, block, _as_sparse, weighted=weighted, normalize=normalize, measure=name)
+    block = functools.partial(_pairs_block, pairs=np.asarray(pairs), name=name, weighted=weighted, backend=backend)
+    return _by_blocks(A, block, _concatenated, weighted=weighted, normalize=normalize, measure=name)
+
+
+def common_neighbors(A, normalize: bool, backend: str):
+    """``common_neighbors`` of a Dask adjacency matrix, computed: the single-machine call's result."""
+    _sdask.check_call(backend, None)
+    return _by_blocks(A, functools.partial(_block_counts, backend=backend), _as_sparse, normalize=normalize)
+
+
+def triangle_count(A, per: str, order: str, normalize: bool, backend: str):
+    """``triangle_count`` of a Dask adjacency matrix, computed: the single-machine call's result.
+
+    ``per="total"``: the masked products of row blocks of the oriented graph
+    L, summed.  ``"edge"`` and ``"vertex"``: an edge's support is its
+    common-neighbour count, a vertex's triangles half the sum over its edges.
+    """
+    if per not in _graph.PER:
+        raise ValueError(f"per must be one of {_graph.PER}, got {per!r}")
+    by_degree = _graph._order(order)
+    _sdask.check_call(backend, None)
+    counts = functools.partial(_block_counts, backend=backend)
+    if per == "total":
+        oriented = functools.partial(_oriented, by_degree=by_degree)
+        return _by_blocks(
+            A, functools.partial(_block_triangles, backend=backend), _total, held=oriented, normalize=normalize
+        )
+    return _by_blocks(A, counts, _as_sparse if per == "edge" else _as_vertex_counts, normalize=normalize)
+
+
+def not_at_scale(name: str):
+    raise NotImplementedError(
+        f"{name} on a Dask array is not supported (its peeling rounds need the whole graph at once); "
+        f"compute the graph first: {name}(A.compute(), ...)"
+    )
+
+
+__all__ = [
+    "common_neighbors",
+    "fit",
+    "is_sharded",
+    "kneighbors",
+    "kneighbors_graph",
+    "merge",
+    "not_at_scale",
+    "pairwise_distances",
+    "row_blocks",
+    "similarity",
+    "triangle_count",
+]

@@ -1,0 +1,230 @@
+"""The Dask paths on a ``LocalCluster`` (2 worker processes) against the single-machine calls and the oracles.
+
+Every public call that takes a Dask array is run on the cluster and compared
+with the same call on the whole input on one machine (exact where the values
+are counts or selected indices) and, for the neighbours and the triangles,
+with an independent reference (SciPy ``cdist`` + brute-force order, networkx).
+The merge of per-shard top-k selections is checked by itself against a
+brute-force sort, on inputs full of ties and NaN.
+
+Cost: the workers compile the CPU engine's kernels too, so the cases share few
+kernels: float64 only, ``plus_absdiff`` (cityblock), ``plus_times`` (inner
+product), top-k, and the masked ``plus_pair`` product of the graph measures.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import reference_knn
+from scipy.spatial.distance import cdist
+from strategies import random_graph, weighted_graph
+
+import semiring
+from semiring.distances import NearestNeighbors, graph, pairwise_distances
+from semiring.distances import dask as dask_paths
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def row_blocks(A, rows):
+    """A as a Dask array of row blocks of ``rows`` rows (SciPy blocks for sparse A)."""
+    return da.from_array(A, chunks=(rows, -1), asarray=not sp.issparse(A))
+
+
+def tied_data(m: int, n: int, seed: int) -> sp.csr_matrix:
+    """Small integer values, so that many distances are equal: tie order matters."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(m, n, density=0.3, format="csr", random_state=seed, dtype=np.float64)
+    X.data = rng.integers(1, 3, X.nnz).astype(np.float64)
+    return X
+
+
+# --------------------------------------------------------------------------- merge, on its own
+
+
+@st.composite
+def shard_cases(draw):
+    m = draw(st.integers(1, 4))
+    n = draw(st.integers(2, 12))
+    k = draw(st.integers(1, n))
+    values = draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, -1.0, np.nan, np.inf]), min_size=m * n, max_size=m * n))
+    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=3)))
+    return np.array(values).reshape(m, n), k, [0, *cuts, n], draw(st.booleans())
+
+
+@settings(max_examples=60)
+@given(shard_cases())
+def test_merge_of_shards_equals_one_selection_over_all(case):
+    D, k, bounds, largest = case
+    parts = []
+    for c0, c1 in itertools.pairwise(bounds):  # each shard's own best min(k, size), global indices
+        d, i = reference_knn(D[:, c0:c1], min(k, c1 - c0), largest=largest)
+        parts.append((d, i + c0))
+    dist, ind = dask_paths.merge(parts, k, largest)
+    want_d, want_i = reference_knn(D, k, largest=largest)
+    np.testing.assert_array_equal(ind, want_i)
+    np.testing.assert_array_equal(dist, want_d)
+
+
+# --------------------------------------------------------------------------- semiring.pairwise, pairwise_distances
+
+
+def test_pairwise_blocks_equal_the_single_machine_result(client):
+    X = tied_data(23, 9, 0)
+    Y = tied_data(17, 9, 1)
+    dX, dY = row_blocks(X, 7), row_blocks(Y, 6)
+    C = semiring.pairwise(dX, dY, semiring.plus_absdiff)
+    assert isinstance(C, da.Array) and C.chunks == (dX.chunks[0], dY.chunks[0])
+    got = C.compute()
+    np.testing.assert_array_equal(got, semiring.pairwise(X, Y, semiring.plus_absdiff))
+    np.testing.assert_array_equal(got, cdist(X.toarray(), Y.toarray(), "cityblock"))  # small integers: exact
+
+    mask = sp.random(23, 23, density=0.2, format="csr", random_state=2)
+    masked = semiring.pairwise(dX, None, "plus_pair", mask=mask).compute()
+    want = semiring.pairwise(X, None, "plus_pair", mask=mask)
+    np.testing.assert_array_equal(masked.indptr, want.indptr)
+    np.testing.assert_array_equal(masked.indices, want.indices)
+    np.testing.assert_array_equal(masked.data, want.data)
+
+
+def test_pairwise_distances_blocks_equal_the_single_machine_result(client):
+    X = tied_data(21, 8, 3)
+    dX = row_blocks(X, 8)
+    D = pairwise_distances(dX, metric="cityblock")
+    assert D.dtype == np.float64 and D.chunks == (dX.chunks[0], dX.chunks[0])
+    assert pairwise_distances(dX.astype(np.float32), metric="cityblock").dtype == np.float32  # as one machine's
+    got = D.compute()
+    np.testing.assert_array_equal(got, pairwise_distances(X, metric="cityblock"))
+    np.testing.assert_array_equal(got, cdist(X.toarray(), X.toarray(), "cityblock"))
+    dense = pairwise_distances(row_blocks(X.toarray(), 5), X[:4], metric="cityblock").compute()  # NumPy blocks
+    np.testing.assert_array_equal(dense, pairwise_distances(X, X[:4], metric="cityblock"))
+
+
+def test_what_needs_no_data_is_refused_at_the_call(client):
+    dX = row_blocks(tied_data(10, 4, 0), 5)
+    with pytest.raises(ValueError, match="X has 4 columns but Y has 3"):
+        pairwise_distances(dX, np.ones((2, 3)), metric="cityblock")
+    with pytest.raises(ValueError, match="unknown metric"):
+        pairwise_distances(dX, metric="nope")
+    with pytest.raises(ValueError, match="working_memory must be > 0"):
+        semiring.pairwise(dX, None, "plus_times", working_memory=-1)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        semiring.pairwise(dX, None, "plus_times", backend="tpu")
+    with pytest.raises(ValueError, match="mask has shape"):
+        semiring.pairwise(dX, None, "plus_times", mask=sp.eye(3, format="csr"))
+    with pytest.raises(ValueError, match="n_neighbors <= n_samples_fit"):
+        NearestNeighbors(metric="cityblock").fit(tied_data(10, 4, 0)).kneighbors(dX, 11)
+    with pytest.raises(ValueError, match="unknown size"):
+        dense = row_blocks(np.ones((10, 4)), 5)
+        NearestNeighbors(metric="cityblock").fit(dense[dense[:, 0] > 0])  # a filter: block sizes unknown
+
+
+def test_a_blocks_values_are_checked_by_the_single_machine_call(client):
+    X = tied_data(10, 4, 0)
+    X.data[-1] = np.nan  # in the last block only
+    D = pairwise_distances(row_blocks(X, 5), metric="cityblock")  # lazy: nothing read yet
+    with pytest.raises(ValueError, match="X contains NaN"):
+        D.compute()
+    with pytest.raises(ValueError, match="X contains NaN"):
+        NearestNeighbors(metric="cityblock").fit(row_blocks(X, 5))  # fit returns a ready index: raises now
+
+
+# --------------------------------------------------------------------------- NearestNeighbors
+
+
+@pytest.mark.parametrize("metric", ["cityblock", "inner_product"])
+def test_kneighbors_on_a_sharded_index(client, metric):
+    X = tied_data(40, 6, 4)
+    Q = tied_data(13, 6, 5)
+    nn = NearestNeighbors(n_neighbors=5, metric=metric).fit(row_blocks(X, 11))  # shards of 11, 11, 11, 7 rows
+    held = client.who_has()
+    shard_workers = {w for s, _, _ in nn._shards for w in held[s.key]}
+    assert len(shard_workers) == 2, "the shards were not spread over both workers"
+    one = NearestNeighbors(n_neighbors=5, metric=metric).fit(X)
+    largest = metric == "inner_product"
+    D = X.toarray() @ X.toarray().T if largest else cdist(X.toarray(), X.toarray(), metric)
+    DQ = Q.toarray() @ X.toarray().T if largest else cdist(Q.toarray(), X.toarray(), metric)
+    for queries, dense, exclude_self in ((None, D, True), (row_blocks(Q, 4), DQ, False), (Q, DQ, False)):
+        dist, ind = nn.kneighbors(queries)
+        assert isinstance(ind, da.Array) and ind.dtype == np.int64
+        dist, ind = dask.compute(dist, ind)
+        want_d, want_i = one.kneighbors(None if queries is None else Q)
+        np.testing.assert_array_equal(ind, want_i)
+        np.testing.assert_array_equal(dist, want_d)
+        ref_d, ref_i = reference_knn(dense, 5, largest=largest, exclude_self=exclude_self)
+        np.testing.assert_array_equal(ind, ref_i)  # tie order: the documented one
+        np.testing.assert_allclose(dist, ref_d, rtol=1e-12)
+    held = client.who_has()
+    assert all(len(held[s.key]) == 1 for s, _, _ in nn._shards), "a shard was copied: queries go to the shards"
+    graph_ = nn.kneighbors_graph(None, 4, mode="distance")
+    assert isinstance(graph_, sp.csr_matrix)
+    assert (graph_ != one.kneighbors_graph(None, 4, mode="distance")).nnz == 0
+    with pytest.raises(ValueError, match="mode must be"):
+        nn.kneighbors_graph(None, 4, mode="weights")
+
+
+def test_a_single_machine_index_answers_dask_queries(client):
+    X, Q = tied_data(30, 6, 6), tied_data(9, 6, 7)
+    nn = NearestNeighbors(n_neighbors=3, metric="cityblock").fit(X)
+    ind = nn.kneighbors(row_blocks(Q, 4), return_distance=False)
+    assert ind.chunks == ((4, 4, 1), (3,))
+    np.testing.assert_array_equal(ind.compute(), nn.kneighbors(Q, return_distance=False))
+    refit = NearestNeighbors(n_neighbors=3, metric="cityblock").fit(row_blocks(X, 8)).fit(X)  # back to one machine
+    assert isinstance(refit.kneighbors(Q)[1], np.ndarray)
+
+
+# --------------------------------------------------------------------------- graph measures
+
+
+def test_graph_measures_by_row_blocks_equal_the_single_machine_results(client):
+    A = random_graph(60, 200, seed=8)
+    dA = row_blocks(A, 17)
+    for name in ("jaccard", "common_neighbors"):
+        with distributed.get_task_stream(client) as stream:
+            got = getattr(graph, name)(dA)
+        assert len({t["worker"] for t in stream.data if "_block_" in str(t["key"])}) == 2, "blocks on one worker"
+        want = getattr(graph, name)(A)
+        assert type(got) is type(want) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-15)
+    W = weighted_graph(40, 160, seed=10)
+    got, want = graph.jaccard(row_blocks(W, 15), weighted=True), graph.jaccard(W, weighted=True)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.data, want.data, rtol=1e-14)
+    pairs = np.array([[0, 1], [5, 9], [59, 3], [0, 1], [7, 7]])
+    np.testing.assert_allclose(graph.jaccard(dA, pairs), graph.jaccard(A, pairs), rtol=1e-15)
+
+    triangles = sum(nx.triangles(nx.from_scipy_sparse_array(A)).values()) // 3
+    assert graph.triangle_count(dA) == graph.triangle_count(dA, order="id") == triangles
+    np.testing.assert_array_equal(graph.triangle_count(dA, "vertex"), graph.triangle_count(A, "vertex"))
+    edge = graph.triangle_count(dA, "edge")
+    assert (edge != graph.triangle_count(A, "edge")).nnz == 0
+
+
+def test_graph_input_rules_hold_on_dask(client):
+    A = random_graph(30, 60, seed=9)
+    B = sp.csr_matrix(sp.triu(A))  # not symmetric
+    with pytest.raises(ValueError, match="A must be symmetric"):
+        graph.common_neighbors(row_blocks(B, 10))
+    assert graph.triangle_count(row_blocks(B, 10), normalize=True) == graph.triangle_count(A)
+    with pytest.raises(NotImplementedError, match=r"ktruss\(A.compute\(\)"):
+        graph.ktruss(row_blocks(A, 10), 3)
