@@ -78,11 +78,12 @@ def test_every_metric_against_float64_oracle(name, dtype):
     Q = X[:40].copy()
     Q.data = Q.data + dtype(0.5) * (np.arange(Q.nnz) % 3 == 0)
     spec = distances.get_metric(name)
+    params = {"V": np.linspace(0.5, 2.0, X.shape[1])} if name == "seuclidean" else {}  # a V for every column
     tol = {"rtol": 2e-4, "atol": 2e-5} if dtype == np.float32 else {"rtol": 1e-7, "atol": 1e-9}
     for query, exclude in ((Q, False), (None, True)):
-        D = oracle(name, dense(Q if query is not None else X), dense(X))
+        D = oracle(name, dense(Q if query is not None else X), dense(X), **params)
         for memory in (None, 0.01):  # 0.01 MiB: tiles of a few rows against a few dozen index rows
-            d, i = gpu_knn(X, query, 7, name, working_memory=memory)
+            d, i = gpu_knn(X, query, 7, name, working_memory=memory, metric_params=params or None)
             assert d.dtype == dtype and i.dtype == np.int64
             assert_neighbors_up_to_ties(d, i, D, 7, largest=spec.similarity, exclude_self=exclude, **tol)
 
