@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark.  Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [smoke]; logs and JSON go to $OUT.
+# the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments).
+# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [smoke]; logs and JSON go to $OUT.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -21,7 +22,7 @@ for job in "$@"; do
     tests)
       echo "# HYPOTHESIS_EXAMPLES=10 python -m pytest -m gpu tests/gpu tests/unit/test_architecture.py -q" | tee "$OUT/gpu_tests.log"
       HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
-        "$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py" 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
+        ${GPU_TESTS:-"$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py"} 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
     bench)
       python3 "$REPO/benchmarks/gpu_bench.py" --scale 1.0 --json "$OUT/gpu_bench_h200.json" 2>&1 | tee "$OUT/gpu_bench.log" || status=1 ;;
     knn)
@@ -31,7 +32,7 @@ for job in "$@"; do
       python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --json "$OUT/public_api_h200.json" \
         2>&1 | tee "$OUT/public_api.log" || status=1 ;;
     dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
-      python3 "$REPO/benchmarks/dask_scaling.py" --gpus 1,2 --seed 0 --json "$OUT/dask_scaling.json" \
+      python3 "$REPO/benchmarks/dask_scaling.py" ${DASK_ARGS:---gpus 1,2 --seed 0} --json "$OUT/dask_scaling.json" \
         2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
