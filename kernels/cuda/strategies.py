@@ -233,3 +233,35 @@ def rowvec(sr, value_name, index_type, held, streamed, ncols, start, out, second
     launch.run(fn, (m_a, grid_y), (ROWVEC_THREADS,), (*args, np.int64(stride_a), np.int64(stride_b), out), shared)
     if sr.is_union and not second_pass:  # the columns only X stores: Y's rows held, X's streamed
         rowvec(sr, value_name, index_type, streamed, held, ncols, start, out, second_pass=True)
+
+
+def sparse_product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, budget_bytes: int, settings: Settings):
+    """An intersection semiring's product at the pairs of rows sharing a stored column only: CSR
+    ``(indptr, indices, data)`` on the device, columns sorted within each row (GraphBLAS ``mxm``'s pattern).
+
+    Bands of X's rows, each as two dense tiles within ``budget_bytes``: the semiring's values and the count
+    of shared stored columns (``plus_pair``), whose nonzero entries are the ones kept.  Memory follows the
+    band and the result, never ``m × p`` at once.
+    """
+    import cupy
+
+    from semiring.ops import BUILTIN_SEMIRINGS
+
+    shared_columns = BUILTIN_SEMIRINGS["plus_pair"]
+    T = value_type(out_dtype)[1]
+    m, p = X.shape[0], Y.shape[0]
+    index = np.int32 if max(m, p) < 2**31 else np.int64
+    band = max(1, budget_bytes // (max(1, p) * (2 * np.dtype(T).itemsize + 1)))
+    counts, cols, vals = [cupy.zeros(0, np.int64)], [cupy.zeros(0, index)], [cupy.zeros(0, T)]
+    for r0 in range(0, m, band):
+        Xb = launch.row_slice(X, r0, min(m, r0 + band))
+        kept = product(Xb, Y, shared_columns, T, settings=settings) > 0
+        values = product(Xb, Y, sr, T, settings=settings)
+        rows, cs = cupy.nonzero(kept)  # row-major: rows in order, columns sorted within each
+        counts.append(kept.sum(axis=1, dtype=np.int64))
+        cols.append(cs.astype(index))
+        vals.append(values[rows, cs])
+        del kept, values, rows, cs
+    indptr = cupy.zeros(m + 1, index)
+    indptr[1:] = cupy.cumsum(cupy.concatenate(counts))
+    return indptr, cupy.concatenate(cols), cupy.concatenate(vals)
