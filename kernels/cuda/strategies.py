@@ -262,6 +262,8 @@ def sparse_product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, budget_bytes: int,
         cols.append(cs.astype(index))
         vals.append(values[rows, cs])
         del kept, values, rows, cs
-    indptr = cupy.zeros(m + 1, index)
-    indptr[1:] = cupy.cumsum(cupy.concatenate(counts))
+    ends = cupy.cumsum(cupy.concatenate(counts))
+    nnz = int(ends[-1]) if m else 0
+    indptr = cupy.zeros(m + 1, index if nnz < 2**31 else np.int64)  # int64 pointers past 2^31 entries
+    indptr[1:] = ends
     return indptr, cupy.concatenate(cols), cupy.concatenate(vals)
