@@ -51,7 +51,7 @@ def check_working_memory(working_memory) -> float | None:
     """``working_memory`` as a positive number of MiB, or None for the default; the one rule every entry states."""
     if working_memory is None:
         return None
-    return validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
+    return validation.check_positive(working_memory, "working_memory", "> 0 and finite (MiB)", finite=True)
 
 
 def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
@@ -103,6 +103,8 @@ def dense(
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
+    if not on_device:  # the result itself is not a temporary: it must fit the host's memory, checked before any tile
+        validation.check_dense_result(shape, dtype, "compute fewer rows at a time, or the k nearest (kneighbors)")
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
     if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
         block = tile(rows(0, m), 0, n)
