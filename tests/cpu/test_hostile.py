@@ -73,3 +73,46 @@ def test_a_dense_result_larger_than_memory_is_refused_before_allocating(monkeypa
         ):
             call()
     np.testing.assert_allclose(pairwise_distances(X[:10], backend="cpu"), cdist(X[:10].toarray(), X[:10].toarray()))
+
+
+# IEEE magnitudes: the expanded forms must not hide an overflow (SciPy's cdist is the oracle)
+
+HUGE_ROWS = {
+    "overflowing-norms": np.array([[1e200, 0.0], [1e200, 1.0], [0.0, 1.0]]),
+    "near-duplicates-1e160": np.array([[1e160, 0.0], [1e160 * (1 + 2**-52), 0.5], [1e160, 3.0]]),
+    "opposite-signs": np.array([[1e200, 0.0], [-1e200, 0.0], [1.0, 1.0]]),
+    "float32-norms-overflow": np.array([[1.5e19, 0.0], [1.5e19, 2.0], [0.0, 0.0]], dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUGE_ROWS))
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean", "chebyshev", "cityblock"])
+def test_huge_magnitudes_equal_scipy(case, metric):
+    X = HUGE_ROWS[case]
+    ref = cdist(X.astype(np.float64), X.astype(np.float64), metric)
+    D = pairwise_distances(sp.csr_matrix(X), metric=metric, backend="cpu")
+    np.testing.assert_allclose(D, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
+
+
+def test_huge_magnitudes_in_kneighbors():
+    from semiring.distances import NearestNeighbors
+
+    X = HUGE_ROWS["overflowing-norms"]
+    distances, indices = NearestNeighbors(n_neighbors=1, backend="cpu").fit(X).kneighbors()
+    ref = cdist(X, X)
+    np.fill_diagonal(ref, np.inf)
+    np.testing.assert_allclose(distances[:, 0], ref.min(axis=1))
+
+
+@pytest.mark.parametrize("metric", ["chebyshev", "linf", "cityblock", "euclidean", "minkowski"])
+def test_zero_columns_give_scipys_value(metric):
+    X, Y = np.zeros((3, 0)), np.zeros((2, 0))
+    scipy_name = {"linf": "chebyshev"}.get(metric, metric)
+    np.testing.assert_array_equal(pairwise_distances(X, Y, metric=metric, backend="cpu"), cdist(X, Y, scipy_name))
+
+
+def test_an_empty_reduction_of_a_semiring_is_its_monoids_identity():
+    """semiring.pairwise keeps GraphBLAS's meaning: no column, the add monoid's identity (the measure maps it)."""
+    X = np.zeros((2, 0))
+    assert (semiring.pairwise(X, X, "max_absdiff", backend="cpu") == -np.inf).all()
+    assert (semiring.pairwise(X, X, "plus_absdiff", backend="cpu") == 0.0).all()
