@@ -102,6 +102,7 @@ def test_huge_magnitudes_in_kneighbors():
     ref = cdist(X, X)
     np.fill_diagonal(ref, np.inf)
     np.testing.assert_allclose(distances[:, 0], ref.min(axis=1))
+    np.testing.assert_array_equal(indices[:, 0], ref.argmin(axis=1))
 
 
 @pytest.mark.parametrize("metric", ["chebyshev", "linf", "cityblock", "euclidean", "minkowski"])
