@@ -217,7 +217,11 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
     except OSError as exc:
         raise FileError(path, f"cannot be read ({exc.strerror or exc})") from None
     try:
-        text = raw.decode("utf-8-sig").replace(",", " ")  # whitespace or commas, mixed as the lines like
+        text = raw.decode("utf-8-sig")
+        # Whitespace or commas, mixed as the lines like; '%' comments as '#' ones: numpy's reader runs in C with
+        # one comment character, a Python function per line with two.
+        text = text.replace(",", " ") if "," in text else text
+        text = text.replace("%", "#") if "%" in text else text
     except UnicodeDecodeError:
         raise FileError(path, "not a text edge list (not UTF-8 text)") from None
     if "\0" in text:
@@ -226,7 +230,7 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below
-            table = np.loadtxt(_io.StringIO(text), dtype=np.float64, comments=("#", "%"), ndmin=2)
+            table = np.loadtxt(_io.StringIO(text), dtype=np.float64, comments="#", ndmin=2)
     except ValueError as exc:
         raise FileError(path, _edge_list_problem(text, str(exc))) from None
     if table.size == 0:
@@ -300,11 +304,12 @@ def _edge_list_problem(text: str, message: str) -> str:
 def symmetric_adjacency(source, target, weights, n: int) -> sp.csr_matrix:
     """CSR of the undirected graph with these edges; a repeated edge keeps its largest weight."""
     lo, hi = np.minimum(source, target), np.maximum(source, target)
-    order = np.lexsort((-weights, hi, lo))  # per edge, the largest weight first
-    lo, hi, weights = lo[order], hi[order], weights[order]
-    first = np.ones(lo.size, dtype=bool)
-    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    lo, hi, weights = lo[first], hi[first], weights[first]
+    edge = lo * np.int64(n) + hi  # one key per undirected edge (n² < 2^63: n is bounded by memory)
+    order = np.lexsort((-weights, edge))  # per edge, the largest weight first
+    edge, weights = edge[order], weights[order]
+    first = np.ones(edge.size, dtype=bool)
+    first[1:] = edge[1:] != edge[:-1]
+    lo, hi, weights = np.divmod(edge[first], np.int64(n)) + (weights[first],)
     rows = np.concatenate([lo, hi])
     cols = np.concatenate([hi, lo])
     return sp.csr_matrix((np.concatenate([weights, weights]), (rows, cols)), shape=(n, n))
