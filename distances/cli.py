@@ -402,8 +402,15 @@ def _triangle_like(A):
 
 
 def _triangles_options(m: argparse.ArgumentParser) -> None:
-    m.add_argument("--per", default="total", choices=graph.PER)
-    m.add_argument("--order", default="degree", choices=graph.ORDERS, help="edge orientation")
+    m.add_argument(
+        "--per", default="total", choices=graph.PER, help="one total, a count per vertex or per edge (default total)"
+    )
+    m.add_argument(
+        "--order",
+        default="degree",
+        choices=graph.ORDERS,
+        help="the total order orienting the edges: by degree (ties by id) or by id (default degree)",
+    )
 
 
 def _triangles_summary(args, result) -> str:

@@ -10,6 +10,9 @@ through ``main(argv)``.
 
 from __future__ import annotations
 
+import argparse
+from io import StringIO
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -19,6 +22,8 @@ from scipy.spatial.distance import cdist
 import semiring
 from semiring import validation
 from semiring.distances import pairwise_distances
+from semiring.distances.cli import build_parser, main
+from semiring.distances.specs import METRICS
 
 # Inputs the validation must take or name
 
@@ -117,3 +122,184 @@ def test_an_empty_reduction_of_a_semiring_is_its_monoids_identity():
     X = np.zeros((2, 0))
     assert (semiring.pairwise(X, X, "max_absdiff", backend="cpu") == -np.inf).all()
     assert (semiring.pairwise(X, X, "plus_absdiff", backend="cpu") == 0.0).all()
+
+
+# The command: nothing lost, conflicting options refused before any file is read, output where asked
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def matrix_file(tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0.5, 3.0, size=(30, 12)) * (rng.random((30, 12)) < 0.5)
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    return path, X
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    G = nx.karate_club_graph()
+    path = tmp_path / "e.csv"
+    path.write_text("# source,target\n" + "".join(f"{u},{v}\n" for u, v in G.edges))
+    return path, G
+
+
+def test_output_over_the_input_is_refused_and_the_input_kept(matrix_file, tmp_path, capsys, monkeypatch):
+    path, _ = matrix_file
+    before = path.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    for output in (path, "x.npy", "./sub/../x.npy", tmp_path / "link.npy"):
+        if str(output).endswith("link.npy"):
+            (tmp_path / "link.npy").symlink_to(path)
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        for force in ([], ["--force"]):
+            status, _, err = run(["pairwise", path, "-o", output, *force], capsys)
+            assert status == 2 and "is an input" in err, err
+    assert path.read_bytes() == before
+
+
+def test_graph_output_over_its_edge_list_is_refused(graph_file, capsys):
+    path, _ = graph_file
+    before = path.read_bytes()
+    status, _, err = run(["graph", "ktruss", path, "-k", 4, "-o", path, "--force"], capsys)
+    assert status == 2 and f"{path}: is an input ({path})" in err
+    assert path.read_bytes() == before
+
+
+def test_an_existing_output_is_replaced_only_with_force(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "d.npy"
+    out.write_bytes(b"an earlier result")
+    status, _, err = run(["pairwise", path, "-o", out], capsys)
+    assert status == 2 and f"{out}: exists; add --force to replace it" in err
+    assert out.read_bytes() == b"an earlier result"
+    status, _, err = run(["pairwise", path, "-o", out, "--force"], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(np.load(out), cdist(X, X))
+
+
+def test_upper_case_output_names_are_written_as_named(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "OUT.NPY"
+    status, text, err = run(["pairwise", path, "-o", out], capsys)
+    assert status == 0, err
+    assert f"wrote {out}" in text and sorted(p.name for p in tmp_path.iterdir()) == ["OUT.NPY", "x.npy"]
+    np.testing.assert_allclose(np.load(out), cdist(X, X))
+
+
+def test_output_to_standard_output_keeps_the_report_apart(matrix_file, capsys):
+    path, X = matrix_file
+    status, out, err = run(["pairwise", path, "-m", "cityblock", "-o", "-"], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(np.loadtxt(StringIO(out), delimiter=","), cdist(X, X, "cityblock"))
+    assert "pairwise cityblock: 30 x 30" in err and "wrote standard output" in err
+    status, out, err = run(["knn", path, "-k", 2, "-o", "-", "--quiet"], capsys)
+    assert status == 0 and err == ""
+    table = np.loadtxt(StringIO(out), delimiter=",", skiprows=1)
+    assert table.shape == (60, 4) and out.startswith("query,rank,neighbor,distance\n")
+
+
+def test_quiet_prints_nothing_but_writes(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "d.csv"
+    status, text, err = run(["pairwise", path, "-o", out, "--quiet"], capsys)
+    assert (status, text, err) == (0, "", "")
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=","), cdist(X, X))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["pairwise", "absent.npy", "-m", "cosine", "-s", "plus_times"],
+            "-m/--metric and -s/--semiring are alternatives",
+        ),
+        (["pairwise", "absent.npy", "-s", "plus_times", "--check"], "--check compares with SciPy's cdist"),
+        (["pairwise", "absent.npy", "-s", "nope"], "-s 'nope' is not a built-in semiring; known: "),
+        (["pairwise", "absent.npy", "-m", "nope"], "unknown metric 'nope'"),
+        (["knn", "absent.npy", "-m", "cosine", "-p", "3"], "-p applies to --metric minkowski, not to cosine"),
+        (["graph", "triangles", "absent.txt", "-o", "t.npy"], "--per total gives one number"),
+        (["pairwise", "absent.npy", "-o", "out.xls"], "unknown output format '.xls'"),
+    ],
+)
+def test_conflicting_options_are_refused_before_any_file_is_read(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run(argv, capsys)
+    assert status == 2 and message in err and "no such file" not in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "lots"])
+def test_working_memory_on_the_command_line_must_be_finite(matrix_file, value, capsys):
+    path, _ = matrix_file
+    with pytest.raises(SystemExit) as exit_:
+        main(["pairwise", str(path), "--working-memory", value])
+    assert exit_.value.code == 2 and "--working-memory" in capsys.readouterr().err
+
+
+def test_traceback_keeps_the_exit_status_of_an_error(tmp_path, capsys):
+    status, _, err = run(["--traceback", "pairwise", tmp_path / "absent.npy"], capsys)
+    assert status == 2  # not 1, the status of a failed --check
+    assert "Traceback (most recent call last)" in err and err.rstrip().endswith("absent.npy: no such file")
+
+
+def test_check_does_not_count_scipys_own_nan_as_a_difference(tmp_path, capsys):
+    X = np.array([[1.0, 0.0], [843.5, 0.0], [1.0, 2.0], [0.5, 3.0]])
+    assert np.isnan(cdist(X, X, "jensenshannon")).any()  # SciPy: rounding below 0 under its square root
+    path = tmp_path / "p.npy"
+    np.save(path, X)
+    status, out, err = run(["pairwise", path, "-m", "jensenshannon", "--check"], capsys)
+    assert status == 0, out + err
+    assert "yes (2 entries not compared: SciPy gives NaN where the result is a number)" in out
+    status, out, err = run(["knn", path, "-k", 1, "-m", "jensenshannon", "--check"], capsys)
+    assert status == 0, out + err
+    assert "yes (2 rows not compared" in out
+
+
+GRAPH_ORACLES = {
+    "jaccard": lambda c, du, dv: c / (du + dv - c),
+    "sorensen": lambda c, du, dv: 2 * c / (du + dv),
+    "overlap": lambda c, du, dv: c / min(du, dv),
+    "cosine": lambda c, du, dv: c / np.sqrt(du * dv),
+    "scan": lambda c, du, dv: (c + 2) / np.sqrt((du + 1) * (dv + 1)),
+    "common-neighbors": lambda c, du, dv: c,
+}
+
+
+@pytest.mark.parametrize("measure", sorted(GRAPH_ORACLES))
+def test_every_graph_similarity_on_the_command_line_equals_networkx_sets(measure, graph_file, tmp_path, capsys):
+    path, G = graph_file
+    out = tmp_path / "s.npz"
+    status, _, err = run(["graph", measure, path, "-o", out], capsys)
+    assert status == 0, err
+    S = sp.load_npz(out).toarray()
+    expected = np.zeros_like(S)
+    for u, v in G.edges:
+        c = len(set(G[u]) & set(G[v]))
+        expected[u, v] = expected[v, u] = GRAPH_ORACLES[measure](c, G.degree(u), G.degree(v))
+    np.testing.assert_allclose(S, expected, rtol=1e-12)
+
+
+def test_every_subcommand_and_option_has_help():
+    parser = build_parser()
+    metric_help = None
+    pending = [("semiring", parser)]
+    while pending:
+        name, p = pending.pop()
+        assert p.description or name == "semiring", f"{name} has no description"
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice, sub in action.choices.items():
+                    pending.append((f"{name} {choice}", sub))
+                    assert any(c.dest == choice for c in action._choices_actions), f"{name} {choice} has no help"
+                continue
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings} has no help"
+            if "--metric" in action.option_strings:
+                metric_help = action.help
+    assert metric_help is not None
+    assert all(m in metric_help for m in METRICS), "the -m help lists every metric name"
