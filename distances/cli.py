@@ -692,7 +692,7 @@ def main(argv=None) -> int:
         except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
             if args.traceback:
                 traceback.print_exc()
-            print(f"semiring: error: {exc}", file=sys.stderr)
+            print(f"semiring: error: {str(exc) or type(exc).__name__ + ' (no message)'}", file=sys.stderr)
             return EXIT_ERROR
         except KeyboardInterrupt:
             print("semiring: interrupted", file=sys.stderr)

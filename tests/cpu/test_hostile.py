@@ -303,3 +303,37 @@ def test_every_subcommand_and_option_has_help():
                 metric_help = action.help
     assert metric_help is not None
     assert all(m in metric_help for m in METRICS), "the -m help lists every metric name"
+
+
+# Constants in IEEE arithmetic: the numba form the CPU engine runs agrees with NumPy float64
+
+
+def test_constant_arithmetic_in_the_numba_form_is_ieee():
+    from numba import njit
+
+    from semiring.kernels.cpu.jit import compile_scalar
+
+    sources = ["x * (1/0)", "x * y * 10.0 ** 400", "x * y * (-8) ** (1/3)", "x * (0.0 ** -1)", "x * log(0) + y"]
+    expected = [np.inf, np.inf, np.nan, np.inf, -np.inf]  # NumPy float64: 1/0, overflow, (-8)**(1/3), 0**-1, log 0
+    for source, want in zip(sources, expected, strict=True):
+        f = compile_scalar(semiring.binary_op(source).tree, ("x", "y"))
+
+        @njit
+        def call(x, y, f=f):
+            return f(x, y, np.zeros(0))
+
+        got = call(1.0, 2.0)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (source, got)
+
+
+def test_an_error_without_a_message_still_says_what_it_was(matrix_file, capsys, monkeypatch):
+    from semiring.distances import cli
+
+    path, _ = matrix_file
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "pairwise_distances", exhausted)
+    status, _, err = run(["pairwise", path], capsys)
+    assert status == 2 and err == "semiring: error: MemoryError (no message)\n"

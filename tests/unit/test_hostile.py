@@ -13,6 +13,7 @@ import gzip
 import math
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -125,6 +126,41 @@ def test_constant_arithmetic_is_ieee(source, x, y):
         expected = float(eval(_float64_literals(source), {"np": np, "x": np.float64(x), "y": np.float64(y)}))
     got = binary_op(source)(x, y)
     assert got == expected or (math.isnan(got) and math.isnan(expected))
+
+
+CONSTANT_SOURCES = [
+    "x * (1/0)",
+    "x * y * 10.0 ** 400",
+    "x * y * (-8) ** (1/3)",
+    "x * y * (0.0 ** -1)",
+    "x + (1e308 * 10) - (1e308 * 10)",
+    "x * log(0) + y",
+    "sqrt(-1) + x",
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_constant_arithmetic_in_the_cuda_form_is_the_same(tmp_path):
+    """The CUDA rendering (compiled as host C++: the same C math library) agrees with NumPy float64."""
+    lines = [
+        "#include <cmath>",
+        "#include <cstdio>",
+        "#include <limits>",
+        "using namespace std;",
+        "typedef double T;",
+        "static double sr_inf() { return numeric_limits<double>::infinity(); }",
+        "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }",
+        "int main() { double x = 1.0, y = 2.0;",
+    ]
+    lines += [f'  printf("%.17g\\n", (double)({binary_op(text).cuda()}));' for text in CONSTANT_SOURCES]
+    lines.append("  return 0; }")
+    (tmp_path / "c.cpp").write_text("\n".join(lines))
+    subprocess.run(["g++", "-O0", "-o", str(tmp_path / "c"), str(tmp_path / "c.cpp")], check=True, capture_output=True)
+    printed = subprocess.run([str(tmp_path / "c")], check=True, capture_output=True, text=True).stdout.split()
+    for text, got in zip(CONSTANT_SOURCES, printed, strict=True):
+        with np.errstate(all="ignore"):
+            want = float(eval(_float64_literals(text), {"np": np, "x": np.float64(1.0), "y": np.float64(2.0)}))
+        assert float(got) == want or (math.isnan(float(got)) and math.isnan(want)), (text, got, want)
 
 
 def _float64_literals(source: str) -> str:
