@@ -31,7 +31,8 @@ from semiring.distances.specs import METRICS
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("index", [np.uint64, np.uint32, np.int16])
 def test_unusual_index_arrays_are_converted(fmt, index):
-    A = sp.random(6, 5, density=0.5, format=fmt, random_state=3)
+    A = sp.random(6, 5, density=0.5, format="csr", random_state=3)
+    A = sp.vstack([A, A[:1]]).asformat(fmt)  # a repeated row: euclidean recomputes it exactly (the masked path)
     dense = A.toarray()
     attrs = ("row", "col") if fmt == "coo" else ("indptr", "indices")
     for attr in attrs:
@@ -337,3 +338,21 @@ def test_an_error_without_a_message_still_says_what_it_was(matrix_file, capsys, 
     monkeypatch.setattr(cli, "pairwise_distances", exhausted)
     status, _, err = run(["pairwise", path], capsys)
     assert status == 2 and err == "semiring: error: MemoryError (no message)\n"
+
+
+# Thread safety: calls from several threads at once, kernels compiled concurrently on first use
+
+
+def test_concurrent_calls_from_threads_each_get_their_own_right_answer():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    jobs = []
+    for k, metric in enumerate(["canberra", "braycurtis", "canberra", "braycurtis", "cityblock", "cosine"] * 2):
+        X = sp.random(40 + k, 9, density=0.4, format="csr", random_state=rng)
+        Y = sp.random(17, 9, density=0.4, format="csr", random_state=rng)
+        jobs.append((X, Y, metric))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: pairwise_distances(job[0], job[1], metric=job[2], backend="cpu"), jobs))
+    for (X, Y, metric), D in zip(jobs, results, strict=True):
+        np.testing.assert_allclose(D, cdist(X.toarray(), Y.toarray(), metric), rtol=1e-10, atol=1e-12)
