@@ -4,17 +4,25 @@
 the standard library's docstrings, see ``distances.datasets``).  Every command
 picks the GPU when it is usable, else the CPU (``--backend`` overrides), and
 says which one ran.  A bad file or argument ends with a one-line message naming
-it and exit status 2, never a traceback (``--traceback`` shows one).
+it and exit status 2, never a traceback (``--traceback`` shows one, with the
+same exit status).
+
+Nothing is lost: a result is written atomically (``semiring.distances.io``),
+never over one of the command's inputs, and over an existing file only with
+``--force``.  ``-o -`` writes CSV to standard output and the report to
+standard error; ``--quiet`` keeps only errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,7 +36,7 @@ from semiring import backend as _backend
 from . import datasets, graph, io
 from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
-from .specs import DISTANCES, Param, get_metric, resolve_metric
+from .specs import DISTANCES, METRICS, Param, get_metric, resolve_metric
 
 FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
 CHECK_ROWS = 64  # queries checked against SciPy by --check
@@ -181,7 +189,18 @@ def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
     at_indices = np.take_along_axis(full, indices[rows], axis=1)
     tol = {"rtol": 1e-4, "atol": 1e-6, "equal_nan": True}
     wrong = ~(np.isclose(found, expected, **tol) & np.isclose(found, at_indices, **tol)).all(axis=1)
-    return f"NO ({wrong.sum()} of {len(rows)} rows differ)" if wrong.any() else "yes"
+    # SciPy's own NaN (jensenshannon of [1, 0] and [843.5, 0]: rounding below 0 under a square root) orders
+    # nothing: a row where SciPy has NaN and we a number is not compared, and the verdict says so.
+    undefined = np.isnan(ref).any(axis=1) & ~np.isnan(found).all(axis=1)
+    return _verdict(wrong & ~undefined, len(rows), "rows", undefined.sum(), "rows")
+
+
+def _verdict(wrong, total: int, unit: str, skipped: int, skipped_unit: str) -> str:
+    """'yes', or 'NO (...)', and how many were not compared because SciPy gives NaN there."""
+    verdict = f"NO ({wrong.sum()} of {total} {unit} differ)" if wrong.any() else "yes"
+    if skipped:
+        verdict += f" ({skipped} {skipped_unit} not compared: SciPy gives NaN where the result is a number)"
+    return verdict
 
 
 def _check_metric(args) -> None:
@@ -189,13 +208,18 @@ def _check_metric(args) -> None:
     resolve_metric(args.metric, _metric_params(args))
 
 
+def _check_output(args, inputs, allowed=io.RESULT_SUFFIXES) -> None:
+    """The output: a known format, a folder that exists, not an input, not an existing file without --force."""
+    if args.output:
+        io.check_output(args.output, allowed, inputs=inputs, replace=args.force)
+
+
 def run_knn(args) -> int:
     _check_metric(args)
     params = _metric_params(args)
     if args.queries and not args.data:
         raise UsageError("--queries needs a data file")
-    if args.output:
-        io.check_output(args.output)
+    _check_output(args, (args.data, args.queries))
     engine = _backend.resolve(args.backend)
     if args.data:
         X = io.read_matrix(args.data)
@@ -234,8 +258,8 @@ def run_knn(args) -> int:
         verdict = _check_knn(X, Q, rows, args.metric, params, distances, indices)
         print(f"check against scipy cdist (float64, brute force) for {which}: {verdict}")
     if args.output:
-        io.write_neighbors(args.output, distances, indices)
-        print(f"wrote {args.output}")
+        io.write_neighbors(args.output, distances, indices, stdout=args.data_stream)
+        print(f"wrote {_output_name(args.output)}")
     if names is not None:
         print("your own data: semiring knn data.mtx -k 10 --metric cosine -o neighbours.npz   (semiring knn --help)")
     return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
@@ -266,17 +290,26 @@ def _check_pairwise(X, Y, metric: str, params: dict, D) -> str:
     ref = scipy_reference(metric, params, X[:rows], B)
     if ref is None:
         return f"skipped (SciPy has no {metric})"
-    wrong = ~np.isclose(D[:rows], ref, rtol=1e-4, atol=1e-6, equal_nan=True).all(axis=1)
-    return f"NO ({wrong.sum()} of {rows} rows differ)" if wrong.any() else "yes"
+    found = D[:rows]
+    undefined = np.isnan(ref) & ~np.isnan(found)  # SciPy's own NaN: not a difference (see _check_knn)
+    differs = ~np.isclose(found, ref, rtol=1e-4, atol=1e-6, equal_nan=True) & ~undefined
+    return _verdict(differs.any(axis=1), rows, "rows", undefined.sum(), "entries")
 
 
 def run_pairwise(args) -> int:
     if args.semiring:
+        if args.metric is not None:
+            raise UsageError("-m/--metric and -s/--semiring are alternatives; give one of them")
+        if args.check:
+            raise UsageError("--check compares with SciPy's cdist, which has no semirings; use --metric")
+        if args.semiring not in semiring.BUILTIN_SEMIRINGS:
+            known = ", ".join(sorted(semiring.BUILTIN_SEMIRINGS))
+            raise UsageError(f"-s {args.semiring!r} is not a built-in semiring; known: {known}")
         _given_params(args, None)
     else:
+        args.metric = args.metric or PAIRWISE_DEFAULT_METRIC
         _check_metric(args)
-    if args.output:
-        io.check_output(args.output)
+    _check_output(args, (args.x, args.y))
     engine = _backend.resolve(args.backend)
     X = io.read_matrix(args.x)
     Y = io.read_matrix(args.y) if args.y else None
@@ -288,7 +321,9 @@ def run_pairwise(args) -> int:
     if args.semiring:
 
         def compute(A, B):
-            return semiring.pairwise(A, A if B is None else B, args.semiring, backend=engine)
+            return semiring.pairwise(
+                A, A if B is None else B, args.semiring, backend=engine, working_memory=args.working_memory
+            )
     else:
 
         def compute(A, B):
@@ -311,14 +346,11 @@ def run_pairwise(args) -> int:
     )
     verdict = ""
     if args.check:
-        if args.semiring:
-            print("check: skipped (SciPy has no semirings; use --metric)")
-        else:
-            verdict = _check_pairwise(X, Y, args.metric, params, D)
-            print(f"check against scipy cdist (float64) on the first {min(CHECK_ROWS, D.shape[0])} rows: {verdict}")
+        verdict = _check_pairwise(X, Y, args.metric, params, D)
+        print(f"check against scipy cdist (float64) on the first {min(CHECK_ROWS, D.shape[0])} rows: {verdict}")
     if args.output:
-        io.write_array(args.output, D, "distance")
-        print(f"wrote {args.output}")
+        io.write_array(args.output, D, "distance", stdout=args.data_stream)
+        print(f"wrote {_output_name(args.output)}")
     return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
 
 
@@ -326,10 +358,9 @@ def run_pairwise(args) -> int:
 
 
 def run_graph(args) -> int:
-    if args.output:
-        io.check_output(args.output, io.RESULT_SUFFIXES + (".mtx",))
-        if args.measure == "triangles" and args.per == "total":
-            raise UsageError("--per total gives one number; write --per vertex or --per edge to a file")
+    if args.output and args.measure == "triangles" and args.per == "total":
+        raise UsageError("--per total gives one number; write --per vertex or --per edge to a file")
+    _check_output(args, (args.graph,), io.RESULT_SUFFIXES + (".mtx",))
     engine = _backend.resolve(args.backend)
     A = io.read_graph(args.graph, one_based=args.one_based)
     print(
@@ -354,9 +385,13 @@ def run_graph(args) -> int:
         f"(+ {_seconds(compiling)} compiling the kernels, once per process)"
     )
     if args.output:
-        io.write_array(args.output, result, measure.result)
-        print(f"wrote {args.output}")
+        io.write_array(args.output, result, measure.result, stdout=args.data_stream)
+        print(f"wrote {_output_name(args.output)}")
     return 0
+
+
+def _output_name(path) -> str:
+    return "standard output" if path == io.STDOUT else str(path)
 
 
 def _triangle_like(A):
@@ -367,8 +402,15 @@ def _triangle_like(A):
 
 
 def _triangles_options(m: argparse.ArgumentParser) -> None:
-    m.add_argument("--per", default="total", choices=graph.PER)
-    m.add_argument("--order", default="degree", choices=graph.ORDERS, help="edge orientation")
+    m.add_argument(
+        "--per", default="total", choices=graph.PER, help="one total, a count per vertex or per edge (default total)"
+    )
+    m.add_argument(
+        "--order",
+        default="degree",
+        choices=graph.ORDERS,
+        help="the total order orienting the edges: by degree (ties by id) or by id (default degree)",
+    )
 
 
 def _triangles_summary(args, result) -> str:
@@ -385,7 +427,7 @@ def _triangles_summary(args, result) -> str:
     )
 
 
-def _jaccard_summary(args, result) -> str:
+def _edge_values_summary(args, result) -> str:
     values = result.data
     return f"{values.size // 2:,} edges, mean {values.mean():.4g}" if values.size else "no edges"
 
@@ -420,12 +462,34 @@ GRAPH_MEASURES = {
         _triangles_summary,
         _triangles_options,
     ),
-    "jaccard": GraphMeasure(
-        "Jaccard similarity of the endpoints of every edge",
-        "jaccard",
-        lambda G, args, options: graph.jaccard(G, weighted=args.weighted, **options),
-        _jaccard_summary,
-        lambda m: m.add_argument("--weighted", action="store_true", help="sums of min / max weights instead of counts"),
+    **{
+        name: GraphMeasure(
+            f"{title} of the endpoints of every edge: {formula} (--weighted: {weighted})",
+            name,
+            lambda G, args, options, name=name: getattr(graph, name)(G, weighted=args.weighted, **options),
+            _edge_values_summary,
+            lambda m, weighted=weighted: m.add_argument(
+                "--weighted", action="store_true", help=f"use the edge weights: {weighted}"
+            ),
+        )
+        for name, title, formula, weighted in (
+            ("jaccard", "Jaccard similarity", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|", "Σ min / Σ max of the weights"),
+            ("sorensen", "Sørensen–Dice similarity", "2 |N(u) ∩ N(v)| / (d(u) + d(v))", "sums of weights"),
+            ("overlap", "overlap similarity", "|N(u) ∩ N(v)| / min(d(u), d(v))", "sums of weights"),
+            ("cosine", "cosine (Salton) similarity", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))", "Σ w(u,k) w(v,k) / norms"),
+        )
+    },
+    "scan": GraphMeasure(
+        "SCAN structural similarity of every edge: (|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1))",
+        "scan",
+        lambda G, args, options: graph.scan_similarity(G, **options),
+        _edge_values_summary,
+    ),
+    "common-neighbors": GraphMeasure(
+        "the number of common neighbours |N(u) ∩ N(v)| of the endpoints of every edge",
+        "common_neighbors",
+        lambda G, args, options: graph.common_neighbors(G, **options),
+        _edge_values_summary,
     ),
     "ktruss": GraphMeasure(
         "the k-truss subgraph",
@@ -480,19 +544,50 @@ def _version() -> str:
 
 # parser
 
+PAIRWISE_DEFAULT_METRIC = "euclidean"
+
+
+def _finite_mib(text: str) -> float:
+    """``--working-memory``: a finite number of MiB > 0, refused by the parser otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of MiB > 0, got {text!r}")
+    return value
+
 
 def _add_compute_options(p: argparse.ArgumentParser, formats: str = ".npz, .npy or .csv") -> None:
     p.add_argument(
         "--backend", default="auto", choices=_backend.BACKENDS, help="default: the GPU if usable, else the CPU"
     )
-    p.add_argument("-o", "--output", help=f"write the result: {formats}")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help=f"write the result: {formats} by its extension (any case); '-' writes CSV to standard output and "
+        "the report to standard error. Written atomically, never over an input",
+    )
+    p.add_argument("-f", "--force", action="store_true", help="replace OUT if it exists (refused otherwise)")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors (and the data of -o -)")
 
 
-def _add_metric_options(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("-m", "--metric", default=default, help=f"a measure of `distances.METRICS` (default {default})")
+def _add_metric_options(p: argparse.ArgumentParser, default: str, *, explicit_default: bool = True) -> None:
+    p.add_argument(
+        "-m",
+        "--metric",
+        default=default if explicit_default else None,
+        help=f"the distance or similarity (default {default}): {', '.join(sorted(METRICS))}",
+    )
     for name, (param, _) in FLAGGED_PARAMS.items():
         p.add_argument(param.flag, dest=_param_dest(name), type=float, metavar=name.upper(), help=param.help)
-    p.add_argument("--working-memory", type=float, metavar="MiB", help="bound on the engine's temporaries")
+    p.add_argument(
+        "--working-memory",
+        type=_finite_mib,
+        metavar="MiB",
+        help="bound on the engine's temporaries per tile (default 1024, as scikit-learn's working_memory)",
+    )
     p.add_argument(
         "--check",
         action="store_true",
@@ -506,10 +601,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="k-nearest neighbours, pairwise distances and graph measures of sparse matrices and graphs "
         "in files, on the GPU when one is usable, else on the CPU.",
         epilog="Start with: semiring knn (no file: the bundled dataset). Exit status: 0 done, 1 a --check "
-        "found a difference from SciPy, 2 a bad file or argument.",
+        "found a difference from SciPy, 2 a bad file or argument (also with --traceback), 130 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--traceback", action="store_true", help="show the traceback of an error (for bug reports)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version")
+    parser.add_argument(
+        "--traceback", action="store_true", help="also show the traceback of an error (for bug reports)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = commands.add_parser(
@@ -533,17 +630,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compute_options(p)
     p.set_defaults(run=run_knn)
 
-    p = commands.add_parser("pairwise", help="all distances between the rows of X and of Y (dense result)")
+    p = commands.add_parser(
+        "pairwise",
+        help="all distances between the rows of X and of Y (dense result)",
+        description="All distances between the rows of X and the rows of Y (X itself when Y is omitted), a dense "
+        "matrix; or, with -s, a built-in semiring's product C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k].",
+    )
     p.add_argument("x", metavar="X", help="matrix file (.mtx, .npz, .npy)")
     p.add_argument("y", metavar="Y", nargs="?", help="matrix file; omitted: X")
-    _add_metric_options(p, "euclidean")
+    _add_metric_options(p, PAIRWISE_DEFAULT_METRIC, explicit_default=False)
     p.add_argument(
-        "-s", "--semiring", help="a built-in semiring's name (plus_times, min_plus, ...) instead of a metric"
+        "-s",
+        "--semiring",
+        metavar="SEMIRING",
+        help=f"a built-in semiring instead of a metric: {', '.join(sorted(semiring.BUILTIN_SEMIRINGS))}",
     )
     _add_compute_options(p)
     p.set_defaults(run=run_pairwise)
 
-    p = commands.add_parser("graph", help=f"graph measures: {', '.join(GRAPH_MEASURES)}")
+    p = commands.add_parser(
+        "graph",
+        help=f"graph measures: {', '.join(GRAPH_MEASURES)}",
+        description="Similarities, common neighbours, triangles and trusses of an undirected graph given as an "
+        "edge list or an adjacency matrix file.",
+    )
     measures = p.add_subparsers(dest="measure", required=True, metavar="MEASURE")
     for name, measure in GRAPH_MEASURES.items():
         m = measures.add_parser(name, help=measure.help, description=measure.help)
@@ -556,23 +666,37 @@ def build_parser() -> argparse.ArgumentParser:
         _add_compute_options(m, ".npz, .npy, .csv or .mtx")
         m.set_defaults(run=run_graph)
 
-    p = commands.add_parser("info", help="versions, backend, GPU, kernel cache")
+    p = commands.add_parser(
+        "info",
+        help="versions, backend, GPU, kernel cache",
+        description="Versions, CPU cores and threads, whether the GPU engine can run (and why not), where "
+        "backend='auto' runs, the compiled-kernel cache and the GPU strategy setting.",
+    )
     p.set_defaults(run=run_info)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
-        if args.traceback:
-            raise
-        print(f"semiring: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("semiring: interrupted", file=sys.stderr)
-        return 130
+    args.data_stream = sys.stdout  # the data of -o -; the report goes elsewhere then
+    quiet = getattr(args, "quiet", False)
+    if quiet:
+        args.progress = False
+    with contextlib.ExitStack() as stack:
+        if quiet:
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+        elif getattr(args, "output", None) == io.STDOUT:
+            stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        try:
+            return args.run(args)
+        except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
+            if args.traceback:
+                traceback.print_exc()
+            print(f"semiring: error: {str(exc) or type(exc).__name__ + ' (no message)'}", file=sys.stderr)
+            return EXIT_ERROR
+        except KeyboardInterrupt:
+            print("semiring: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -9,19 +9,38 @@ is an undirected graph: each edge may be listed once or in both directions.
 
 Results: ``.npz``, ``.npy``, ``.csv`` (and ``.mtx`` for sparse matrices).  A
 sparse result in ``.csv`` is written as a ``row,col,value`` edge list, so it
-reads back as a graph.
+reads back as a graph.  Extensions are read case-insensitively (``OUT.NPY`` is
+written as ``OUT.NPY``).
 
-Anything wrong raises :class:`FileError`, whose message starts with the path.
+Nothing is lost: a result is written to a temporary file in the target's
+folder and renamed over the target only once complete, so an interrupted or
+failed write leaves the earlier file as it was.  Nothing is unbounded: what a
+file declares (a Matrix Market header's sizes, an edge list's largest vertex
+id) is checked against its actual size and the memory available before
+anything is allocated.
+
+Anything wrong raises :class:`FileError`, whose message starts with the path
+(``MemoryError`` where a file is valid but too large for the memory available).
 """
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
+import io as _io
 import os
+import re
+import stat
+import tempfile
+import warnings
 import zipfile
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
+
+from semiring import validation
 
 MATRIX_SUFFIXES = (".mtx", ".mtx.gz", ".mtx.bz2", ".npz", ".npy")
 RESULT_SUFFIXES = (".npz", ".npy", ".csv")
@@ -78,10 +97,7 @@ def read_matrix(path) -> sp.csr_matrix:
         )
     _check_readable(path)
     if kind.startswith(".mtx"):
-        try:
-            M = scipy.io.mmread(path)
-        except (ValueError, OSError, EOFError, IndexError, UnicodeDecodeError) as exc:
-            raise FileError(path, f"not a valid Matrix Market file ({exc})") from None
+        M = _read_matrix_market(path, kind)
     elif kind == ".npz":
         M = _read_npz(path)
     else:
@@ -92,6 +108,68 @@ def read_matrix(path) -> sp.csr_matrix:
         except (ValueError, OSError, EOFError) as exc:
             raise FileError(path, f"damaged or unsupported .npy file ({exc})") from None
     return _as_csr(path, M)
+
+
+_OPENERS = {".mtx": open, ".mtx.gz": gzip.open, ".mtx.bz2": bz2.open}
+# The fewest bytes an entry takes in a file ("1 1\n"; a value in array format: "0\n"), and the most that
+# gzip or bzip2 can shrink a file by: a header declaring more entries than that is not this file.
+_MIN_ENTRY_BYTES = {"coordinate": 4, "array": 2}
+_MAX_COMPRESSION = {".mtx": 1, ".mtx.gz": 1100, ".mtx.bz2": 1_500_000}
+
+
+def _read_matrix_market(path, kind: str):
+    """``scipy.io.mmread`` after the header's sizes are checked against the file and the memory available."""
+    rows, cols, entries, layout, symmetry = _matrix_market_header(path, kind)
+    stored = entries if layout == "coordinate" else rows * cols
+    least = stored * _MIN_ENTRY_BYTES[layout]
+    size = os.path.getsize(path)
+    if least > size * _MAX_COMPRESSION[kind]:
+        raise FileError(
+            path,
+            f"the header declares {rows:,} x {cols:,} with {stored:,} entries, which need at least {least:,} bytes; "
+            f"the file has {size:,}: not a valid Matrix Market file (truncated, or a wrong header)",
+        )
+    copies = 1 if symmetry == "general" else 2
+    # COO triplets (int64 row and column, float64 value) as read, then CSR row pointers and arrays.
+    validation.check_allocation(
+        copies * stored * 40 + (rows + 1) * 8, f"{path}: a {rows:,} x {cols:,} matrix with {stored:,} entries"
+    )
+    try:
+        if path.endswith(kind):  # scipy decompresses by the (lower-case) extension
+            return scipy.io.mmread(path)
+        with _OPENERS[kind](path, "rb") as f:  # an upper-case .MTX.GZ: decompressed here
+            return scipy.io.mmread(_io.BytesIO(f.read()))
+    except (ValueError, OSError, EOFError, IndexError, UnicodeDecodeError) as exc:
+        raise FileError(path, f"not a valid Matrix Market file ({_brief(exc)})") from None
+
+
+def _matrix_market_header(path, kind: str) -> tuple[int, int, int, str, str]:
+    """(rows, columns, entries, layout, symmetry) from the banner and size line, read without the entries."""
+    try:
+        with _OPENERS[kind](path, "rb") as f:
+            banner = f.readline(1024).decode("ascii", "replace").split()
+            line = b"%"
+            while line.startswith(b"%") or not line.strip():
+                line = f.readline(1024)
+                if not line:
+                    break
+    except (OSError, EOFError) as exc:
+        raise FileError(path, f"not a valid Matrix Market file ({_brief(exc)})") from None
+    if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
+        raise FileError(path, "not a valid Matrix Market file (no '%%MatrixMarket matrix ...' banner on line 1)")
+    layout, symmetry = banner[2].lower(), banner[4].lower()
+    sizes = line.split()
+    want = 3 if layout == "coordinate" else 2
+    if layout not in _MIN_ENTRY_BYTES or len(sizes) != want or not all(x.isdigit() for x in sizes):
+        raise FileError(path, f"not a valid Matrix Market file (expected {want} sizes after the banner)")
+    rows, cols, *entries = map(int, sizes)
+    return rows, cols, entries[0] if entries else rows * cols, layout, symmetry
+
+
+def _brief(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message, cut short: a parser's message may quote a whole (hostile) line."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def _read_npz(path):
@@ -118,45 +196,48 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
 
     Lines: ``source target`` or ``source target weight`` (every line the same),
     whitespace- or comma-separated; blank lines and lines starting with ``#`` or
-    ``%`` are skipped.  Vertices are non-negative integers (``one_based``: from
-    1) and the matrix has ``max id + 1`` rows.  An edge listed twice (in either
-    direction) keeps its largest weight; self-loops are dropped (no graph
-    measure here uses them).  Unweighted edges have weight 1.
+    ``%`` are skipped; a UTF-8 byte-order mark is allowed.  Vertices are
+    non-negative integers (``one_based``: from 1) and the matrix has ``max id +
+    1`` rows.  An edge listed twice (in either direction) keeps its largest
+    weight; self-loops are dropped (no graph measure here uses them).
+    Unweighted edges have weight 1.
+
+    Parsed by ``numpy.loadtxt`` (its C reader); numbers are written as Python
+    and C write them (``1_0`` and ``0x10`` are not numbers).
     """
     path = os.fspath(path)
     _check_readable(path)
-    rows = []
-    width = None
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):  # /dev/zero, a pipe: no size to check, possibly no end
+        raise FileError(path, "not a regular file (a device or a pipe); save the edge list to a file first")
+    validation.check_allocation(4 * info.st_size, f"{path}: reading an edge list of {info.st_size:,} bytes")
     try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                text = line.strip()
-                if not text or text[0] in "#%":
-                    continue
-                fields = text.replace(",", " ").split()
-                if len(fields) not in (2, 3):
-                    raise FileError(
-                        path, f"line {number}: expected 'source target [weight]', found {len(fields)} fields"
-                    )
-                if width is None:
-                    width = len(fields)
-                elif len(fields) != width:
-                    raise FileError(
-                        path,
-                        f"line {number}: {len(fields)} fields where the lines before have {width}; "
-                        "either every edge has a weight or none does",
-                    )
-                try:
-                    rows.append([float(x) for x in fields])
-                except ValueError:
-                    raise FileError(path, f"line {number}: not a number in {text!r}") from None
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise FileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+        # Whitespace or commas, mixed as the lines like; '%' comments as '#' ones: numpy's reader runs in C with
+        # one comment character, a Python function per line with two.
+        text = text.replace(",", " ") if "," in text else text
+        text = text.replace("%", "#") if "%" in text else text
     except UnicodeDecodeError:
         raise FileError(path, "not a text edge list (not UTF-8 text)") from None
-    except OSError as exc:
-        raise FileError(path, f"cannot be read ({exc.strerror})") from None
-    if not rows:
+    if "\0" in text:
+        raise FileError(path, "not a text edge list (it holds NUL bytes)")
+    del raw
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below
+            table = np.loadtxt(_io.StringIO(text), dtype=np.float64, comments="#", ndmin=2)
+    except ValueError as exc:
+        raise FileError(path, _edge_list_problem(text, str(exc))) from None
+    if table.size == 0:
         raise FileError(path, "holds no edges")
-    table = np.array(rows, dtype=np.float64)
+    width = table.shape[1]
+    if width not in (2, 3):
+        raise FileError(path, f"line {_line_of_row(text, 0)}: expected 'source target [weight]', found {width} fields")
     ends = table[:, :2]
     offset = 1 if one_based else 0
     if not np.all(np.isfinite(ends) & (ends == np.floor(ends))):
@@ -165,23 +246,70 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
         raise FileError(
             path, f"vertex ids must be >= {offset}{' (one-based ids)' if one_based else ''}, found {ends.min():g}"
         )
+    largest = ends.max()
+    if largest >= 2**53:  # beyond exact float64 integers, and far beyond any memory
+        raise FileError(path, f"vertex id {largest:g} is too large (ids must be below 2**53)")
+    n = int(largest) - offset + 1
+    # A vertex id is a row of the adjacency matrix: its row pointers (int64) are allocated for every id up to the
+    # largest, whatever the number of edges, so 30 bytes naming vertex 9e8 would take 7 GiB.
+    validation.check_allocation(
+        (n + 1) * 8 + len(table) * 48,
+        f"{path}: the largest vertex id {int(largest):,} means {n:,} vertices, whose adjacency matrix",
+        "renumber the vertices 0..n-1, e.g. with numpy.unique(ids, return_inverse=True)",
+    )
     weights = table[:, 2] if width == 3 else np.ones(len(table))
     if not np.all(np.isfinite(weights)):
         raise FileError(path, "weights must be finite numbers")
     source, target = (ends.astype(np.int64) - offset).T
-    n = int(max(source.max(), target.max())) + 1
     keep = source != target
     return symmetric_adjacency(source[keep], target[keep], weights[keep], n)
+
+
+def _data_lines(text: str):
+    """(line number, text) of each line that is not blank or a comment."""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if line and line[0] not in "#%":
+            yield number, line
+
+
+def _line_of_row(text: str, row: int) -> int:
+    """The line number of data row ``row`` (0-based, comments and blank lines skipped, as loadtxt counts)."""
+    for k, (number, _) in enumerate(_data_lines(text)):
+        if k == row:
+            return number
+    return row + 1
+
+
+def _edge_list_problem(text: str, message: str) -> str:
+    """numpy.loadtxt's message in the reader's words, with the file's line number."""
+    changed = re.search(r"number of columns changed from (\d+) to (\d+) at row (\d+)", message)
+    if changed:
+        before, now, row = map(int, changed.groups())
+        number = _line_of_row(text, row - 1)  # numpy counts this row from 1, the one below from 0
+        if before not in (2, 3) or now not in (2, 3):
+            return f"line {number}: expected 'source target [weight]', found {now} fields"
+        return (
+            f"line {number}: {now} fields where the lines before have {before}; "
+            "either every edge has a weight or none does"
+        )
+    bad = re.search(r"at row (\d+), column \d+", message)
+    if bad:
+        row = int(bad.group(1))
+        number, line = next(((n, t) for k, (n, t) in enumerate(_data_lines(text)) if k == row), (row + 1, ""))
+        return f"line {number}: not a number in {_brief(line, 80)!r}"
+    return f"not an edge list ({_brief(message)})"
 
 
 def symmetric_adjacency(source, target, weights, n: int) -> sp.csr_matrix:
     """CSR of the undirected graph with these edges; a repeated edge keeps its largest weight."""
     lo, hi = np.minimum(source, target), np.maximum(source, target)
-    order = np.lexsort((-weights, hi, lo))  # per edge, the largest weight first
-    lo, hi, weights = lo[order], hi[order], weights[order]
-    first = np.ones(lo.size, dtype=bool)
-    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    lo, hi, weights = lo[first], hi[first], weights[first]
+    edge = lo * np.int64(n) + hi  # one key per undirected edge (n² < 2^63: n is bounded by memory)
+    order = np.lexsort((-weights, edge))  # per edge, the largest weight first
+    edge, weights = edge[order], weights[order]
+    first = np.ones(edge.size, dtype=bool)
+    first[1:] = edge[1:] != edge[:-1]
+    lo, hi, weights = np.divmod(edge[first], np.int64(n)) + (weights[first],)
     rows = np.concatenate([lo, hi])
     cols = np.concatenate([hi, lo])
     return sp.csr_matrix((np.concatenate([weights, weights]), (rows, cols)), shape=(n, n))
@@ -202,10 +330,20 @@ def read_graph(path, *, one_based: bool = False) -> sp.csr_matrix:
 
 # Writing
 
+STDOUT = "-"  # as an output path: CSV text on standard output
 
-def check_output(path, allowed=RESULT_SUFFIXES) -> str:
-    """The output's format, refused before any work when it is unknown or its folder is missing."""
+
+def check_output(path, allowed=RESULT_SUFFIXES, *, inputs=(), replace: bool = True) -> str:
+    """The output's format, refused before any work when it cannot be written as asked.
+
+    Refused: an unknown format, a missing folder, a folder, one of the
+    ``inputs`` (the same file under any name: a result never replaces what it
+    was computed from, even with ``replace``), and an existing file unless
+    ``replace``.  ``"-"`` is standard output (CSV).
+    """
     path = os.fspath(path)
+    if path == STDOUT:
+        return ".csv"
     kind = suffix(path)
     if kind not in allowed:
         raise FileError(path, f"unknown output format {kind or '(no extension)'!r}; expected {', '.join(allowed)}")
@@ -214,76 +352,122 @@ def check_output(path, allowed=RESULT_SUFFIXES) -> str:
         raise FileError(path, f"cannot write: folder {folder} does not exist")
     if os.path.isdir(path):
         raise FileError(path, "is a folder, not a file")
+    if os.path.exists(path):
+        for given in inputs:
+            if given is not None and os.path.exists(given) and os.path.samefile(path, given):
+                raise FileError(path, f"is an input ({os.fspath(given)}); write the result to another file")
+        if not replace:
+            raise FileError(path, "exists; add --force to replace it, or choose another name")
     return kind
 
 
-def _writing(path, write) -> None:
+@contextlib.contextmanager
+def atomic(path, mode: str = "wb"):
+    """A file object writing to a temporary file beside ``path``, renamed over it only when complete.
+
+    An error or an interruption (Ctrl-C, a full disk, a file-size limit)
+    removes the temporary file and leaves whatever ``path`` held before.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".partial")
     try:
-        write()
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's file is private (0600); a result is an ordinary file
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _writing(path, mode: str, write) -> None:
+    """``write(f)`` into ``path`` atomically; an OS error names the file."""
+    try:
+        with atomic(path, mode) as f:
+            write(f)
     except OSError as exc:
         raise FileError(path, f"cannot write ({exc.strerror or exc})") from None
 
 
-def write_array(path, values, name: str) -> None:
+def write_array(path, values, name: str, *, stdout=None) -> None:
     """A result: dense (1-D or 2-D) or sparse.
 
     ``.npz``: sparse as ``scipy.sparse.save_npz``, dense as one array called
     ``name``; ``.npy``: the dense array (a sparse one is densified); ``.csv``:
     a 2-D dense array as a plain table, a 1-D one as ``index,<name>`` lines, a
     sparse one as ``row,col,<name>`` lines under a ``#`` header (an edge list);
-    ``.mtx``: Matrix Market.
+    ``.mtx``: Matrix Market.  ``path`` ``"-"``: the CSV form on ``stdout``
+    (default ``sys.stdout``).
     """
     path = os.fspath(path)
     kind = check_output(path, RESULT_SUFFIXES + (".mtx",))
     sparse = sp.issparse(values)
-    if kind == ".npz":
-        _writing(path, lambda: sp.save_npz(path, values.tocsr()) if sparse else np.savez(path, **{name: values}))
+    if path == STDOUT:
+        _csv_array(_standard_output(stdout), values, name)
+    elif kind == ".npz":
+        _writing(path, "wb", lambda f: sp.save_npz(f, values.tocsr()) if sparse else np.savez(f, **{name: values}))
     elif kind == ".npy":
-        _writing(path, lambda: np.save(path, values.toarray() if sparse else np.asarray(values)))
+        _writing(path, "wb", lambda f: np.save(f, values.toarray() if sparse else np.asarray(values)))
     elif kind == ".mtx":
-        _writing(path, lambda: scipy.io.mmwrite(path, values))
-    elif sparse:
+        _writing(path, "wb", lambda f: scipy.io.mmwrite(f, values))
+    else:
+        _writing(path, "w", lambda f: _csv_array(f, values, name))
+
+
+def _standard_output(stdout):
+    import sys
+
+    return sys.stdout if stdout is None else stdout
+
+
+def _csv_array(f, values, name: str) -> None:
+    if sp.issparse(values):
         C = values.tocoo()
         table = np.column_stack([C.row, C.col, C.data])
-        _writing(
-            path, lambda: np.savetxt(path, table, fmt=["%d", "%d", "%.17g"], delimiter=",", header=f"row,col,{name}")
-        )
+        np.savetxt(f, table, fmt=["%d", "%d", "%.17g"], delimiter=",", header=f"row,col,{name}")
     elif np.ndim(values) == 1:
         table = np.column_stack([np.arange(len(values)), values])
         fmt = ["%d", "%d" if np.asarray(values).dtype.kind in "iub" else "%.17g"]
-        _writing(path, lambda: np.savetxt(path, table, fmt=fmt, delimiter=",", header=f"index,{name}", comments=""))
+        np.savetxt(f, table, fmt=fmt, delimiter=",", header=f"index,{name}", comments="")
     else:
-        _writing(path, lambda: np.savetxt(path, np.asarray(values), fmt="%.17g", delimiter=","))
+        np.savetxt(f, np.asarray(values), fmt="%.17g", delimiter=",")
 
 
 NEIGHBOR_DTYPE = np.dtype([("index", np.int64), ("distance", np.float64)])
 
 
-def write_neighbors(path, distances: np.ndarray, indices: np.ndarray) -> None:
+def write_neighbors(path, distances: np.ndarray, indices: np.ndarray, *, stdout=None) -> None:
     """k-nearest-neighbour results (``n_queries x k`` each).
 
     ``.npz``: arrays ``indices`` and ``distances``; ``.npy``: one structured
     array with fields ``index`` and ``distance``; ``.csv``:
-    ``query,rank,neighbor,distance`` lines (rank 1 is the nearest).
+    ``query,rank,neighbor,distance`` lines (rank 1 is the nearest); ``"-"``:
+    those lines on ``stdout`` (default ``sys.stdout``).
     """
     path = os.fspath(path)
     kind = check_output(path)
-    if kind == ".npz":
-        _writing(path, lambda: np.savez(path, indices=indices, distances=distances))
+    if path == STDOUT:
+        _csv_neighbors(_standard_output(stdout), distances, indices)
+    elif kind == ".npz":
+        _writing(path, "wb", lambda f: np.savez(f, indices=indices, distances=distances))
     elif kind == ".npy":
         table = np.empty(indices.shape, dtype=NEIGHBOR_DTYPE)
         table["index"], table["distance"] = indices, distances
-        _writing(path, lambda: np.save(path, table))
+        _writing(path, "wb", lambda f: np.save(f, table))
     else:
-        n, k = indices.shape
-        query, rank = np.divmod(np.arange(n * k), k)
-        lines = (
-            f"{q},{r + 1},{j},{d!r}" for q, r, j, d in zip(query, rank, indices.ravel(), distances.ravel().tolist())
-        )
-        _writing(path, lambda: _write_lines(path, "query,rank,neighbor,distance", lines))
+        _writing(path, "w", lambda f: _csv_neighbors(f, distances, indices))
 
 
-def _write_lines(path, header: str, lines) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(header + "\n")
-        f.writelines(line + "\n" for line in lines)
+def _csv_neighbors(f, distances: np.ndarray, indices: np.ndarray) -> None:
+    n, k = indices.shape
+    query, rank = np.divmod(np.arange(n * k), k)
+    f.write("query,rank,neighbor,distance\n")
+    f.writelines(
+        f"{q},{r + 1},{j},{d!r}\n" for q, r, j, d in zip(query, rank, indices.ravel(), distances.ravel().tolist())
+    )

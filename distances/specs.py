@@ -215,8 +215,9 @@ def _clip02(value: str) -> str:
     return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
 
 
-# Where d² is small next to the norms it was computed from; two zero rows are exact already.
-_EUCLID_WHEN = "nx0 + ny0 - 2.0 * c0 <= 1e-3 * (nx0 + ny0) and nx0 + ny0 > 0.0"
+# Where d² is small next to the norms it was computed from (two zero rows are exact already), and where a
+# norm overflowed (‖x‖² of 1e200 is inf, and inf − inf is NaN): 'not (d > ...)' holds for NaN too.
+_EUCLID_WHEN = "s = nx0 + ny0; not (s - 2.0 * c0 > 1e-3 * s) and s > 0.0 or not (s < inf)"
 
 _MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
@@ -261,7 +262,7 @@ DISTANCES: tuple[Distance, ...] = (
     Distance(
         "chebyshev",
         (B["max_absdiff"],),
-        "c0",
+        "c0 if n > 0.0 else 0.0",  # the max over no column is max's identity, -inf; SciPy's is 0
         aliases=("linf",),
         scipy="chebyshev",
         columns=ColumnParam("w", ">= 0", lambda w, params: (w > 0).astype(np.float64)),

@@ -70,7 +70,7 @@ def check_working_memory(working_memory) -> float | None:
     """``working_memory`` as a positive number of MiB, or None for the default; the one rule every entry states."""
     if working_memory is None:
         return None
-    return validation.check_positive(working_memory, "working_memory", "> 0 (MiB)")
+    return validation.check_positive(working_memory, "working_memory", "> 0 and finite (MiB)", finite=True)
 
 
 def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_bytes: int = 0) -> int:
@@ -138,6 +138,8 @@ def dense(
     m, n = shape
     itemsize = np.dtype(dtype).itemsize
     budget = budget_bytes(engine, working_memory, m * n * itemsize)
+    if not on_device and out is None:  # the result is no temporary: it must fit host memory, checked before any tile
+        validation.check_dense_result(shape, dtype, "compute fewer rows at a time, or the k nearest (kneighbors)")
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
     if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
         row_step, col_step = m, n

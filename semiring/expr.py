@@ -14,6 +14,14 @@ conditional expressions ``a if cond else b`` and the functions ``abs``,
 ``math.sqrt``, ``np.log`` ...), plus the constants ``inf``, ``nan`` and ``pi``.
 ``min``/``max`` follow IEEE ``fmin``/``fmax``: a NaN argument is ignored.
 Comparisons and logical operators give 1.0 or 0.0 when used as numbers.
+
+Bounded: a binding used twice is one shared node of the parsed tree (a DAG,
+nothing is copied while parsing), but every rendering writes it out in full,
+so a declaration is refused with an :class:`ExpressionError` when it would
+expand to more than :data:`MAX_NODES` operations or nest deeper than
+:data:`MAX_DEPTH` (``a1 = a0 + a0; a2 = a1 + a1; ...`` doubles at each line).
+Constants are never folded here; where the semantics module folds them it
+uses NumPy float64 with errors ignored, as the engines compute (``1/0 = inf``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,12 @@ import numpy as np
 FUNCTIONS = {"abs": 1, "sqrt": 1, "log": 1, "exp": 1, "pow": 2, "min": 2, "max": 2}
 CONSTANTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
 _MODULE_PREFIXES = {"math", "np", "numpy", "cupy", "cp"}
+
+# A declaration expanded (bindings substituted) to more nodes than this is refused: the renderings and
+# numba's compile time grow with the expanded size (about 1 s per 1,000 nodes), and 2^k copies of a
+# doubled binding would never finish.  Deeper nesting than MAX_DEPTH is refused before any recursion.
+MAX_NODES = 2000
+MAX_DEPTH = 100
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -128,7 +142,9 @@ def parse(source: str | Callable, variables: Sequence[str]) -> tuple[Node, str]:
     else:
         raise TypeError(f"an op is declared by a function or an expression string, got {type(source).__name__}")
     rename = dict(zip(names, variables))
+    _check_ast_depth(tree, source)
     node = _convert(tree, rename, tuple(variables))
+    _check_size(node, source)
     return node, render_python(node, {v: v for v in variables}, plain=True)
 
 
@@ -138,20 +154,114 @@ def _parse_bindings(source: str, variables: tuple[str, ...]) -> tuple[Node, str]
     Bindings are substituted into what follows, so every rendering stays a
     single expression: ``"d = 1 - x; 0 if d < 0 else d"``.
     """
+    if len(source) > 100 * MAX_NODES:
+        raise ExpressionError(f"expression of {len(source):,} characters; the limit is {100 * MAX_NODES:,}")
     try:
         module = ast.parse(textwrap.dedent(source).strip())
     except SyntaxError as exc:
-        raise ExpressionError(f"cannot parse expression {source!r}: {exc.msg}") from None
+        raise ExpressionError(f"cannot parse expression {_short(source)!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError):  # Python's own parser gives up on very deep nesting
+        raise ExpressionError(f"expression {_short(source)!r} is nested too deeply; the limit is {MAX_DEPTH}") from None
+    _check_ast_depth(module, source)
     *lets, last = module.body or [None]
     if not isinstance(last, ast.Expr):
         raise ExpressionError(f"expression {source!r} must end with an expression")
     bound: dict[str, Node] = {}
     for stmt in lets:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-            raise ExpressionError(f"only 'name = expression' bindings may precede the expression in {source!r}")
-        bound[stmt.targets[0].id] = _convert(stmt.value, {v: v for v in variables}, variables, bound)
+            raise ExpressionError(f"only 'name = expression' bindings may precede the expression in {_short(source)!r}")
+        name = stmt.targets[0].id
+        if name in variables or name in CONSTANTS:
+            raise ExpressionError(
+                f"binding {name!r} in {_short(source)!r} would hide the "
+                f"{'variable' if name in variables else 'constant'} {name!r}; choose another name"
+            )
+        bound[name] = _convert(stmt.value, {v: v for v in variables}, variables, bound)
+        _check_size(bound[name], source)  # before the next binding can double it
     node = _convert(last.value, {v: v for v in variables}, variables, bound)
+    _check_size(node, source)
     return node, render_python(node, {v: v for v in variables}, plain=True)
+
+
+def check_parameter_names(params: Sequence[str], variables: Sequence[str]) -> None:
+    """Refuse a parameter name that would read as an operand, a constant or a function of the language.
+
+    >>> check_parameter_names(["x"], ("x", "y"))
+    Traceback (most recent call last):
+    ...
+    semiring.expr.ExpressionError: parameter 'x' has the name of the operand x; name it otherwise (p, w, scale, ...)
+    """
+    for name in params:
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise ExpressionError(f"parameter name {name!r} is not a Python identifier")
+        clash = (
+            f"the operand {name}"
+            if name in variables
+            else f"the constant {name}"
+            if name in CONSTANTS
+            else f"the function {name}()"
+            if name in FUNCTIONS
+            else f"the module prefix {name}."
+            if name in _MODULE_PREFIXES
+            else None
+        )
+        if clash:
+            raise ExpressionError(f"parameter {name!r} has the name of {clash}; name it otherwise (p, w, scale, ...)")
+
+
+def _short(source) -> str:
+    text = source if isinstance(source, str) else repr(source)
+    return text if len(text) <= 120 else text[:100] + " ... " + text[-15:]
+
+
+def _check_ast_depth(tree: ast.AST, source) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before any recursive walk (no RecursionError)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExpressionError(
+                f"expression {_short(source)!r} is nested more than {MAX_DEPTH} levels deep "
+                "(a long chain such as x + x + ... counts one level per operator); split it with bindings "
+                "or a semiring of simpler ops"
+            )
+        stack.extend((child, depth + isinstance(child, ast.expr)) for child in ast.iter_child_nodes(node))
+
+
+def expanded_size(node: Node) -> tuple[int, int]:
+    """(nodes, depth) of ``node`` once every shared subtree is written out, as the renderings do.
+
+    Counted over the shared DAG, each distinct node once, so it is quick even where the answer is huge.
+
+    >>> expanded_size(parse("a = x + y; a * a", ("x", "y"))[0])
+    (7, 3)
+    """
+    measured: dict[int, tuple[int, int]] = {}
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        children = [a for a in n.args if isinstance(a, Node) and id(a) not in measured]
+        if children:
+            stack.extend(children)
+            continue
+        stack.pop()
+        below = [measured[id(a)] for a in n.args if isinstance(a, Node)]
+        measured[id(n)] = (1 + sum(s for s, _ in below), 1 + max((d for _, d in below), default=0))
+    return measured[id(node)]
+
+
+def _check_size(node: Node, source) -> None:
+    size, depth = expanded_size(node)
+    if size > MAX_NODES:
+        raise ExpressionError(
+            f"expression {_short(source)!r} expands to {size:,} operations once its bindings are written out "
+            f"(a binding used twice counts twice); the limit is {MAX_NODES:,}"
+        )
+    if depth > MAX_DEPTH:
+        raise ExpressionError(
+            f"expression {_short(source)!r} is nested {depth} levels deep once its bindings are written out; "
+            f"the limit is {MAX_DEPTH}"
+        )
 
 
 def _function_body(func: Callable, variables: Sequence[str]) -> tuple[ast.expr, list[str]]:
@@ -323,9 +433,9 @@ def _render(node: Node, names: Mapping[str, str], d: _Dialect) -> str:
         if k == "if":
             return d.conditional(cond(a[0]), num(a[1]), num(a[2]))
         fn, *args = a
+        if fn == "pow":  # an operator, not a call: its operands keep their parentheses
+            return d.power(*(num(x) for x in args))
         args = [_unwrap(num(x)) if d.unwrap_arguments else num(x) for x in args]
-        if fn == "pow":
-            return d.power(*args)
         return f"{d.functions[fn]}({', '.join(args)})"
 
     return num(node)

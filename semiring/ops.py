@@ -157,6 +157,7 @@ def binary_op(op: str | Callable, name: str | None = None, **params: float) -> B
     """
     if isinstance(op, BinaryOp):
         return op
+    _expr.check_parameter_names(tuple(params), BinaryOp.VARIABLES)  # binary_op("x * y", x=2.0) would shadow x
     variables = BinaryOp.VARIABLES + tuple(params)
     if callable(op) and not isinstance(op, str):
         tree, _ = _expr.parse(op, BinaryOp.VARIABLES)

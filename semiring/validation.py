@@ -13,6 +13,7 @@ matrix.  Engines bring a checked matrix into their own memory
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,11 +35,13 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse array of shape {A.shape}")
         dtype = _value_dtype(A.dtype, name)
+        A, copied = _signed_indices(A, name)
         if A.format != "csr":
-            A = A.tocsr()  # a new object: the caller's matrix is untouched
+            try:
+                A = A.tocsr()  # a new object: the caller's matrix is untouched
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ValueError(f"{name}: cannot be converted to CSR ({exc})") from None
             copied = True
-        else:
-            copied = False
         if A.dtype != dtype:
             A = A.astype(dtype)
             copied = True
@@ -51,6 +54,11 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
     else:
         if isinstance(A, (str, bytes)) or A is None:
             raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__name__}")
+        if type(A).__module__.split(".")[0] == "networkx":  # np.asarray would give a 1-D array of its nodes
+            raise TypeError(
+                f"{name} is a networkx {type(A).__name__}, not a matrix; pass its adjacency matrix, for example "
+                f"{name} = networkx.to_scipy_sparse_array(G, nodelist=sorted(G), format='csr')"
+            )
         try:
             dense = np.asarray(A)
         except (TypeError, ValueError) as exc:  # ragged lists and such
@@ -125,6 +133,30 @@ def array_module(A):
 
         return cupy
     return np
+
+
+_INDEX_ATTRIBUTES = ("indptr", "indices", "row", "col", "offsets")
+
+
+def _signed_indices(A, name: str):
+    """``(A, copied)``: A with int32/int64 index arrays.
+
+    SciPy's and our kernels' index code is compiled for signed 32- and 64-bit
+    indices only; unsigned or narrower ones are converted to int64 on a copy,
+    values beyond int64 refused naming the argument.
+    """
+    arrays = {a: getattr(A, a) for a in _INDEX_ATTRIBUTES if isinstance(getattr(A, a, None), np.ndarray)}
+    if all(v.dtype in (np.int32, np.int64) for v in arrays.values()):
+        return A, False
+    for attr, v in arrays.items():
+        if v.dtype.kind not in "iu":
+            raise TypeError(f"{name}: index array {attr} must hold integers, got {v.dtype}")
+        if v.size and v.dtype == np.uint64 and v.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{name}: index array {attr} ({v.dtype}) holds {v.max()}, beyond int64")
+    A = A.copy()
+    for attr in arrays:
+        setattr(A, attr, getattr(A, attr).astype(np.int64))
+    return A, True
 
 
 def _as_csr_matrix(A) -> sp.csr_matrix:
@@ -242,11 +274,12 @@ def check_mask(mask, shape: tuple[int, int]):
     return M
 
 
-def check_positive(value, name: str, rule: str = "> 0") -> float:
+def check_positive(value, name: str, rule: str = "> 0", *, finite: bool = False) -> float:
+    """``value`` as a float > 0 (and finite where ``finite``), or an error naming ``name`` and the rule."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
-    if not value > 0:
+    if not value > 0 or (finite and value == np.inf):
         raise ValueError(f"{name} must be {rule}, got {value!r}")
     return value
 
@@ -254,3 +287,50 @@ def check_positive(value, name: str, rule: str = "> 0") -> float:
 def result_dtype(X: sp.csr_matrix, Y: sp.csr_matrix) -> np.dtype:
     """float32 when both inputs are float32 (as scikit-learn does), else float64."""
     return np.result_type(X.dtype, Y.dtype)
+
+
+def available_memory_bytes() -> int | None:
+    """Host memory that can be allocated now without swapping (Linux ``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(nbytes: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:,.1f} {unit}"
+    return f"{int(nbytes)} bytes"
+
+
+def check_allocation(nbytes: int, what: str, hint: str = "") -> None:
+    """Refuse, before allocating, ``nbytes`` of host memory that is not available (a ``MemoryError`` naming both).
+
+    Checked against what the system says is available now, not against the
+    overcommit limit: a result that only fits by swapping would not finish.
+
+    >>> check_allocation(10**18, "the result (10^9 x 10^9 float64)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    MemoryError: the result (10^9 x 10^9 float64) needs 931,322,574.6 GiB of memory; ... available
+    """
+    available = available_memory_bytes()
+    if available is not None and nbytes > available:
+        raise MemoryError(
+            f"{what} needs {_gib(nbytes)} of memory; {_gib(available)} is available" + (f"; {hint}" if hint else "")
+        )
+
+
+def check_dense_result(shape: tuple[int, int], dtype, hint: str = "") -> None:
+    """A dense ``m × n`` result must fit the memory available: refused before it is allocated, naming the sizes."""
+    m, n = shape
+    nbytes = int(m) * int(n) * np.dtype(dtype).itemsize
+    check_allocation(nbytes, f"the dense result ({m:,} x {n:,} {np.dtype(dtype).name})", hint)

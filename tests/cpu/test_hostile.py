@@ -1,0 +1,358 @@
+"""Hostile input through the API and the ``semiring`` command, on the CPU engine.
+
+The standing suite of issue 12 (with ``tests/unit/test_hostile.py`` for what
+runs no engine).  Each case is an input a careless or hostile user tried; the
+test says what must happen instead: the right answer (SciPy's ``cdist`` on the
+densified input is the oracle), or a clear error naming the argument or file
+and the rule, with nothing the user had lost.  The command runs in-process
+through ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from io import StringIO
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.spatial.distance import cdist
+
+import semiring
+from semiring import validation
+from semiring.distances import pairwise_distances
+from semiring.distances.cli import build_parser, main
+from semiring.distances.specs import METRICS
+
+# Inputs the validation must take or name
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("index", [np.uint64, np.uint32, np.int16])
+def test_unusual_index_arrays_are_converted(fmt, index):
+    A = sp.random(6, 5, density=0.5, format="csr", random_state=3)
+    A = sp.vstack([A, A[:1]]).asformat(fmt)  # a repeated row: euclidean recomputes it exactly (the masked path)
+    dense = A.toarray()
+    attrs = ("row", "col") if fmt == "coo" else ("indptr", "indices")
+    for attr in attrs:
+        setattr(A, attr, getattr(A, attr).astype(index))
+    given = {attr: getattr(A, attr).dtype for attr in attrs}
+    np.testing.assert_allclose(
+        pairwise_distances(A, metric="cityblock", backend="cpu"), cdist(dense, dense, "cityblock")
+    )
+    assert {attr: getattr(A, attr).dtype for attr in attrs} == given  # the caller's matrix is untouched
+
+
+def test_uint64_indices_beyond_int64_name_the_argument():
+    A = sp.random(4, 5, density=0.5, format="csr", random_state=3)
+    A.indices = A.indices.astype(np.uint64)
+    A.indices[0] = np.iinfo(np.uint64).max
+    with pytest.raises(ValueError, match=r"^Y: index array indices \(uint64\) holds 18446744073709551615"):
+        pairwise_distances(np.ones((2, 5)), A, backend="cpu")
+
+
+def test_a_networkx_graph_as_a_matrix_is_named():
+    with pytest.raises(TypeError, match="X is a networkx Graph, not a matrix; pass its adjacency matrix"):
+        pairwise_distances(nx.karate_club_graph(), backend="cpu")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 0, -1])
+def test_working_memory_must_be_finite_and_positive(value):
+    with pytest.raises(ValueError, match="working_memory must be > 0 and finite"):
+        pairwise_distances(np.eye(3), backend="cpu", working_memory=value)
+
+
+# Memory: a dense result is checked against the memory available before it is allocated
+
+
+def test_a_dense_result_larger_than_memory_is_refused_before_allocating(monkeypatch):
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 1000 * 8)
+    X = sp.random(101, 4, density=0.5, format="csr", random_state=0)
+    for call in (
+        lambda: pairwise_distances(X, backend="cpu"),
+        lambda: semiring.pairwise(X, X, "plus_times", backend="cpu"),
+    ):
+        with pytest.raises(
+            MemoryError,
+            match=r"the dense result \(101 x 101 float64\) needs 79\.7 KiB of memory; 7\.8 KiB is available",
+        ):
+            call()
+    np.testing.assert_allclose(pairwise_distances(X[:10], backend="cpu"), cdist(X[:10].toarray(), X[:10].toarray()))
+
+
+# IEEE magnitudes: the expanded forms must not hide an overflow (SciPy's cdist is the oracle)
+
+HUGE_ROWS = {
+    "overflowing-norms": np.array([[1e200, 0.0], [1e200, 1.0], [0.0, 1.0]]),
+    "near-duplicates-1e160": np.array([[1e160, 0.0], [1e160 * (1 + 2**-52), 0.5], [1e160, 3.0]]),
+    "opposite-signs": np.array([[1e200, 0.0], [-1e200, 0.0], [1.0, 1.0]]),
+    "float32-norms-overflow": np.array([[1.5e19, 0.0], [1.5e19, 2.0], [0.0, 0.0]], dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUGE_ROWS))
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean", "chebyshev", "cityblock"])
+def test_huge_magnitudes_equal_scipy(case, metric):
+    X = HUGE_ROWS[case]
+    ref = cdist(X.astype(np.float64), X.astype(np.float64), metric)
+    D = pairwise_distances(sp.csr_matrix(X), metric=metric, backend="cpu")
+    np.testing.assert_allclose(D, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
+
+
+def test_huge_magnitudes_in_kneighbors():
+    from semiring.distances import NearestNeighbors
+
+    X = HUGE_ROWS["overflowing-norms"]
+    distances, indices = NearestNeighbors(n_neighbors=1, backend="cpu").fit(X).kneighbors()
+    ref = cdist(X, X)
+    np.fill_diagonal(ref, np.inf)
+    np.testing.assert_allclose(distances[:, 0], ref.min(axis=1))
+    np.testing.assert_array_equal(indices[:, 0], ref.argmin(axis=1))
+
+
+@pytest.mark.parametrize("metric", ["chebyshev", "linf", "cityblock", "euclidean", "minkowski"])
+def test_zero_columns_give_scipys_value(metric):
+    X, Y = np.zeros((3, 0)), np.zeros((2, 0))
+    scipy_name = {"linf": "chebyshev"}.get(metric, metric)
+    np.testing.assert_array_equal(pairwise_distances(X, Y, metric=metric, backend="cpu"), cdist(X, Y, scipy_name))
+
+
+def test_an_empty_reduction_of_a_semiring_is_its_monoids_identity():
+    """semiring.pairwise keeps GraphBLAS's meaning: no column, the add monoid's identity (the measure maps it)."""
+    X = np.zeros((2, 0))
+    assert (semiring.pairwise(X, X, "max_absdiff", backend="cpu") == -np.inf).all()
+    assert (semiring.pairwise(X, X, "plus_absdiff", backend="cpu") == 0.0).all()
+
+
+# The command: nothing lost, conflicting options refused before any file is read, output where asked
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def matrix_file(tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0.5, 3.0, size=(30, 12)) * (rng.random((30, 12)) < 0.5)
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    return path, X
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    G = nx.karate_club_graph()
+    path = tmp_path / "e.csv"
+    path.write_text("# source,target\n" + "".join(f"{u},{v}\n" for u, v in G.edges))
+    return path, G
+
+
+def test_output_over_the_input_is_refused_and_the_input_kept(matrix_file, tmp_path, capsys, monkeypatch):
+    path, _ = matrix_file
+    before = path.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    for output in (path, "x.npy", "./sub/../x.npy", tmp_path / "link.npy"):
+        if str(output).endswith("link.npy"):
+            (tmp_path / "link.npy").symlink_to(path)
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        for force in ([], ["--force"]):
+            status, _, err = run(["pairwise", path, "-o", output, *force], capsys)
+            assert status == 2 and "is an input" in err, err
+    assert path.read_bytes() == before
+
+
+def test_graph_output_over_its_edge_list_is_refused(graph_file, capsys):
+    path, _ = graph_file
+    before = path.read_bytes()
+    status, _, err = run(["graph", "ktruss", path, "-k", 4, "-o", path, "--force"], capsys)
+    assert status == 2 and f"{path}: is an input ({path})" in err
+    assert path.read_bytes() == before
+
+
+def test_an_existing_output_is_replaced_only_with_force(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "d.npy"
+    out.write_bytes(b"an earlier result")
+    status, _, err = run(["pairwise", path, "-o", out], capsys)
+    assert status == 2 and f"{out}: exists; add --force to replace it" in err
+    assert out.read_bytes() == b"an earlier result"
+    status, _, err = run(["pairwise", path, "-o", out, "--force"], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(np.load(out), cdist(X, X))
+
+
+def test_upper_case_output_names_are_written_as_named(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "OUT.NPY"
+    status, text, err = run(["pairwise", path, "-o", out], capsys)
+    assert status == 0, err
+    assert f"wrote {out}" in text and sorted(p.name for p in tmp_path.iterdir()) == ["OUT.NPY", "x.npy"]
+    np.testing.assert_allclose(np.load(out), cdist(X, X))
+
+
+def test_output_to_standard_output_keeps_the_report_apart(matrix_file, capsys):
+    path, X = matrix_file
+    status, out, err = run(["pairwise", path, "-m", "cityblock", "-o", "-"], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(np.loadtxt(StringIO(out), delimiter=","), cdist(X, X, "cityblock"))
+    assert "pairwise cityblock: 30 x 30" in err and "wrote standard output" in err
+    status, out, err = run(["knn", path, "-k", 2, "-o", "-", "--quiet"], capsys)
+    assert status == 0 and err == ""
+    table = np.loadtxt(StringIO(out), delimiter=",", skiprows=1)
+    assert table.shape == (60, 4) and out.startswith("query,rank,neighbor,distance\n")
+
+
+def test_quiet_prints_nothing_but_writes(matrix_file, tmp_path, capsys):
+    path, X = matrix_file
+    out = tmp_path / "d.csv"
+    status, text, err = run(["pairwise", path, "-o", out, "--quiet"], capsys)
+    assert (status, text, err) == (0, "", "")
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=","), cdist(X, X))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["pairwise", "absent.npy", "-m", "cosine", "-s", "plus_times"],
+            "-m/--metric and -s/--semiring are alternatives",
+        ),
+        (["pairwise", "absent.npy", "-s", "plus_times", "--check"], "--check compares with SciPy's cdist"),
+        (["pairwise", "absent.npy", "-s", "nope"], "-s 'nope' is not a built-in semiring; known: "),
+        (["pairwise", "absent.npy", "-m", "nope"], "unknown metric 'nope'"),
+        (["knn", "absent.npy", "-m", "cosine", "-p", "3"], "-p applies to --metric minkowski, not to cosine"),
+        (["graph", "triangles", "absent.txt", "-o", "t.npy"], "--per total gives one number"),
+        (["pairwise", "absent.npy", "-o", "out.xls"], "unknown output format '.xls'"),
+    ],
+)
+def test_conflicting_options_are_refused_before_any_file_is_read(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run(argv, capsys)
+    assert status == 2 and message in err and "no such file" not in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "lots"])
+def test_working_memory_on_the_command_line_must_be_finite(matrix_file, value, capsys):
+    path, _ = matrix_file
+    with pytest.raises(SystemExit) as exit_:
+        main(["pairwise", str(path), "--working-memory", value])
+    assert exit_.value.code == 2 and "--working-memory" in capsys.readouterr().err
+
+
+def test_traceback_keeps_the_exit_status_of_an_error(tmp_path, capsys):
+    status, _, err = run(["--traceback", "pairwise", tmp_path / "absent.npy"], capsys)
+    assert status == 2  # not 1, the status of a failed --check
+    assert "Traceback (most recent call last)" in err and err.rstrip().endswith("absent.npy: no such file")
+
+
+def test_check_does_not_count_scipys_own_nan_as_a_difference(tmp_path, capsys):
+    X = np.array([[1.0, 0.0], [843.5, 0.0], [1.0, 2.0], [0.5, 3.0]])
+    assert np.isnan(cdist(X, X, "jensenshannon")).any()  # SciPy: rounding below 0 under its square root
+    path = tmp_path / "p.npy"
+    np.save(path, X)
+    status, out, err = run(["pairwise", path, "-m", "jensenshannon", "--check"], capsys)
+    assert status == 0, out + err
+    assert "yes (2 entries not compared: SciPy gives NaN where the result is a number)" in out
+    status, out, err = run(["knn", path, "-k", 1, "-m", "jensenshannon", "--check"], capsys)
+    assert status == 0, out + err
+    assert "yes (2 rows not compared" in out
+
+
+GRAPH_ORACLES = {
+    "jaccard": lambda c, du, dv: c / (du + dv - c),
+    "sorensen": lambda c, du, dv: 2 * c / (du + dv),
+    "overlap": lambda c, du, dv: c / min(du, dv),
+    "cosine": lambda c, du, dv: c / np.sqrt(du * dv),
+    "scan": lambda c, du, dv: (c + 2) / np.sqrt((du + 1) * (dv + 1)),
+    "common-neighbors": lambda c, du, dv: c,
+}
+
+
+@pytest.mark.parametrize("measure", sorted(GRAPH_ORACLES))
+def test_every_graph_similarity_on_the_command_line_equals_networkx_sets(measure, graph_file, tmp_path, capsys):
+    path, G = graph_file
+    out = tmp_path / "s.npz"
+    status, _, err = run(["graph", measure, path, "-o", out], capsys)
+    assert status == 0, err
+    S = sp.load_npz(out).toarray()
+    expected = np.zeros_like(S)
+    for u, v in G.edges:
+        c = len(set(G[u]) & set(G[v]))
+        expected[u, v] = expected[v, u] = GRAPH_ORACLES[measure](c, G.degree(u), G.degree(v))
+    np.testing.assert_allclose(S, expected, rtol=1e-12)
+
+
+def test_every_subcommand_and_option_has_help():
+    parser = build_parser()
+    metric_help = None
+    pending = [("semiring", parser)]
+    while pending:
+        name, p = pending.pop()
+        assert p.description or name == "semiring", f"{name} has no description"
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice, sub in action.choices.items():
+                    pending.append((f"{name} {choice}", sub))
+                    assert any(c.dest == choice for c in action._choices_actions), f"{name} {choice} has no help"
+                continue
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings} has no help"
+            if "--metric" in action.option_strings:
+                metric_help = action.help
+    assert metric_help is not None
+    assert all(m in metric_help for m in METRICS), "the -m help lists every metric name"
+
+
+# Constants in IEEE arithmetic: the numba form the CPU engine runs agrees with NumPy float64
+
+
+def test_constant_arithmetic_in_the_numba_form_is_ieee():
+    from numba import njit
+
+    from semiring.kernels.cpu.jit import compile_scalar
+
+    sources = ["x * (1/0)", "x * y * 10.0 ** 400", "x * y * (-8) ** (1/3)", "x * (0.0 ** -1)", "x * log(0) + y"]
+    expected = [np.inf, np.inf, np.nan, np.inf, -np.inf]  # NumPy float64: 1/0, overflow, (-8)**(1/3), 0**-1, log 0
+    for source, want in zip(sources, expected, strict=True):
+        f = compile_scalar(semiring.binary_op(source).tree, ("x", "y"))
+
+        @njit
+        def call(x, y, f=f):
+            return f(x, y, np.zeros(0))
+
+        got = call(1.0, 2.0)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (source, got)
+
+
+def test_an_error_without_a_message_still_says_what_it_was(matrix_file, capsys, monkeypatch):
+    from semiring.distances import cli
+
+    path, _ = matrix_file
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "pairwise_distances", exhausted)
+    status, _, err = run(["pairwise", path], capsys)
+    assert status == 2 and err == "semiring: error: MemoryError (no message)\n"
+
+
+# Thread safety: calls from several threads at once, kernels compiled concurrently on first use
+
+
+def test_concurrent_calls_from_threads_each_get_their_own_right_answer():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    jobs = []
+    for k, metric in enumerate(["canberra", "braycurtis", "canberra", "braycurtis", "cityblock", "cosine"] * 2):
+        X = sp.random(40 + k, 9, density=0.4, format="csr", random_state=rng)
+        Y = sp.random(17, 9, density=0.4, format="csr", random_state=rng)
+        jobs.append((X, Y, metric))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: pairwise_distances(job[0], job[1], metric=job[2], backend="cpu"), jobs))
+    for (X, Y, metric), D in zip(jobs, results, strict=True):
+        np.testing.assert_allclose(D, cdist(X.toarray(), Y.toarray(), metric), rtol=1e-10, atol=1e-12)
