@@ -32,11 +32,12 @@ from scipy.spatial.distance import cdist
 
 import semiring
 from semiring import backend as _backend
+from semiring import validation
 
 from . import datasets, graph, io
 from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
-from .specs import DISTANCES, METRICS, Param, get_metric, resolve_metric
+from .specs import DISTANCES, METRICS, Param, get_metric, resolve_metric, split_columns
 
 FEATURED_MODULES = ("json", "zipfile", "threading", "http.client", "argparse")
 CHECK_ROWS = 64  # queries checked against SciPy by --check
@@ -147,7 +148,10 @@ def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, pr
     if not 1 <= k <= limit:
         every = " when every row is a query (a row is not its own neighbour)" if Q is None else ""
         raise UsageError(f"-k must be between 1 and {limit} for {n:,} rows{every}, got {k}")
+    params, columns = split_columns(metric, params)  # w, V: the estimator takes them in metric_params
     options = {"metric": metric, "backend": engine, "working_memory": working_memory, **params}
+    if columns is not None:
+        options["metric_params"] = {get_metric(metric).columns.name: columns}
     start = time.perf_counter()
     NearestNeighbors(n_neighbors=1, verbose=False, **options).fit(X[:2]).kneighbors((X if Q is None else Q)[:1])
     compiling = time.perf_counter() - start
@@ -162,9 +166,12 @@ def scipy_reference(metric: str, params: dict, A, B):
     The measure's row names it for SciPy (``Distance.scipy``); the boolean
     measures compare the nonzero patterns, as SciPy defines them.
     """
+    params, columns = split_columns(metric, params)
     spec, values = resolve_metric(metric, params)
     if spec.scipy is None:
         return None
+    if columns is not None:  # w, V: SciPy takes them by the same name
+        values = {**values, spec.columns.name: np.asarray(columns, dtype=np.float64)}
     a = np.asarray(A.toarray(), dtype=np.float64)
     b = np.asarray(B.toarray(), dtype=np.float64)
     if spec.prepare == "binary":
@@ -208,6 +215,19 @@ def _check_metric(args) -> None:
     resolve_metric(args.metric, _metric_params(args))
 
 
+def _column_defaults(metric: str, params: dict, X, Y) -> dict:
+    """``params`` with the measure's default per-column values (seuclidean's ``V``) computed once from all the
+    rows, as the call itself would: the compile warm-up on a row or two and ``--check``'s SciPy then use them too
+    (a row alone has no variance, and cdist's default would come from the checked rows only)."""
+    spec = get_metric(metric)
+    cp = spec.columns
+    if cp is None or cp.default is None or cp.name in params:
+        return params
+    X = validation.check_matrix(X, "X")
+    Y = X if Y is None else validation.check_matrix(Y, "Y")
+    return {**params, cp.name: cp.default_values(X, Y, spec.name)}
+
+
 def _check_output(args, inputs, allowed=io.RESULT_SUFFIXES) -> None:
     """The output: a known format, a folder that exists, not an input, not an existing file without --force."""
     if args.output:
@@ -232,6 +252,7 @@ def run_knn(args) -> int:
         X, Q, names = _bundled()
     print(_backend_line(engine))
     with _naming(data=args.data, queries=args.queries):
+        params = _column_defaults(args.metric, params, X, None)  # the estimator's: the fitted rows'
         distances, indices, seconds, compiling = knn(
             X, Q, args.k, args.metric, params, engine, args.working_memory, args.progress
         )
@@ -325,6 +346,8 @@ def run_pairwise(args) -> int:
                 A, A if B is None else B, args.semiring, backend=engine, working_memory=args.working_memory
             )
     else:
+        with _naming(X=args.x, Y=args.y):
+            params = _column_defaults(args.metric, params, X, Y)  # SciPy's default: X and Y stacked
 
         def compute(A, B):
             return pairwise_distances(

@@ -222,6 +222,7 @@ def test_pairwise_metric_and_outputs(data, tmp_path, capsys, suffix):
         (["-m", "dice"], "yes"),  # a boolean measure: SciPy compares the nonzero patterns
         (["-m", "minkowski", "-p", "inf"], "yes"),  # the row's rewrite: chebyshev
         (["-m", "dot"], "skipped (SciPy has no dot)"),
+        (["-m", "seuclidean"], "yes"),  # the default V from all rows, not from the one-row warm-up
     ],
 )
 def test_pairwise_check_uses_the_rows_scipy_name(data, tmp_path, capsys, argv, verdict):
@@ -230,6 +231,14 @@ def test_pairwise_check_uses_the_rows_scipy_name(data, tmp_path, capsys, argv, v
     status, text, err = run(["pairwise", *files, *argv, "--check"], capsys)
     assert status == 0, err
     assert text.rstrip().endswith(f"on the first 7 rows: {verdict}")
+
+
+def test_knn_seuclidean_default_v_is_the_fitted_rows_and_checks(data, tmp_path, capsys):
+    """The estimator's default V (the fitted rows' variances) is the one SciPy is given by --check."""
+    X, _ = data
+    status, text, err = run(["knn", save(X, tmp_path / "x.npz"), "-m", "seuclidean", "-k", "3", "--check"], capsys)
+    assert status == 0, err
+    assert "check against scipy cdist (float64, brute force) for the first rows: yes" in text
 
 
 def test_options_come_from_the_declarations():
