@@ -18,13 +18,14 @@ tile (those rows × a range of Y rows) there — and the driver decides:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import validation
-from .engine import TOPK_EMPTY, PairwiseEngine
+from .engine import SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries, on every engine.
 DEFAULT_WORKING_MEMORY_MIB = 1024
@@ -60,6 +61,17 @@ def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
     budget = int((working_memory or DEFAULT_WORKING_MEMORY_MIB) * 2**20)
     limit = engine.memory_limit_bytes()
     return budget if limit is None else max(1, min(budget, limit))
+
+
+@contextmanager
+def scratch_budget(budget: int):
+    """Within the block, engines keep their scratch within ``budget`` bytes (``semiring.engine.SCRATCH_BUDGET``):
+    the union kernels' per-column arrays fit the working memory as each tile does."""
+    token = SCRATCH_BUDGET.set(budget)
+    try:
+        yield
+    finally:
+        SCRATCH_BUDGET.reset(token)
 
 
 def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int = 1) -> tuple[int, int]:
@@ -103,23 +115,24 @@ def dense(
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
-    row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
-    if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
-        block = tile(rows(0, m), 0, n)
-        return block if on_device else engine.to_host(block)
-    out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
-    for r0, r1 in ranges(m, row_step):
-        prepared = rows(r0, r1)
-        for c0, c1 in ranges(n, col_step):
-            block = tile(prepared, c0, c1)
-            if on_device:
-                out[r0:r1, c0:c1] = block
-            elif col_step >= n:  # whole rows: a contiguous slice of the result, copied into once
-                engine.to_host(block, out=out[r0:r1])
-            else:
-                out[r0:r1, c0:c1] = engine.to_host(block)
-            del block  # freed before the next tile is made
-    return out
+    with scratch_budget(budget):
+        row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
+        if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
+            block = tile(rows(0, m), 0, n)
+            return block if on_device else engine.to_host(block)
+        out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                if on_device:
+                    out[r0:r1, c0:c1] = block
+                elif col_step >= n:  # whole rows: a contiguous slice of the result, copied into once
+                    engine.to_host(block, out=out[r0:r1])
+                else:
+                    out[r0:r1, c0:c1] = engine.to_host(block)
+                del block  # freed before the next tile is made
+        return out
 
 
 def topk(
@@ -146,18 +159,19 @@ def topk(
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
-    row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
-    values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
-    for r0, r1 in ranges(m, row_step):
-        prepared = rows(r0, r1)
-        selection = engine.topk_init(r1 - r0, k, dtype)
-        for c0, c1 in ranges(n, col_step):
-            block = tile(prepared, c0, c1)
-            engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
-            del block  # freed before the next tile is made
-        values[r0:r1], indices[r0:r1] = engine.topk_finish(selection, largest, dtype)
-        if progress is not None:
-            progress.update(r1 - r0)
-    if (indices == TOPK_EMPTY).any():  # an empty slot left: a driver bug, never a silent answer
-        raise RuntimeError("internal error: fewer candidates than k were selected")
-    return values, indices
+    with scratch_budget(budget):
+        row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
+        values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            selection = engine.topk_init(r1 - r0, k, dtype)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
+                del block  # freed before the next tile is made
+            values[r0:r1], indices[r0:r1] = engine.topk_finish(selection, largest, dtype)
+            if progress is not None:
+                progress.update(r1 - r0)
+        if (indices == TOPK_EMPTY).any():  # an empty slot left: a driver bug, never a silent answer
+            raise RuntimeError("internal error: fewer candidates than k were selected")
+        return values, indices

@@ -20,15 +20,14 @@ neighbour lists, nothing enumerates wedges.
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 from numba import njit, prange
 
 from semiring import expr as _expr
 from semiring.engine import GRAPH_EXPANSION_VARIABLES
 
-from .jit import JIT, compile_scalar
+from .jit import JIT
+from .rowops import expression_kernels
 
 # Merge while the longer list is at most SKEW times the shorter (seed 001 switches at ~50).
 SKEW = 32
@@ -224,22 +223,9 @@ def compact(indptr, indices, keep):
 # --------------------------------------------------------------------------- expansions over the edges
 
 
-@cache
-def _expansion_kernel(tree: _expr.Node):
-    f = compile_scalar(tree, GRAPH_EXPANSION_VARIABLES)
-
-    @njit(parallel=True, **JIT)
-    def kernel(rows, cols, c, norms, out):
-        empty = np.empty(0, np.float64)
-        for k in prange(c.size):
-            out[k] = f(np.float64(c[k]), norms[rows[k]], norms[cols[k]], empty)
-
-    return kernel
-
-
 def expand(tree: _expr.Node, rows, cols, c, norms) -> np.ndarray:
     """``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])``: a measure from intersections and norms."""
     out = np.empty(c.size, np.float64)
     if out.size:
-        _expansion_kernel(tree)(rows, cols, c, norms.astype(np.float64), out)
+        expression_kernels(tree, GRAPH_EXPANSION_VARIABLES).edge_expand(rows, cols, c, norms.astype(np.float64), out)
     return out

@@ -28,6 +28,7 @@ Values are accumulated in float64 whatever the input type.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import numba
@@ -35,121 +36,22 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from semiring.engine import Entries
+from semiring.engine import SCRATCH_BUDGET, Entries
 
-from .jit import JIT, compile_scalar
+from .jit import JIT, generate, scalar_source
 
 
 @cache
 def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
-    """Compile the pairwise kernels for one semiring key (expression + semantics)."""
-    union = key[2] == "union"
-    mult = compile_scalar(mult_tree, ("x", "y"), param_names)
-    add = compile_scalar(add_tree, ("x", "y"), ())
-
-    @njit(inline="always", **JIT)
-    def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, params):
-        acc = start
-        if union:
-            for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                if stamp[c] == i:
-                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
-                    hit[c] = token
-                else:
-                    acc = add(acc, mult(0.0, np.float64(yv[t]), params), params)
-            for k in range(xp[i], xp[i + 1]):
-                if hit[xi[k]] != token:
-                    acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
-        else:
-            for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                if stamp[c] == i:
-                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
-        return acc
-
-    @njit(parallel=True, **JIT)
-    def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
-        # Intersection only: each product x*y of a shared column is formed once
-        # (as in SpGEMM), by walking, for each nonzero of a Y row, the X rows
-        # holding that column.  The index is built per block of X rows, so its
-        # memory stays bounded; Y is streamed as stored, never transposed.
-        m, p = xp.size - 1, yp.size - 1
-        for x0 in range(0, m, X_BLOCK):
-            x1 = min(m, x0 + X_BLOCK)
-            colptr, crow, cval = _invert_rows(xp, xi, xv, x0, x1, ncols)
-            ntiles = (p + Y_TILE - 1) // Y_TILE
-            nchunks = min(ntiles, 8 * numba.get_num_threads())
-            for chunk in prange(nchunks):
-                acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
-                for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
-                    j0 = tile * Y_TILE
-                    nj = min(Y_TILE, p - j0)
-                    acc[:nj] = start
-                    for jj in range(nj):
-                        for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
-                            c = yi[s]
-                            y = np.float64(yv[s])
-                            for q in range(colptr[c], colptr[c + 1]):
-                                r = crow[q]
-                                acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
-                    for r in range(x1 - x0):
-                        for jj in range(nj):
-                            out[x0 + r, j0 + jj] = acc[jj, r]
-
-    @njit(parallel=True, **JIT)
-    def dense_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
-        m, p = xp.size - 1, yp.size - 1
-        nblocks = min(m, 2 * numba.get_num_threads())  # each block allocates scratch of ncols
-        for b in prange(nblocks):
-            dense = np.zeros(ncols, np.float64)
-            stamp = np.full(ncols, -1, np.int64)
-            hit = np.full(ncols if union else 0, -1, np.int64)
-            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
-                for k in range(xp[i], xp[i + 1]):
-                    dense[xi[k]] = xv[k]
-                    stamp[xi[k]] = i
-                for j in range(p):
-                    out[i, j] = row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, i * p + j, start, params)
-
-    @njit(inline="always", **JIT)
-    def merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params):
-        # Two sorted rows walked together: no per-column scratch, so a sparse
-        # mask costs only the rows it touches.  Structure decides, as above.
-        acc = start
-        a, ae, b, be = xp[i], xp[i + 1], yp[j], yp[j + 1]
-        while a < ae and b < be:
-            ca, cb = xi[a], yi[b]
-            if ca == cb:
-                acc = add(acc, mult(np.float64(xv[a]), np.float64(yv[b]), params), params)
-                a += 1
-                b += 1
-            elif ca < cb:
-                if union:
-                    acc = add(acc, mult(np.float64(xv[a]), 0.0, params), params)
-                a += 1
-            else:
-                if union:
-                    acc = add(acc, mult(0.0, np.float64(yv[b]), params), params)
-                b += 1
-        if union:
-            for k in range(a, ae):
-                acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
-            for k in range(b, be):
-                acc = add(acc, mult(0.0, np.float64(yv[k]), params), params)
-        return acc
-
-    @njit(parallel=True, **JIT)
-    def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, start, params, out):
-        # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
-        # consecutive s (in CSR order, consecutive rows), several per thread.
-        n = rows.size
-        nchunks = min(n, 8 * numba.get_num_threads())
-        for b in prange(nchunks):
-            for s in range(b * n // nchunks, (b + 1) * n // nchunks):
-                out[s] = merge_pair(rows[s], cols[s], xp, xi, xv, yp, yi, yv, start, params)
-
-    return (dense_kernel if union else inverted_kernel), masked_kernel
+    """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops."""
+    return generate(
+        "semiring_kernels",
+        {
+            "UNION": f"UNION = {key[2] == 'union'}\n",
+            "add": scalar_source("add", add_tree, ("x", "y"), ()),
+            "mult": scalar_source("mult", mult_tree, ("x", "y"), param_names),
+        },
+    )
 
 
 # Rows of X indexed per block, and Y rows per tile of the inverted kernel: a
@@ -159,7 +61,7 @@ Y_TILE = 16
 
 
 @njit(**JIT)
-def _invert_rows(xp, xi, xv, x0, x1, ncols):
+def invert_rows(xp, xi, xv, x0, x1, ncols):
     """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0)."""
     colptr = np.zeros(ncols + 1, np.int64)
     for k in range(xp[x0], xp[x1]):
@@ -178,6 +80,13 @@ def _invert_rows(xp, xi, xv, x0, x1, ncols):
     return colptr, crow, cval
 
 
+def compacted_width(X: sp.csr_matrix, Y: sp.csr_matrix) -> int:
+    """The width of the column space ``compact_columns`` gives (an upper bound when it compacts)."""
+    ncols = X.shape[1]
+    nnz = int(X.indptr[-1] + (0 if Y is X else Y.indptr[-1]))
+    return ncols if ncols <= max(1 << 14, 4 * nnz) else max(1, min(ncols, nnz))
+
+
 def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, int]:
     """Column indices of X and Y renumbered onto the columns that occur in either.
 
@@ -188,8 +97,7 @@ def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.
     per row, where per-column scratch would cost more than the products.
     """
     ncols = X.shape[1]
-    nnz = X.indptr[-1] + (0 if Y is X else Y.indptr[-1])
-    if ncols <= max(1 << 14, 4 * nnz):
+    if compacted_width(X, Y) == ncols:
         return X.indices, Y.indices, ncols
     xi, yi = X.indices[: X.indptr[-1]], Y.indices[: Y.indptr[-1]]
     if ncols <= 1 << 26:  # a marker per column: linear time, no sort
@@ -216,24 +124,67 @@ def _renumber(xi, yi, ncols):
     return new
 
 
+# A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
+UNION_SCRATCH_BYTES_PER_COLUMN = 24
+# Merging beats scattering while rows are short (measured on 2 cores: see docs/cpu-engine.md).
+MERGE_MAX_MEAN_ROW = 64
+UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "merge" or "scatter" forces one (tests run each path)
+
+
+def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None) -> tuple[str, int]:
+    """("merge" | "scatter", scatter workers) for a union product, from the rows' lengths and the scratch budget.
+
+    Merging walks both rows of every pair (cost ∝ their lengths, no scratch);
+    scattering puts an X row in a dense vector once and streams Y rows through it
+    (cost ∝ Y's row plus a second pass over X's, and random access into
+    ``ncols``-long scratch per worker).  Scatter workers are as many as the
+    budget (``working_memory``) allows, at most two per thread; none fit: merge.
+    """
+    per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
+    workers = min(X.shape[0], 2 * numba.get_num_threads())
+    if budget is not None:
+        workers = min(workers, budget // per_worker)
+    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
+    if forced not in ("auto", "merge", "scatter"):
+        raise ValueError(f"${UNION_STRATEGY_ENV} must be 'auto', 'merge' or 'scatter', got {forced!r}")
+    if forced == "scatter":
+        return "scatter", max(1, workers)  # forced: even past the budget (tests of the path)
+    if forced == "merge" or workers < 1:
+        return "merge", 0
+    mean_row = (X.indptr[-1] + Y.indptr[-1]) / max(1, X.shape[0] + Y.shape[0])
+    return ("merge", 0) if mean_row <= MERGE_MAX_MEAN_ROW else ("scatter", workers)
+
+
 def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:
     """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects.
 
     Inputs are canonical CSR (checked by ``semiring.validation``).  Returns a
     dense ``(m, p)`` array, or with ``mask`` the values at its entries
-    ``(mask.rows[s], mask.cols[s])``, in its order.
+    ``(mask.rows[s], mask.cols[s])``, in its order.  A union's scratch stays
+    within the driver's budget (``semiring.engine.SCRATCH_BUDGET``).
     """
-    dense_kernel, masked_kernel = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     start = sr.start(X.shape[1])
     if mask is None:
-        xi, yi, ncols = compact_columns(X, Y)
         out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
-        if out.size:
-            dense_kernel(X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, start, sr.params, out)
+        if not out.size:
+            return out
+        if not sr.is_union:
+            xi, yi, ncols = compact_columns(X, Y)
+            args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
+            kernels.inverted_kernel(*args, start, sr.params, out)
+            return out
+        strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get())
+        if strategy == "merge":
+            kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
+            return out
+        xi, yi, ncols = compact_columns(X, Y)
+        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
+        kernels.dense_kernel(*args, start, sr.params, out)
         return out
     rows, cols = mask
     out = np.empty(len(rows), dtype=out_dtype)
     if out.size:
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
-        masked_kernel(*args, rows, cols, start, sr.params, out)
+        kernels.masked_kernel(*args, rows, cols, numba.get_num_threads(), start, sr.params, out)
     return out
