@@ -34,7 +34,7 @@ from functools import cache
 import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
+from numba import njit
 
 from semiring.engine import SCRATCH_BUDGET, Entries
 
