@@ -18,6 +18,7 @@ from . import graph as _graph
 from . import pairwise as _pairwise
 from . import rowops as _rowops
 from . import topk as _topk
+from .jit import fork_guarded
 
 
 def _csr_entries(M: sp.csr_matrix) -> Entries:
@@ -26,6 +27,7 @@ def _csr_entries(M: sp.csr_matrix) -> Entries:
     return Entries(rows, M.indices[: M.indptr[-1]])
 
 
+@fork_guarded
 class CpuEngine:
     """Products of rows against rows on all cores (numba); values accumulated in float64.
 
@@ -103,6 +105,7 @@ class CpuEngine:
         return 0
 
 
+@fork_guarded
 class CpuGraphEngine:
     """Graph measures on all cores (numba), on host CSR matrices ``G``.
 

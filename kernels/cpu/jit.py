@@ -24,8 +24,10 @@ the GPU engine's compile cache (``$SEMIRING_CACHE_DIR``), subfolder ``cpu``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -115,3 +117,59 @@ def _load(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module  # numba (and pickling) find the module of a kernel by name
     spec.loader.exec_module(module)
     return module
+
+
+# --------------------------------------------------------------------------- fork safety
+#
+# numba runs parallel kernels on a threading layer chosen at the first parallel call: TBB where the ``tbb`` package
+# is installed (safe under both threads and fork), else OpenMP.  GNU OpenMP (Linux wheels) does not survive fork:
+# a child forked after a parallel call is killed by numba at its first parallel kernel ("Terminating: fork() called
+# from a process already using GNU OpenMP"), so a multiprocessing fork pool hangs.  The workqueue layer survives
+# fork but aborts when two threads launch kernels at once, which the nogil kernels promise to allow; so instead a
+# forked child of such a process gets a clear error at its first call, naming the ways out.
+
+FORK_UNSAFE_MESSAGE = (
+    "this process was forked after the CPU engine had run on GNU OpenMP threads, which do not survive fork "
+    "(numba would kill the process); start worker processes with multiprocessing's 'spawn' or 'forkserver' "
+    "method, or install TBB (pip install tbb), whose threads survive fork, or set NUMBA_THREADING_LAYER=workqueue "
+    "(fork-safe, but one calling thread at a time)"
+)
+_forked_after_gnu_openmp = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_gnu_openmp
+    try:
+        layer = numba.threading_layer()  # ValueError: no parallel kernel ran yet, the child starts its own threads
+    except ValueError:
+        return
+    if layer == "omp":
+        from numba.np.ufunc import omppool
+
+        _forked_after_gnu_openmp = omppool.openmp_vendor == "GNU"
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_fork_safe() -> None:
+    """Raise a clear ``RuntimeError`` in a child forked from a process whose GNU OpenMP threads it cannot use."""
+    if _forked_after_gnu_openmp:
+        raise RuntimeError(FORK_UNSAFE_MESSAGE)
+
+
+def fork_guarded(cls):
+    """``cls`` with :func:`check_fork_safe` run first in every public method (the engines' entry points)."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method):
+    @functools.wraps(method)
+    def guarded(*args, **kwargs):
+        check_fork_safe()
+        return method(*args, **kwargs)
+
+    return guarded
