@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +33,9 @@ print(json.dumps({"ok": bool(np.allclose(got, want)), "hits": sum(kernel.stats.c
 def run_child(cache: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env[jit.CACHE_ENV] = cache
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -54,7 +57,7 @@ def test_generated_files_are_content_addressed_and_written_once(tmp_path, monkey
     stamp = os.stat(path).st_mtime_ns
     b = jit.generate("expansion_kernels", ops)
     assert b is a and os.stat(path).st_mtime_ns == stamp  # same text: same file, not rewritten
-    text = open(path).read()
+    text = Path(path).read_text()
     assert "return (x - y)" in text and jit.OPS_BEGIN in text
     other = jit.generate("expansion_kernels", {"f": jit.scalar_source("f", semiring.binary_op("x + y").tree, "xy")})
     assert other.__file__ != path
