@@ -21,7 +21,7 @@ def as_semiring(sr) -> Semiring:
     )
 
 
-def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: float | None = None):
+def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto", working_memory: float | None = None):
     """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` for every row ``i`` of X and row ``j`` of Y.
 
     The columns ``k`` are those stored in both rows for an ``"intersection"``
@@ -34,6 +34,14 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     add monoid's identity.  With ``mask`` (a sparse matrix of that shape) only
     the entries stored in the mask are computed and the result is a CSR matrix
     with exactly the mask's pattern (mask values are ignored).
+
+    With ``sparse=True`` the result is a CSR matrix holding only the entries
+    the semiring produces, the pairs of rows sharing a stored column, as
+    python-graphblas ``mxm`` gives them: computed row by row (Gustavson's
+    product with a hash accumulator), with no dense ``m × n`` pass, so memory
+    follows the result.  Intersection semirings only: a union semiring has a
+    value at every pair, and is refused with the reason.  CPU engine only for
+    now (the GPU engine refuses it, naming ``backend="cpu"``).
 
     The result is float32 when both inputs are float32, else float64; values
     are accumulated in float64 on the CPU.  Stored values may be ±inf, not NaN.
@@ -53,14 +61,22 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
            [3., 2.]])
     """
     sr = as_semiring(sr)
+    _check_sparse(sparse, sr, mask)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
+    X_in = X
     X, Y, mask = (validation.from_cupy(a) for a in (X, Y, mask))
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
     M = None if mask is None else validation.check_mask(mask, shape)
     Yd = engine.to_device(Y)
+    if sparse:
+        Xd = Yd if Y is X else engine.to_device(X)
+        with driver.scratch_budget(driver.budget_bytes(engine, working_memory)):
+            indptr, indices, data = (engine.to_host(a) for a in engine.pairwise_sparse(Xd, Yd, sr, dtype))
+        result = _csr_kind(X_in)((data, indices, indptr), shape=shape)
+        return validation.as_cupy(result) if where.cupy_input else result
     if M is None:
 
         def rows(r0: int, r1: int):
@@ -77,3 +93,24 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
     result = kind((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
     return validation.as_cupy(result) if where.cupy_input else result
+
+
+def _check_sparse(sparse, sr: Semiring, mask) -> None:
+    """``sparse`` a bool, and a sparse result one the semiring can give (refused with the reason)."""
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise TypeError(f"sparse must be True or False, got {sparse!r}")
+    if not sparse:
+        return
+    if mask is not None:
+        raise ValueError("give mask= or sparse=True, not both: with a mask the result is already sparse (its pattern)")
+    if sr.is_union:
+        raise ValueError(
+            f"sparse=True needs an intersection semiring, and {sr.name!r} is a union one: it has a value at every "
+            "pair of rows (columns stored in only one row count too), so its result is dense; use sparse=False, "
+            "or mask= to compute chosen entries"
+        )
+
+
+def _csr_kind(X):
+    """SciPy's sparse-array CSR for sparse-array input, else the matrix one (as SciPy's own products do)."""
+    return sp.csr_array if isinstance(X, sp.sparray) else sp.csr_matrix

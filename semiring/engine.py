@@ -99,6 +99,11 @@ class PairwiseEngine(Protocol):
         entries, in its order (a 1-D array).
         """
 
+    def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[Any, Any, Any]:
+        """``(indptr, indices, data)`` on the device: the product of an intersection semiring at the pairs of rows
+        sharing a stored column only (``mxm``'s result in GraphBLAS), as CSR with sorted indices; no dense
+        ``m × p`` pass.  An engine that cannot raises ``NotImplementedError`` naming one that can."""
+
     def row_norm(self, A, tree, dtype) -> Any:
         """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""
 

@@ -76,6 +76,10 @@ class CpuEngine:
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
         return _pairwise.pairwise(X, Y, sr, dtype, mask)
 
+    def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gustavson's product with a hash accumulator per row (see ``pairwise.pairwise_sparse``)."""
+        return _pairwise.pairwise_sparse(X, Y, sr, dtype)
+
     def row_norm(self, A, tree, dtype) -> np.ndarray:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
         return _rowops.row_norm(A, tree, dtype)

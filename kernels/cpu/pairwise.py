@@ -34,7 +34,7 @@ from functools import cache
 import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 
 from semiring.engine import SCRATCH_BUDGET, Entries
 
@@ -188,3 +188,58 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | 
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
         kernels.masked_kernel(*args, rows, cols, numba.get_num_threads(), start, sr.params, out)
     return out
+
+
+# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot.
+SPARSE_SLOT_BYTES = 16
+
+
+@njit(parallel=True, **JIT)
+def _row_flops(xp, xi, colptr, flops):
+    """flops[i] = the products X row i forms with Y (Σ over its columns of the Y rows holding them)."""
+    for i in prange(xp.size - 1):
+        n = 0
+        for k in range(xp[i], xp[i + 1]):
+            n += colptr[xi[k] + 1] - colptr[xi[k]]
+        flops[i] = n
+
+
+def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of ``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` at the pairs sharing a stored column only.
+
+    An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
+    ``semiring_kernels``): Gustavson's row-by-row product with a hash
+    accumulator, no dense ``m × p`` pass.  Memory: Y indexed by column
+    (``O(nnz(Y) + columns)``), the result, and per worker a table of 16 bytes ×
+    2 min(products of a row, p); workers are as many as the scratch budget
+    (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  Indices are
+    int32 where they fit (SciPy's rule), sorted within each row.
+    """
+    if sr.is_union:
+        raise ValueError(f"a sparse result needs an intersection semiring; {sr.name!r} is a union")
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    m, p = X.shape[0], Y.shape[0]
+    xi, yi, ncols = compact_columns(X, Y)
+    colptr, crow, cval = invert_rows(Y.indptr, yi, Y.data, 0, p, ncols)
+    flops = np.zeros(m, np.int64)
+    if m:
+        _row_flops(X.indptr, xi, colptr, flops)
+    table = 2
+    while table < 2 * min(int(flops.max(initial=0)), p):
+        table *= 2
+    workers = max(1, min(m, numba.get_num_threads()))
+    budget = SCRATCH_BUDGET.get()
+    if budget is not None:
+        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * table)))
+    counts = np.zeros(m, np.int64)
+    if m and p:
+        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, workers, counts)
+    nnz = int(counts.sum())
+    index_dtype = np.int32 if max(nnz, p) < 2**31 else np.int64
+    indptr = np.zeros(m + 1, index_dtype)
+    np.cumsum(counts, out=indptr[1:])
+    indices, data = np.empty(nnz, index_dtype), np.empty(nnz, out_dtype)
+    if nnz:
+        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, workers)
+        kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
+    return indptr, indices, data

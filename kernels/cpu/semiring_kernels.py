@@ -150,3 +150,78 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
     for i in prange(m):
         for j in range(p):
             out[i, j] = merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params)
+
+
+# --------------------------------------------------------------------------- sparse results (intersection only)
+#
+# C = X ⊕.⊗ Yᵀ keeping only the pairs that share a stored column, as GraphBLAS mxm does: Gustavson's row-by-row
+# product with a hash accumulator.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the
+# Y rows holding their column, and the products are summed per Y row j in an open-addressing table of
+# 2^b >= 2 min(flops[i], p) slots, so scratch follows the row's work, never p.  Two passes: count the entries of
+# each row, then fill them (sorted by j).  Workers take rows w, w + workers, …; each owns one table.
+
+
+@njit(inline="always", **JIT)
+def _slot(keys, j, mask):
+    # Linear probing from a multiplicative hash: the slot holding j, or the empty one where j goes.
+    h = (j * 2654435761) & mask
+    while keys[h] != -1 and keys[h] != j:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(inline="always", **JIT)
+def _table_mask(flops_i, p):
+    size = 2
+    while size < 2 * min(flops_i, p):
+        size *= 2
+    return size - 1
+
+
+@njit(parallel=True, **JIT)
+def sparse_count(xp, xi, colptr, crow, flops, p, table, workers, counts):
+    m = xp.size - 1
+    for w in prange(workers):
+        keys = np.empty(table, np.int64)
+        for i in range(w, m, workers):
+            mask = _table_mask(flops[i], p)
+            keys[: mask + 1] = -1
+            n = 0
+            for k in range(xp[i], xp[i + 1]):
+                c = xi[k]
+                for q in range(colptr[c], colptr[c + 1]):
+                    h = _slot(keys, np.int64(crow[q]), mask)
+                    if keys[h] == -1:
+                        keys[h] = crow[q]
+                        n += 1
+            counts[i] = n
+
+
+@njit(parallel=True, **JIT)
+def sparse_fill(xp, xi, xv, colptr, crow, cval, flops, p, table, workers, start, params, indptr, indices, data):
+    m = xp.size - 1
+    for w in prange(workers):
+        keys = np.empty(table, np.int64)
+        vals = np.empty(table, np.float64)
+        for i in range(w, m, workers):
+            mask = _table_mask(flops[i], p)
+            keys[: mask + 1] = -1
+            for k in range(xp[i], xp[i + 1]):
+                c = xi[k]
+                x = np.float64(xv[k])
+                for q in range(colptr[c], colptr[c + 1]):
+                    j = np.int64(crow[q])
+                    h = _slot(keys, j, mask)
+                    if keys[h] == -1:
+                        keys[h] = j
+                        vals[h] = start
+                    vals[h] = add(vals[h], mult(x, cval[q], params), params)
+            a = indptr[i]
+            for h in range(mask + 1):
+                if keys[h] != -1:
+                    indices[a] = keys[h]
+                    a += 1
+            row = np.sort(indices[indptr[i] : indptr[i + 1]])
+            for t in range(row.size):
+                indices[indptr[i] + t] = row[t]
+                data[indptr[i] + t] = vals[_slot(keys, np.int64(row[t]), mask)]

@@ -65,6 +65,12 @@ class CudaEngine:
     def pairwise(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, mask: Entries | None = None) -> Any:
         return strategies.product(X, Y, sr, dtype, mask, Settings.from_env())
 
+    def pairwise_sparse(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype) -> Any:
+        raise NotImplementedError(
+            "sparse=True is not implemented on the GPU engine yet; compute it with backend='cpu' "
+            "(the CPU engine's sparse product), or keep the dense result on the GPU with sparse=False"
+        )
+
     def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
         return rowops.row_norm(A, tree, dtype)
 
