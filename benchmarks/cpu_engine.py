@@ -15,7 +15,9 @@ setting of the first ``--queries`` rows (2048 at scale 1) against every row:
 * ``semiring.pairwise(Q, X, semiring.plus_times, backend="cpu")`` (dense result)
   against python-graphblas ``mxm(Q, X.T, plus_times)``, timed both with the
   conversion of its sparse result to a dense array (what ours returns) and
-  without it.
+  without it;
+* the same with ``sparse=True`` (only the entries produced, CSR) against
+  ``mxm`` as is: both results sparse, checked for the same pattern and values.
 
 Every call is timed by wall clock, best of ``--repeats`` after one warm-up call;
 the warm-up ("first call") time is reported separately because for our engine it
@@ -29,7 +31,8 @@ machine, rerun when that is not near 0 %.
 Each result of ours is checked against the peer's (np.isclose, rtol 1e-4, in
 float64); where they disagree the entries are recomputed exactly in float64 to
 say which side is off.  The JSON (``--json``) holds every timing, the checks,
-the dataset statistics and the machine (cores, threads, library versions).
+the dataset statistics, the machine (cores, threads, library versions), the
+command line and the commit it ran.
 """
 
 from __future__ import annotations
@@ -206,6 +209,21 @@ def arbitrate(cmp: dict, measure: str, Q, X, ours: np.ndarray, ref: np.ndarray) 
     return cmp
 
 
+def compare_sparse(ours, ref) -> dict:
+    """Two sparse results: the same stored pattern, and values close (as ``compare``)."""
+    ref = ref.tocsr()
+    ref.sort_indices()
+    same = (
+        ours.shape == ref.shape
+        and np.array_equal(ours.indptr, ref.indptr)
+        and np.array_equal(ours.indices, ref.indices)
+    )
+    if not same:
+        return {"status": "MISMATCH", "pattern": "differs", "ours_nnz": int(ours.nnz), "peer_nnz": int(ref.nnz)}
+    cmp = compare(np.asarray(ours.data, np.float64)[None, :], np.asarray(ref.data, np.float64)[None, :])
+    return {**cmp, "pattern": "same", "nnz": int(ours.nnz)}
+
+
 def check_line(label: str, cmp: dict) -> str:
     line = (
         f"  {cmp['status']:8s} {label}: max |diff| {cmp.get('max_abs_diff', float('nan')):.3g}, "
@@ -291,6 +309,11 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
     cmp = arbitrate(compare(ours, ref), "plus_times", Q, X, ours, ref)
     record("plus_times", "graphblas", ours_t, dense_t, cmp)
     record("plus_times (no dense)", "graphblas", ours_t, sparse_t, {**cmp, "note": "same check as plus_times"})
+    del ours, ref
+    # Sparse results on both sides: ours with sparse=True (only the entries produced), GraphBLAS's mxm as is.
+    ours_t, ours = timed(lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True), args.repeats)
+    sparse_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
+    record("plus_times sparse", "graphblas", ours_t, sparse_t, compare_sparse(ours, gb.io.to_scipy_sparse(ref)))
     del ours, ref
     return info, rows
 
@@ -386,6 +409,18 @@ def machine_info(threads: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def _commit() -> str | None:
+    """The repository's commit (with "+dirty" for uncommitted changes), for the results file."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     # numba fixes its thread-pool ceiling (NUMBA_NUM_THREADS) at import; raise it first
@@ -467,6 +502,8 @@ def main(argv=None) -> int:
             "others_cpu_share": others_total,
         }
         payload = {
+            "command": " ".join([sys.executable, *sys.argv]),
+            "commit": _commit(),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "machine": machine,
             "datasets": infos,

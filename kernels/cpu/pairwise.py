@@ -1,9 +1,9 @@
 """The semiring kernels of the CPU engine: products of rows against rows (numba, multi-core).
 
-Each kernel is a loop skeleton written once below; the semiring's ops are
-rendered to scalar Python (``semiring.expr.render_python``), compiled by numba
-and inlined into the skeleton through a closure, so one skeleton serves every
-semiring and the compiled code has no per-element call overhead.
+Each kernel is a loop skeleton written once in the template ``semiring_kernels``;
+the semiring's ops are rendered to scalar Python into a copy of it in the kernel
+cache (``jit.generate``), so one skeleton serves every semiring, the ops are
+inlined, and numba caches the compiled kernels on disk.
 
 Strategies (rows of X against rows of Y; Y is streamed as stored, never transposed):
 
@@ -11,11 +11,15 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   indexed by column (bounded memory: one block at a time), then each Y row's
   nonzeros walk the X rows sharing their column, so only products that exist
   are formed, as in SpGEMM, and sums land in a cache-resident tile.
-* union, dense result — a worker scatters one X row into a dense scratch
-  vector indexed by column (values, plus a stamp saying "stored in row i", so
-  explicitly stored zeros count as stored) and streams Y rows through it, then
-  makes a second pass over the X row for the columns the Y row did not hit (by
-  structure, so a stored zero is counted once).
+* union, dense result — short rows: every pair merges its two sorted rows
+  (``merge_kernel``, no scratch); long rows: a worker scatters one X row into a
+  dense scratch vector indexed by column (values, plus a stamp saying "stored
+  in row i", so explicitly stored zeros count as stored) and streams Y rows
+  through it, then makes a second pass over the X row for the columns the Y
+  row did not hit (by structure, so a stored zero is counted once); workers
+  within the working-memory budget (``union_strategy``).
+* intersection, sparse result — Gustavson's product with a hash accumulator
+  per row, only the pairs that meet stored (``pairwise_sparse``).
 * masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
   ``Entries``, in any order) merges its two sorted rows: no per-column scratch,
   so the cost follows the mask.
@@ -209,9 +213,10 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
 
     An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
     ``semiring_kernels``): Gustavson's row-by-row product with a hash
-    accumulator, no dense ``m × p`` pass.  Memory: Y indexed by column
-    (``O(nnz(Y) + columns)``), the result, and per worker a table of 16 bytes ×
-    2 min(products of a row, p); workers are as many as the scratch budget
+    accumulator, no dense ``m × p`` pass (rows with products ≥ p/16 accumulate in
+    p-long arrays instead).  Memory: Y indexed by column (``O(nnz(Y) +
+    columns)``), the result, and per worker a table of 16 bytes × 2 min(products
+    of a row, p) (plus 16 bytes × p where some row is dense); workers are as many as the scratch budget
     (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  Indices are
     int32 where they fit (SciPy's rule), sorted within each row.
     """
@@ -224,22 +229,25 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
+    dense = 16 * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row), the others hashed
+    hashed_max = int(flops[~dense].max(initial=0))
     table = 2
-    while table < 2 * min(int(flops.max(initial=0)), p):
+    while table < 2 * min(hashed_max, p):
         table *= 2
+    dense_width = p if dense.any() else 0
     workers = max(1, min(m, numba.get_num_threads()))
     budget = SCRATCH_BUDGET.get()
     if budget is not None:
-        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * table)))
+        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * (table + dense_width))))
     counts = np.zeros(m, np.int64)
     if m and p:
-        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, workers, counts)
+        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)
     nnz = int(counts.sum())
     index_dtype = np.int32 if max(nnz, p) < 2**31 else np.int64
     indptr = np.zeros(m + 1, index_dtype)
     np.cumsum(counts, out=indptr[1:])
     indices, data = np.empty(nnz, index_dtype), np.empty(nnz, out_dtype)
     if nnz:
-        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, workers)
+        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, dense_width, workers)
         kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
     return indptr, indices, data

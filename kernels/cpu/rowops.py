@@ -9,7 +9,7 @@
 * :func:`scatter` — values written back at a set of entries.
 
 Each is a parallel loop over rows; the expression is compiled once per tree
-(``jit.compile_scalar``) and inlined.  Values are float64.
+into a copy of ``expansion_kernels`` (``jit.generate``) and inlined.  Values are float64.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Template of one semiring's pairwise kernels: ``jit.generate`` copies it with the semiring's ops in the ops block.
 
-``nthreads`` arguments are ``numba.get_num_threads()`` read by the caller: called
-inside a kernel it is a dynamic global, which numba's disk cache refuses.
-
 The loop skeletons are written once, here; each semiring gets its own copy of
 this module (a file in the kernel cache, see ``jit``) with ``add``, ``mult``
 and ``UNION`` replaced, so the ops are inlined and numba can cache the
 compiled kernels on disk.  The strategies are described in ``pairwise``;
 this file is also a working module for ``plus_times`` (its ops block as written).
+``nthreads`` arguments are ``numba.get_num_threads()`` read by the caller: called
+inside a kernel it is a dynamic global, which numba's disk cache refuses.
 """
 
 from __future__ import annotations
@@ -178,50 +177,94 @@ def _table_mask(flops_i, p):
     return size - 1
 
 
+@njit(inline="always", **JIT)
+def _dense_row(flops_i, p):
+    # A row with many products relative to p accumulates in p-long arrays (no probing, no reset, a row's
+    # entries found in order by a scan); the others in a hash table sized by their products.
+    return 16 * flops_i >= p
+
+
 @njit(parallel=True, **JIT)
-def sparse_count(xp, xi, colptr, crow, flops, p, table, workers, counts):
+def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, counts):
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
+        mark = np.full(dense_width, -1, np.int64)
         for i in range(w, m, workers):
-            mask = _table_mask(flops[i], p)
-            keys[: mask + 1] = -1
             n = 0
-            for k in range(xp[i], xp[i + 1]):
-                c = xi[k]
-                for q in range(colptr[c], colptr[c + 1]):
-                    h = _slot(keys, np.int64(crow[q]), mask)
-                    if keys[h] == -1:
-                        keys[h] = crow[q]
-                        n += 1
+            if _dense_row(flops[i], p):
+                for k in range(xp[i], xp[i + 1]):
+                    c = xi[k]
+                    for q in range(colptr[c], colptr[c + 1]):
+                        if mark[crow[q]] != i:
+                            mark[crow[q]] = i
+                            n += 1
+            else:
+                mask = _table_mask(flops[i], p)
+                keys[: mask + 1] = -1
+                for k in range(xp[i], xp[i + 1]):
+                    c = xi[k]
+                    for q in range(colptr[c], colptr[c + 1]):
+                        h = _slot(keys, np.int64(crow[q]), mask)
+                        if keys[h] == -1:
+                            keys[h] = crow[q]
+                            n += 1
             counts[i] = n
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill(xp, xi, xv, colptr, crow, cval, flops, p, table, workers, start, params, indptr, indices, data):
+def sparse_fill(
+    xp, xi, xv, colptr, crow, cval, flops, p, table, dense_width, workers, start, params, indptr, indices, data
+):
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         vals = np.empty(table, np.float64)
+        mark = np.full(dense_width, -1, np.int64)
+        dvals = np.empty(dense_width, np.float64)
         for i in range(w, m, workers):
-            mask = _table_mask(flops[i], p)
-            keys[: mask + 1] = -1
-            for k in range(xp[i], xp[i + 1]):
-                c = xi[k]
-                x = np.float64(xv[k])
-                for q in range(colptr[c], colptr[c + 1]):
-                    j = np.int64(crow[q])
-                    h = _slot(keys, j, mask)
-                    if keys[h] == -1:
-                        keys[h] = j
-                        vals[h] = start
-                    vals[h] = add(vals[h], mult(x, cval[q], params), params)
-            a = indptr[i]
-            for h in range(mask + 1):
-                if keys[h] != -1:
-                    indices[a] = keys[h]
-                    a += 1
-            row = np.sort(indices[indptr[i] : indptr[i + 1]])
-            for t in range(row.size):
-                indices[indptr[i] + t] = row[t]
-                data[indptr[i] + t] = vals[_slot(keys, np.int64(row[t]), mask)]
+            a, b = indptr[i], indptr[i + 1]
+            if _dense_row(flops[i], p):
+                t = a
+                for k in range(xp[i], xp[i + 1]):
+                    c = xi[k]
+                    x = np.float64(xv[k])
+                    for q in range(colptr[c], colptr[c + 1]):
+                        j = crow[q]
+                        if mark[j] != i:
+                            mark[j] = i
+                            dvals[j] = start
+                            indices[t] = j
+                            t += 1
+                        dvals[j] = add(dvals[j], mult(x, cval[q], params), params)
+                if 16 * (b - a) >= p:  # many entries: a scan of the marks gives them in order
+                    t = a
+                    for j in range(p):
+                        if mark[j] == i:
+                            indices[t] = j
+                            t += 1
+                else:
+                    indices[a:b] = np.sort(indices[a:b])
+                for t in range(a, b):
+                    data[t] = dvals[indices[t]]
+            else:
+                mask = _table_mask(flops[i], p)
+                keys[: mask + 1] = -1
+                for k in range(xp[i], xp[i + 1]):
+                    c = xi[k]
+                    x = np.float64(xv[k])
+                    for q in range(colptr[c], colptr[c + 1]):
+                        j = np.int64(crow[q])
+                        h = _slot(keys, j, mask)
+                        if keys[h] == -1:
+                            keys[h] = j
+                            vals[h] = start
+                        vals[h] = add(vals[h], mult(x, cval[q], params), params)
+                t = a
+                for h in range(mask + 1):
+                    if keys[h] != -1:
+                        indices[t] = keys[h]
+                        t += 1
+                indices[a:b] = np.sort(indices[a:b])
+                for t in range(a, b):
+                    data[t] = vals[_slot(keys, np.int64(indices[t]), mask)]

@@ -53,20 +53,28 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
 
 
 def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory():
-    """EDGAR-like rows (6 entries over 10⁶ columns, compacted), one worker's scratch at most: still mxm's."""
+    """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, on every
+    accumulator: hashed rows (few products), and p-long arrays read back sorted or by a scan (many)."""
     rng = np.random.default_rng(3)
-    m, p, n = 60, 400, 1_000_000
-    hot = rng.choice(n, 50, replace=False)  # a few shared columns, so that some pairs meet
+    p, n = 3000, 1_000_000
+    hot = rng.choice(n, 500, replace=False)  # shared columns, so that pairs meet
 
-    def rows(k):
-        cols = np.sort(np.concatenate([rng.choice(hot, (k, 2)), rng.choice(n, (k, 4))], axis=1), axis=1)
-        A = sp.csr_matrix((rng.random(k * 6), cols.ravel(), np.arange(k + 1) * 6), shape=(k, n))
+    def rows(k, nhot, pool=hot):
+        cols = np.sort(np.concatenate([rng.choice(pool, (k, nhot)), rng.choice(n, (k, 4))], axis=1), axis=1)
+        A = sp.csr_matrix((rng.random(cols.size), cols.ravel(), np.arange(k + 1) * cols.shape[1]), shape=(k, n))
         A.sum_duplicates()
         return A
 
-    X, Y = rows(m), rows(p)
+    pair = np.array([n - 2, n - 1])  # 150 Y rows hold both: X rows holding both meet them twice each
+    X = sp.vstack([rows(40, 2), rows(10, 100), rows(10, 2, pair)], format="csr")
+    Y = sp.vstack([rows(p - 150, 2), rows(150, 2, pair)], format="csr")
+    products = (X != 0).astype(np.int64) @ np.asarray((Y != 0).sum(axis=0)).ravel()
+    dense_rows = 16 * products >= p  # the kernel's rule (semiring_kernels._dense_row)
+    assert dense_rows.any() and not dense_rows.all()
     C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True, working_memory=1e-4)
-    assert 0 < C.nnz < m * p
+    assert 0 < C.nnz < X.shape[0] * p
+    row_nnz = np.diff(C.indptr)[dense_rows]
+    assert (16 * row_nnz >= p).any() and (16 * row_nnz < p).any()  # read back by a scan, and sorted
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
 
 
