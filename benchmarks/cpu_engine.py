@@ -409,7 +409,7 @@ def machine_info(threads: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
-def _commit() -> str | None:
+def checkout_commit() -> str | None:
     """The repository's commit (with "+dirty" for uncommitted changes), for the results file."""
     import subprocess
 
@@ -503,7 +503,7 @@ def main(argv=None) -> int:
         }
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
-            "commit": _commit(),
+            "commit": checkout_commit(),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "machine": machine,
             "datasets": infos,

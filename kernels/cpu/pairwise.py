@@ -11,8 +11,8 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   indexed by column (bounded memory: one block at a time), then each Y row's
   nonzeros walk the X rows sharing their column, so only products that exist
   are formed, as in SpGEMM, and sums land in a cache-resident tile.
-* union, dense result — short rows: every pair merges its two sorted rows
-  (``merge_kernel``, no scratch); long rows: a worker scatters one X row into a
+* union, dense result — long rows: every pair merges its two sorted rows
+  (``merge_kernel``, no scratch); short rows: a worker scatters one X row into a
   dense scratch vector indexed by column (values, plus a stamp saying "stored
   in row i", so explicitly stored zeros count as stored) and streams Y rows
   through it, then makes a second pass over the X row for the columns the Y
@@ -130,19 +130,21 @@ def _renumber(xi, yi, ncols):
 
 # A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
 UNION_SCRATCH_BYTES_PER_COLUMN = 24
-# Merging beats scattering while rows are short (measured on 2 cores: see docs/cpu-engine.md).
-MERGE_MAX_MEAN_ROW = 64
+# Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
+# (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
+MERGE_MIN_MEAN_ROW = 512
 UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "merge" or "scatter" forces one (tests run each path)
 
 
 def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None) -> tuple[str, int]:
     """("merge" | "scatter", scatter workers) for a union product, from the rows' lengths and the scratch budget.
 
-    Merging walks both rows of every pair (cost ∝ their lengths, no scratch);
-    scattering puts an X row in a dense vector once and streams Y rows through it
-    (cost ∝ Y's row plus a second pass over X's, and random access into
-    ``ncols``-long scratch per worker).  Scatter workers are as many as the
-    budget (``working_memory``) allows, at most two per thread; none fit: merge.
+    Merging walks both rows of every pair (cost ∝ their lengths, sequential, no
+    scratch); scattering puts an X row in a dense vector once and streams Y rows
+    through it (cost ∝ Y's row plus a second pass over X's, random access into
+    ``ncols``-long scratch per worker): cheaper per entry on short rows, dearer on
+    long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
+    (``working_memory``) allows, at most two per thread; none fit: merge.
     """
     per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
     workers = min(X.shape[0], 2 * numba.get_num_threads())
@@ -156,7 +158,7 @@ def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int |
     if forced == "merge" or workers < 1:
         return "merge", 0
     mean_row = (X.indptr[-1] + Y.indptr[-1]) / max(1, X.shape[0] + Y.shape[0])
-    return ("merge", 0) if mean_row <= MERGE_MAX_MEAN_ROW else ("scatter", workers)
+    return ("merge", 0) if mean_row >= MERGE_MIN_MEAN_ROW else ("scatter", workers)
 
 
 def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:

@@ -250,14 +250,14 @@ def test_each_union_strategy_matches_scipy(strategy, index_dtype, monkeypatch):
 def test_union_strategy_follows_row_length_and_the_scratch_budget():
     from semiring.kernels.cpu import pairwise as cpu_pairwise
 
-    short = sp.random(40, 1000, density=0.01, format="csr", random_state=1)
-    long = sp.random(40, 1000, density=0.5, format="csr", random_state=1)
-    assert cpu_pairwise.union_strategy(short, short, 1000, None)[0] == "merge"
-    strategy, workers = cpu_pairwise.union_strategy(long, long, 1000, None)
+    short = sp.random(40, 2000, density=0.01, format="csr", random_state=1)
+    long = sp.random(40, 2000, density=0.5, format="csr", random_state=1)
+    assert cpu_pairwise.union_strategy(long, long, 2000, None)[0] == "merge"
+    strategy, workers = cpu_pairwise.union_strategy(short, short, 2000, None)
     assert strategy == "scatter" and workers >= 1
-    per_worker = cpu_pairwise.UNION_SCRATCH_BYTES_PER_COLUMN * 1000
-    assert cpu_pairwise.union_strategy(long, long, 1000, per_worker)[1] == 1  # one worker's scratch fits
-    assert cpu_pairwise.union_strategy(long, long, 1000, per_worker - 1)[0] == "merge"  # none fits: no scratch
+    per_worker = cpu_pairwise.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
+    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker)[1] == 1  # one worker's scratch fits
+    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker - 1)[0] == "merge"  # none fits: no scratch
 
 
 # cityblock of rows over 4·10⁶ columns, dense enough (10⁶ entries) that no column compaction applies: per-column
