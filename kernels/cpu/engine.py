@@ -179,7 +179,7 @@ class CpuGraphEngine:
 
     def triangle_count_total(self, G, by_degree: bool) -> int:
         lp, li = _graph.orient(G.indptr, G.indices, by_degree)
-        return int(_graph.triangle_total(lp, li)) if li.size else 0
+        return _graph.triangle_total(lp, li) if li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
         return self.common_neighbor_counts(G)
