@@ -17,7 +17,10 @@ setting of the first ``--queries`` rows (2048 at scale 1) against every row:
   conversion of its sparse result to a dense array (what ours returns) and
   without it;
 * the same with ``sparse=True`` (only the entries produced, CSR) against
-  ``mxm`` as is: both results sparse, checked for the same pattern and values.
+  ``mxm`` as is: both results sparse, checked for the same pattern and values;
+* ``semiring.distances.graph.triangle_count(A, backend="cpu")`` on R-MAT graphs
+  (``--rmat-scales``, Graph500 parameters, seeded) against python-graphblas's
+  masked ``plus_pair`` product, the counts compared.
 
 Every call is timed by wall clock, best of ``--repeats`` after one warm-up call;
 the warm-up ("first call") time is reported separately because for our engine it
@@ -86,7 +89,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="NAME",
         help=f"subset of {', '.join(DATASETS)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
+    p.add_argument(
+        "--rmat-scales",
+        default="16,18",
+        help="R-MAT scales for the triangle count against python-graphblas, comma-separated; '' skips (default 16,18)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.queries is None:
@@ -318,6 +326,41 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
     return info, rows
 
 
+# --------------------------------------------------------------------------- triangles
+
+
+def bench_triangles(scale: int, args, engines) -> list[dict]:
+    """The public ``graph.triangle_count(A, backend="cpu")`` (input checks and orientation included) against
+    python-graphblas ``C⟨L⟩ = L plus.pair Uᵀ`` summed (its L and U made outside the timing), on R-MAT."""
+    import scipy.sparse as sp
+    from graph_bench import rmat
+
+    from semiring.distances import graph
+
+    gb = engines[3]
+    indptr, indices, n = rmat(scale, seed=args.seed)
+    A = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+    print(f"\n## R-MAT {scale}: {n} vertices, {A.nnz // 2} undirected edges", flush=True)
+    M = gb.io.from_scipy_sparse(A)
+    L, U = gb.select.tril(M, -1).new(), gb.select.triu(M, 1).new()
+
+    def peer():
+        C = gb.Matrix(gb.dtypes.INT64, n, n)
+        C(L.S) << L.mxm(U.T, gb.semiring.plus_pair)
+        return int(C.reduce_scalar().value or 0)
+
+    ours_t, ours = timed(lambda: graph.triangle_count(A, backend="cpu"), args.repeats)
+    peer_t, ref = timed(peer, args.repeats)
+    status = "CORRECT" if int(ours) == ref else "MISMATCH"
+    print(
+        f"  triangles ours {ours_t['best_ms']:9.1f} ms   graphblas {peer_t['best_ms']:9.1f} ms   {status}: {ours} vs {ref}"
+    )
+    check = {"status": status, "ours": int(ours), "peer": ref}
+    speedup = peer_t["best_ms"] / ours_t["best_ms"]
+    row = {"dataset": f"rmat{scale}", "measure": "triangle count", "peer": "graphblas", "ours": ours_t}
+    return [{**row, "peer_timing": peer_t, "check": check, "speedup": speedup}]
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -462,6 +505,8 @@ def main(argv=None) -> int:
         info, r = bench_dataset(name, args, engines)
         infos.append(info)
         rows.extend(r)
+    for scale in [int(x) for x in args.rmat_scales.split(",") if x.strip()]:
+        rows.extend(bench_triangles(scale, args, engines))
     total_s = time.perf_counter() - start
     others_total = _others_share(busy_start, _system_busy_s(), time.process_time() - own_start, total_s)
 
