@@ -192,7 +192,8 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | 
     out = np.empty(len(rows), dtype=out_dtype)
     if out.size:
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
-        kernels.masked_kernel(*args, rows, cols, numba.get_num_threads(), start, sr.params, out)
+        xmax = int(np.diff(X.indptr).max(initial=0))
+        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), start, sr.params, out)
     return out
 
 

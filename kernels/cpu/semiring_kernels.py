@@ -103,11 +103,16 @@ def dense_kernel(xp, xi, xv, yp, yi, yv, ncols, nblocks, start, params, out):
 
 
 @njit(inline="always", **JIT)
-def merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params):
-    # Two sorted rows walked together: no per-column scratch, so a sparse
-    # mask costs only the rows it touches.  Structure decides, as above.
+def merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params):
+    # Two sorted rows walked together: no per-column scratch, so a sparse mask
+    # costs only the rows it touches.  Structure decides, as above.  A union
+    # adds its terms in the scatter kernel's order (row_pair): Y's entries in
+    # order, x or 0 against y, then X's entries Y lacks, held in ``pending``
+    # (room for X's row) until then; so both kernels, and masked and dense
+    # results, agree to the last bit, whichever ran.
     acc = start
     a, ae, b, be = xp[i], xp[i + 1], yp[j], yp[j + 1]
+    npending = 0
     while a < ae and b < be:
         ca, cb = xi[a], yi[b]
         if ca == cb:
@@ -116,29 +121,34 @@ def merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params):
             b += 1
         elif ca < cb:
             if UNION:
-                acc = add(acc, mult(np.float64(xv[a]), 0.0, params), params)
+                pending[npending] = a
+                npending += 1
             a += 1
         else:
             if UNION:
                 acc = add(acc, mult(0.0, np.float64(yv[b]), params), params)
             b += 1
     if UNION:
-        for k in range(a, ae):
-            acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
         for k in range(b, be):
             acc = add(acc, mult(0.0, np.float64(yv[k]), params), params)
+        for t in range(npending):
+            acc = add(acc, mult(np.float64(xv[pending[t]]), 0.0, params), params)
+        for k in range(a, ae):
+            acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
     return acc
 
 
 @njit(parallel=True, **JIT)
-def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, nthreads, start, params, out):
+def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, xmax, nthreads, start, params, out):
     # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
     # consecutive s (in CSR order, consecutive rows), several per thread.
+    # xmax: the longest X row (room for merge_pair's pending entries).
     n = rows.size
     nchunks = min(n, 8 * nthreads)
     for b in prange(nchunks):
+        pending = np.empty(xmax if UNION else 0, np.int64)
         for s in range(b * n // nchunks, (b + 1) * n // nchunks):
-            out[s] = merge_pair(rows[s], cols[s], xp, xi, xv, yp, yi, yv, start, params)
+            out[s] = merge_pair(rows[s], cols[s], xp, xi, xv, yp, yi, yv, pending, start, params)
 
 
 @njit(parallel=True, **JIT)
@@ -147,8 +157,9 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
     # (scikit-learn's way for manhattan), best for short rows.
     m, p = xp.size - 1, yp.size - 1
     for i in prange(m):
+        pending = np.empty(xp[i + 1] - xp[i] if UNION else 0, np.int64)
         for j in range(p):
-            out[i, j] = merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params)
+            out[i, j] = merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params)
 
 
 # --------------------------------------------------------------------------- sparse results (intersection only)

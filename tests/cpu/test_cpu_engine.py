@@ -291,3 +291,23 @@ def test_union_scratch_stays_within_working_memory():
     assert out.returncode == 0, out.stderr
     grew_mib = int(out.stdout.split()[-1])
     assert grew_mib < 40, f"the call's peak memory grew by {grew_mib} MiB with working_memory=1"
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(index_dtype, monkeypatch):
+    """Merge and scatter add a union's terms in one order, so a result does not depend on which ran (the
+    working memory, a batch's rows), and the masked product equals the dense one at its entries."""
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(19)
+    X = random_csr(rng, 12, 40, 0.5, index_dtype, np.float64)
+    Y = random_csr(rng, 9, 40, 0.5, index_dtype, np.float32)
+    X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-8, 8, X.nnz)  # magnitudes that make order matter
+    results = {}
+    for strategy in ("merge", "scatter"):
+        monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64)
+    np.testing.assert_array_equal(results["merge"], results["scatter"])
+    rows, cols = np.nonzero(np.ones(results["merge"].shape, bool))
+    masked = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64, mask=Entries(rows, cols))
+    np.testing.assert_array_equal(masked, results["merge"][rows, cols])
