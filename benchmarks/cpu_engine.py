@@ -15,7 +15,12 @@ setting of the first ``--queries`` rows (2048 at scale 1) against every row:
 * ``semiring.pairwise(Q, X, semiring.plus_times, backend="cpu")`` (dense result)
   against python-graphblas ``mxm(Q, X.T, plus_times)``, timed both with the
   conversion of its sparse result to a dense array (what ours returns) and
-  without it.
+  without it;
+* the same with ``sparse=True`` (only the entries produced, CSR) against
+  ``mxm`` as is: both results sparse, checked for the same pattern and values;
+* ``semiring.distances.graph.triangle_count(A, backend="cpu")`` on R-MAT graphs
+  (``--rmat-scales``, Graph500 parameters, seeded) against python-graphblas's
+  masked ``plus_pair`` product, the counts compared.
 
 Every call is timed by wall clock, best of ``--repeats`` after one warm-up call;
 the warm-up ("first call") time is reported separately because for our engine it
@@ -29,7 +34,8 @@ machine, rerun when that is not near 0 %.
 Each result of ours is checked against the peer's (np.isclose, rtol 1e-4, in
 float64); where they disagree the entries are recomputed exactly in float64 to
 say which side is off.  The JSON (``--json``) holds every timing, the checks,
-the dataset statistics and the machine (cores, threads, library versions).
+the dataset statistics, the machine (cores, threads, library versions), the
+command line and the commit it ran.
 """
 
 from __future__ import annotations
@@ -83,7 +89,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="NAME",
         help=f"subset of {', '.join(DATASETS)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
+    p.add_argument(
+        "--rmat-scales",
+        default="16,18",
+        help="R-MAT scales for the triangle count against python-graphblas, comma-separated; '' skips (default 16,18)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.queries is None:
@@ -206,6 +217,21 @@ def arbitrate(cmp: dict, measure: str, Q, X, ours: np.ndarray, ref: np.ndarray) 
     return cmp
 
 
+def compare_sparse(ours, ref) -> dict:
+    """Two sparse results: the same stored pattern, and values close (as ``compare``)."""
+    ref = ref.tocsr()
+    ref.sort_indices()
+    same = (
+        ours.shape == ref.shape
+        and np.array_equal(ours.indptr, ref.indptr)
+        and np.array_equal(ours.indices, ref.indices)
+    )
+    if not same:
+        return {"status": "MISMATCH", "pattern": "differs", "ours_nnz": int(ours.nnz), "peer_nnz": int(ref.nnz)}
+    cmp = compare(np.asarray(ours.data, np.float64)[None, :], np.asarray(ref.data, np.float64)[None, :])
+    return {**cmp, "pattern": "same", "nnz": int(ours.nnz)}
+
+
 def check_line(label: str, cmp: dict) -> str:
     line = (
         f"  {cmp['status']:8s} {label}: max |diff| {cmp.get('max_abs_diff', float('nan')):.3g}, "
@@ -292,7 +318,47 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
     record("plus_times", "graphblas", ours_t, dense_t, cmp)
     record("plus_times (no dense)", "graphblas", ours_t, sparse_t, {**cmp, "note": "same check as plus_times"})
     del ours, ref
+    # Sparse results on both sides: ours with sparse=True (only the entries produced), GraphBLAS's mxm as is.
+    ours_t, ours = timed(lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True), args.repeats)
+    sparse_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
+    record("plus_times sparse", "graphblas", ours_t, sparse_t, compare_sparse(ours, gb.io.to_scipy_sparse(ref)))
+    del ours, ref
     return info, rows
+
+
+# --------------------------------------------------------------------------- triangles
+
+
+def bench_triangles(scale: int, args, engines) -> list[dict]:
+    """The public ``graph.triangle_count(A, backend="cpu")`` (input checks and orientation included) against
+    python-graphblas ``C⟨L⟩ = L plus.pair Uᵀ`` summed (its L and U made outside the timing), on R-MAT."""
+    import scipy.sparse as sp
+    from graph_bench import rmat
+
+    from semiring.distances import graph
+
+    gb = engines[3]
+    indptr, indices, n = rmat(scale, seed=args.seed)
+    A = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+    print(f"\n## R-MAT {scale}: {n} vertices, {A.nnz // 2} undirected edges", flush=True)
+    M = gb.io.from_scipy_sparse(A)
+    L, U = gb.select.tril(M, -1).new(), gb.select.triu(M, 1).new()
+
+    def peer():
+        C = gb.Matrix(gb.dtypes.INT64, n, n)
+        C(L.S) << L.mxm(U.T, gb.semiring.plus_pair)
+        return int(C.reduce_scalar().value or 0)
+
+    ours_t, ours = timed(lambda: graph.triangle_count(A, backend="cpu"), args.repeats)
+    peer_t, ref = timed(peer, args.repeats)
+    status = "CORRECT" if int(ours) == ref else "MISMATCH"
+    print(
+        f"  triangles ours {ours_t['best_ms']:9.1f} ms   graphblas {peer_t['best_ms']:9.1f} ms   {status}: {ours} vs {ref}"
+    )
+    check = {"status": status, "ours": int(ours), "peer": ref}
+    speedup = peer_t["best_ms"] / ours_t["best_ms"]
+    row = {"dataset": f"rmat{scale}", "measure": "triangle count", "peer": "graphblas", "ours": ours_t}
+    return [{**row, "peer_timing": peer_t, "check": check, "speedup": speedup}]
 
 
 # --------------------------------------------------------------------------- report
@@ -386,6 +452,18 @@ def machine_info(threads: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def checkout_commit() -> str | None:
+    """The repository's commit (with "+dirty" for uncommitted changes), for the results file."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     # numba fixes its thread-pool ceiling (NUMBA_NUM_THREADS) at import; raise it first
@@ -427,6 +505,8 @@ def main(argv=None) -> int:
         info, r = bench_dataset(name, args, engines)
         infos.append(info)
         rows.extend(r)
+    for scale in [int(x) for x in args.rmat_scales.split(",") if x.strip()]:
+        rows.extend(bench_triangles(scale, args, engines))
     total_s = time.perf_counter() - start
     others_total = _others_share(busy_start, _system_busy_s(), time.process_time() - own_start, total_s)
 
@@ -467,6 +547,8 @@ def main(argv=None) -> int:
             "others_cpu_share": others_total,
         }
         payload = {
+            "command": " ".join([sys.executable, *sys.argv]),
+            "commit": checkout_commit(),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "machine": machine,
             "datasets": infos,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import backend as _backend
 from . import dask as _dask
@@ -23,7 +24,7 @@ def as_semiring(sr) -> Semiring:
 
 
 @graphblas_in_out
-def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: float | None = None):
+def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto", working_memory: float | None = None):
     """``C[i, j] = ⊕_k X[i, k] ⊗ Y[j, k]`` for every row ``i`` of X and row ``j`` of Y.
 
     The columns ``k`` are those stored in both rows for an ``"intersection"``
@@ -36,6 +37,15 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     add monoid's identity.  With ``mask`` (a sparse matrix of that shape) only
     the entries stored in the mask are computed and the result is a CSR matrix
     with exactly the mask's pattern (mask values are ignored).
+
+    With ``sparse=True`` the result is a CSR matrix holding only the entries
+    the semiring produces, the pairs of rows sharing a stored column, as
+    python-graphblas ``mxm`` gives them.  The CPU engine computes it row by
+    row (Gustavson's product with a hash accumulator), with no dense
+    ``m × n`` pass, so memory follows the result; the GPU engine in bands of
+    rows, each band's values and shared-column counts as dense tiles within
+    ``working_memory``.  Intersection semirings only: a union semiring has a
+    value at every pair, and is refused with the reason.
 
     The result is float32 when both inputs are float32, else float64; values
     are accumulated in float64 on the CPU.  Stored values may be ±inf, not NaN.
@@ -64,13 +74,25 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
     if _dask.is_dask(X, Y, mask):  # row blocks on the workers, a lazy Dask result (semiring.dask)
         return _dask.pairwise(X, Y, sr, mask=mask, backend=backend, working_memory=working_memory)
     sr = as_semiring(sr)
+    _check_sparse(sparse, sr, mask)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
+    csr_kind = _csr_kind(X)  # a sparse result is a csr_array for sparse-array input
     X, Y = validation.check_pair(X, Y, allow_inf=True)
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
     M = None if mask is None else validation.check_mask(mask, shape)
     Yd = engine.to_device(Y)
+    if sparse:
+        Xd = Yd if Y is X else engine.to_device(X)
+        with driver.scratch_budget(driver.budget_bytes(engine, working_memory)):
+            indptr, indices, data = engine.pairwise_sparse(Xd, Yd, sr, dtype)
+        if where.on_device:  # built on the GPU, where it stays
+            import cupyx.scipy.sparse
+
+            return cupyx.scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
+        indptr, indices, data = (engine.to_host(a) for a in (indptr, indices, data))
+        return where.give(csr_kind((data, indices, indptr), shape=shape))
     if M is None:
 
         def rows(r0: int, r1: int):
@@ -84,3 +106,24 @@ def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: floa
         return where.give(driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile))
     Xd = Yd if Y is X else engine.to_device(X)
     return where.masked(engine, mask, M, engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))
+
+
+def _check_sparse(sparse, sr: Semiring, mask) -> None:
+    """``sparse`` a bool, and a sparse result one the semiring can give (refused with the reason)."""
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise TypeError(f"sparse must be True or False, got {sparse!r}")
+    if not sparse:
+        return
+    if mask is not None:
+        raise ValueError("give mask= or sparse=True, not both: with a mask the result is already sparse (its pattern)")
+    if sr.is_union:
+        raise ValueError(
+            f"sparse=True needs an intersection semiring, and {sr.name!r} is a union one: it has a value at every "
+            "pair of rows (columns stored in only one row count too), so its result is dense; use sparse=False, "
+            "or mask= to compute chosen entries"
+        )
+
+
+def _csr_kind(X):
+    """SciPy's sparse-array CSR for sparse-array input, else the matrix one (as SciPy's own products do)."""
+    return sp.csr_array if isinstance(X, sp.sparray) else sp.csr_matrix

@@ -19,6 +19,7 @@ tile (those rows × a range of Y rows) there — and the driver decides:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import validation
-from .engine import TOPK_EMPTY, PairwiseEngine
+from .engine import SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
 DEFAULT_WORKING_MEMORY_MIB = 1024
@@ -93,6 +94,17 @@ def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_by
     return budget if limit is None else max(1, min(budget, limit))
 
 
+@contextmanager
+def scratch_budget(budget: int):
+    """Within the block, engines keep their scratch within ``budget`` bytes (``semiring.engine.SCRATCH_BUDGET``):
+    the union kernels' per-column arrays fit the working memory as each tile does."""
+    token = SCRATCH_BUDGET.set(budget)
+    try:
+        yield
+    finally:
+        SCRATCH_BUDGET.reset(token)
+
+
 def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int = 1) -> tuple[int, int]:
     """(rows, columns) of a tile of an ``m × n`` result whose temporaries fit ``budget`` bytes.
 
@@ -140,26 +152,27 @@ def dense(
     budget = budget_bytes(engine, working_memory, m * n * itemsize)
     if not on_device and out is None:  # the result is no temporary: it must fit host memory, checked before any tile
         validation.check_dense_result(shape, dtype, "compute fewer rows at a time, or the k nearest (kneighbors)")
-    row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
-    if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
-        row_step, col_step = m, n
-    if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
-        block = tile(rows(0, m), 0, n)
-        return block if on_device else engine.to_host(block, out=out)
-    if out is None:
-        out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
-    for r0, r1 in ranges(m, row_step):
-        prepared = rows(r0, r1)
-        for c0, c1 in ranges(n, col_step):
-            block = tile(prepared, c0, c1)
-            if on_device:
-                out[r0:r1, c0:c1] = block
-            elif col_step >= n:  # whole rows: a contiguous slice of the result, copied into once
-                engine.to_host(block, out=out[r0:r1])
-            else:
-                out[r0:r1, c0:c1] = engine.to_host(block)
-            del block  # freed before the next tile is made
-    return out
+    with scratch_budget(budget):  # the engines' own scratch (a union's per-column arrays) within it too
+        row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
+        if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
+            row_step, col_step = m, n
+        if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
+            block = tile(rows(0, m), 0, n)
+            return block if on_device else engine.to_host(block, out=out)
+        if out is None:
+            out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                if on_device:
+                    out[r0:r1, c0:c1] = block
+                elif col_step >= n:  # whole rows: a contiguous slice of the result, copied into once
+                    engine.to_host(block, out=out[r0:r1])
+                else:
+                    out[r0:r1, c0:c1] = engine.to_host(block)
+                del block  # freed before the next tile is made
+        return out
 
 
 def topk(
@@ -188,29 +201,30 @@ def topk(
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
-    row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
-    if on_device:
-        values, indices = engine.empty((m, k), dtype), engine.empty((m, k), np.int64)
-    else:
-        values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
-    for r0, r1 in ranges(m, row_step):
-        prepared = rows(r0, r1)
-        selection = engine.topk_init(r1 - r0, k, dtype)
-        for c0, c1 in ranges(n, col_step):
-            block = tile(prepared, c0, c1)
-            engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
-            del block  # freed before the next tile is made
-        best_values, best_indices = engine.topk_finish(selection, largest, dtype)
+    with scratch_budget(budget):
+        row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
         if on_device:
-            values[r0:r1], indices[r0:r1] = best_values, best_indices
+            values, indices = engine.empty((m, k), dtype), engine.empty((m, k), np.int64)
         else:
-            engine.to_host(best_values, out=values[r0:r1])
-            engine.to_host(best_indices, out=indices[r0:r1])
-        if progress is not None:
-            progress.update(r1 - r0)
-    if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
-        raise RuntimeError("internal error: fewer candidates than k were selected")
-    return values, indices
+            values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            selection = engine.topk_init(r1 - r0, k, dtype)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
+                del block  # freed before the next tile is made
+            best_values, best_indices = engine.topk_finish(selection, largest, dtype)
+            if on_device:
+                values[r0:r1], indices[r0:r1] = best_values, best_indices
+            else:
+                engine.to_host(best_values, out=values[r0:r1])
+                engine.to_host(best_indices, out=indices[r0:r1])
+            if progress is not None:
+                progress.update(r1 - r0)
+        if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
+            raise RuntimeError("internal error: fewer candidates than k were selected")
+        return values, indices
 
 
 def selected(
@@ -236,17 +250,18 @@ def selected(
     budget = budget_bytes(engine, working_memory)
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget, min_rows)
     found = []
-    for r0, r1 in ranges(m, row_step):
-        prepared = rows(r0, r1)
-        for c0, c1 in ranges(n, col_step):
-            block = tile(prepared, c0, c1)
-            kept = select(block, r0, c0)
-            values = engine.to_host(block[kept.rows, kept.cols])
-            rows_found = engine.to_host(kept.rows).astype(np.int64) + r0  # int64 before the offset: no overflow
-            found.append((rows_found, engine.to_host(kept.cols).astype(np.int64) + c0, values))
-            del block, kept  # freed before the next tile is made
-        if progress is not None:
-            progress.update(r1 - r0)
+    with scratch_budget(budget):
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                kept = select(block, r0, c0)
+                values = engine.to_host(block[kept.rows, kept.cols])
+                rows_found = engine.to_host(kept.rows).astype(np.int64) + r0  # int64 before the offset
+                found.append((rows_found, engine.to_host(kept.cols).astype(np.int64) + c0, values))
+                del block, kept  # freed before the next tile is made
+            if progress is not None:
+                progress.update(r1 - r0)
     if not found:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     r, c, v = (np.concatenate(parts) for parts in zip(*found))

@@ -28,6 +28,7 @@ One representation per concept:
 from __future__ import annotations
 
 import inspect
+from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -44,6 +45,11 @@ GRAPH_EXPANSION_VARIABLES = ("c", "nu", "nv")
 # The index of an empty slot of a top-k selection: int64's largest value, worse
 # than any real index, so that a selection needs no count of filled slots.
 TOPK_EMPTY = (1 << 63) - 1
+
+
+# The bytes an engine's kernels may take for scratch beyond the result tile (a union's per-column arrays): the
+# caller's working_memory, set by ``semiring.driver`` around the calls it makes; None outside the driver.
+SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=None)
 
 
 class Entries(NamedTuple):
@@ -94,6 +100,11 @@ class PairwiseEngine(Protocol):
         A dense ``(m, p)`` array of ``dtype``, or with ``mask`` the values at its
         entries, in its order (a 1-D array).
         """
+
+    def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[Any, Any, Any]:
+        """``(indptr, indices, data)`` on the device: the product of an intersection semiring at the pairs of rows
+        sharing a stored column only (``mxm``'s result in GraphBLAS), as CSR with sorted indices; no dense
+        ``m × p`` pass.  An engine that cannot raises ``NotImplementedError`` naming one that can."""
 
     def row_norm(self, A, tree, dtype) -> Any:
         """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""

@@ -1,17 +1,20 @@
 """The CPU engine: numba kernels on host memory, on all cores, generated from the same op declarations.
 
-Each kernel is a loop skeleton written once; a semiring's ops are rendered to
-scalar Python (``semiring.expr.render_python``), compiled by numba and inlined
-into the skeleton through a closure, so one skeleton serves every semiring and
-the compiled code has no per-element call overhead.
+Each kernel is a loop skeleton written once, in a template module; a
+semiring's ops are rendered to scalar Python into a copy of the template
+written to the kernel cache (``jit.generate``), so one skeleton serves every
+semiring, the ops are inlined, and numba keeps the compiled code on disk for
+the next process.
 
 One concern a module:
 
-* ``jit`` — the numba options of every kernel, and the compile step of an op's
-  expression (``compile_scalar``);
-* ``pairwise`` — the semiring kernels: inverted (intersection, dense result),
-  dense (union, dense result) and masked (a product at given ``Entries``), and
-  ``compact_columns`` for column spaces much wider than the data;
+* ``jit`` — the numba options of every kernel, the generated kernel modules
+  (``generate``) and the fork guard;
+* ``semiring_kernels``, ``expansion_kernels`` — the templates: one semiring's
+  products; the kernels applying one expression;
+* ``pairwise`` — the products: inverted (intersection, dense result), merge or
+  scatter (union, dense result), masked (a product at given ``Entries``),
+  sparse result, and ``compact_columns`` for column spaces much wider than the data;
 * ``rowops`` — row norms, expansions, selection of entries, scatter;
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);

@@ -19,6 +19,7 @@ from . import graph as _graph
 from . import pairwise as _pairwise
 from . import rowops as _rowops
 from . import topk as _topk
+from .jit import fork_guarded
 
 
 def _csr_entries(M: sp.csr_matrix) -> Entries:
@@ -27,6 +28,7 @@ def _csr_entries(M: sp.csr_matrix) -> Entries:
     return Entries(rows, M.indices[: M.indptr[-1]])
 
 
+@fork_guarded
 class CpuEngine:
     """Products of rows against rows on all cores (numba); values accumulated in float64.
 
@@ -75,6 +77,10 @@ class CpuEngine:
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
         return _pairwise.pairwise(X, Y, sr, dtype, mask)
 
+    def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gustavson's product with a hash accumulator per row (see ``pairwise.pairwise_sparse``)."""
+        return _pairwise.pairwise_sparse(X, Y, sr, dtype)
+
     def row_norm(self, A, tree, dtype) -> np.ndarray:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
         return _rowops.row_norm(A, tree, dtype)
@@ -104,6 +110,7 @@ class CpuEngine:
         return 0
 
 
+@fork_guarded
 class CpuGraphEngine:
     """Graph measures on all cores (numba), on host CSR matrices ``G``.
 
@@ -173,7 +180,7 @@ class CpuGraphEngine:
 
     def triangle_count_total(self, G, by_degree: bool) -> int:
         lp, li = _graph.orient(G.indptr, G.indices, by_degree)
-        return int(_graph.triangle_total(lp, li)) if li.size else 0
+        return _graph.triangle_total(lp, li) if li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
         return self.common_neighbor_counts(G)

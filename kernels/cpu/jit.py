@@ -1,4 +1,4 @@
-"""The numba options of every CPU kernel, and the compile step that turns an op's expression into inlined code.
+"""The numba options of every CPU kernel, and generated kernel modules compiled once per machine, not per process.
 
 One place for the options, so that the kernels of every module are compiled
 alike:
@@ -6,26 +6,170 @@ alike:
 * ``nogil`` — kernels release the GIL, so callers' threads can overlap them;
 * ``error_model="numpy"`` — x/0 gives inf or NaN as in NumPy (the semantics the
   ops are declared with), not a ZeroDivisionError, and divisions need no check;
-* ``cache=False`` — kernels are closures over a semiring's compiled ops, which
-  numba's disk cache cannot key; compiled kernels are memoised in-process instead.
+* ``cache=True`` — compiled machine code is kept on disk and reused by the next
+  process (numba's cache, next to the source file or in ``$NUMBA_CACHE_DIR``).
+
+numba caches only functions defined in a real source file.  A semiring's
+kernels depend on its ops, so they are *generated*: a template module (a loop
+skeleton written once, e.g. ``semiring_kernels.py``) has an ops block between
+``# <ops>`` and ``# </ops>``, which :func:`generate` replaces with the ops
+rendered to scalar Python, writes to ``cache_dir()/cpu/<template>_<hash>.py``
+and imports.  The file name is a digest of its text, of the engine's own source
+files (which the generated code calls into) and of numba's and Python's
+versions, so a file is never rewritten once made: numba's cache of it (keyed by
+the file's time stamp) stays valid, and a changed kernel gets a new file.
+Files are written atomically (a temporary file, then a rename); the folder is
+the GPU engine's compile cache (``$SEMIRING_CACHE_DIR``), subfolder ``cpu``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 
-from numba import njit
+import numba
 
 from semiring import expr as _expr
+from semiring.kernels.cuda.compile import CACHE_ENV, cache_dir  # noqa: F401  (one cache folder for both engines)
 
-JIT = {"nogil": True, "error_model": "numpy", "cache": False}
+JIT = {"nogil": True, "error_model": "numpy", "cache": True}
+
+OPS_BEGIN, OPS_END = "# <ops>", "# </ops>"
+_HERE = Path(__file__).parent
 
 
-def compile_scalar(tree: _expr.Node, variables: Sequence[str], params: Sequence[str] = ()):
-    """``f(*variables, params)`` for ``tree`` as a numba function inlined into the kernels that call it.
+def scalar_source(name: str, tree: _expr.Node, variables: Sequence[str], params: Sequence[str] = ()) -> str:
+    """``def name(*variables, params)`` for ``tree`` as an inlined numba function, as Python source text.
 
-    The expression is rendered to scalar Python (``semiring.expr.compile_python``)
-    and compiled with ``inline="always"``, so a loop skeleton written once runs
-    every op with no per-element call overhead.
+    Numbers are written as float64 (``np.float64(1.0)``), as ``semiring.expr.compile_python`` renders
+    them, so that constants follow NumPy's IEEE semantics, not Python's.
     """
-    return njit(inline="always", **JIT)(_expr.compile_python(tree, tuple(variables), tuple(params)))
+    names = {v: v for v in variables}
+    names.update({p: f"params[{i}]" for i, p in enumerate(params)})
+    float64 = replace(
+        _expr._python_dialect(False),
+        number=lambda v: f"np.float64({_expr._py_number('np.')(v)})",
+        to_number=lambda s: f"(np.float64(1.0) if {s} else np.float64(0.0))",
+    )
+    body = _expr._render(tree, names, float64)
+    args = ", ".join([*variables, "params"])
+    return f'@njit(inline="always", **JIT)\ndef {name}({args}):\n    return {body}\n'
+
+
+@cache
+def _engine_digest() -> str:
+    """A digest of the CPU engine's source files and the compiler: generated kernels call into them."""
+    h = hashlib.sha256(f"numba {numba.__version__} python {sys.version}".encode())
+    for path in sorted(_HERE.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def generate(template: str, ops: Mapping[str, str]) -> ModuleType:
+    """The template module ``template`` (a module of this package) with its ops block replaced by ``ops``.
+
+    ``ops`` maps each name the block defines to its source (``scalar_source``,
+    or an assignment such as ``"UNION = True"``).  The module is written to the
+    cache folder (once per text) and imported from there, so numba can cache
+    its kernels on disk.
+    """
+    text = (_HERE / f"{template}.py").read_text()
+    head, rest = text.split(OPS_BEGIN, 1)
+    _, tail = rest.split(OPS_END, 1)
+    block = "\n\n".join(src.rstrip("\n") for src in ops.values())
+    text = f"{head}{OPS_BEGIN} generated by semiring.kernels.cpu.jit.generate\n{block}\n{OPS_END}{tail}"
+    key = hashlib.sha256((_engine_digest() + text).encode()).hexdigest()[:32]
+    return _load(_write_once(cache_dir() / "cpu" / f"{template}_{key}.py", text), f"_semiring_cpu_{template}_{key}")
+
+
+def _write_once(path: Path, text: str) -> Path:
+    """``path`` holding ``text``: written atomically unless it already does; a read-only cache falls back to a
+    private temporary folder (compiled per process, as without a cache)."""
+    try:
+        if path.is_file() and path.read_text() == text:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".tmp-", suffix=".py", delete=False) as tmp:
+            tmp.write(text)
+        os.replace(tmp.name, path)
+        return path
+    except OSError:
+        fallback = Path(tempfile.mkdtemp(prefix="semiring-cpu-")) / path.name
+        fallback.write_text(text)
+        return fallback
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba (and pickling) find the module of a kernel by name
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- fork safety
+#
+# numba runs parallel kernels on a threading layer chosen at the first parallel call: TBB where the ``tbb`` package
+# is installed (safe under both threads and fork), else OpenMP.  GNU OpenMP (Linux wheels) does not survive fork:
+# a child forked after a parallel call is killed by numba at its first parallel kernel ("Terminating: fork() called
+# from a process already using GNU OpenMP"), so a multiprocessing fork pool hangs.  The workqueue layer survives
+# fork but aborts when two threads launch kernels at once, which the nogil kernels promise to allow; so instead a
+# forked child of such a process gets a clear error at its first call, naming the ways out.
+
+FORK_UNSAFE_MESSAGE = (
+    "this process was forked after the CPU engine had run on GNU OpenMP threads, which do not survive fork "
+    "(numba would kill the process); start worker processes with multiprocessing's 'spawn' or 'forkserver' "
+    "method, or install TBB (pip install tbb), whose threads survive fork, or set NUMBA_THREADING_LAYER=workqueue "
+    "(fork-safe, but one calling thread at a time)"
+)
+_forked_after_gnu_openmp = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_gnu_openmp
+    try:
+        layer = numba.threading_layer()  # ValueError: no parallel kernel ran yet, the child starts its own threads
+    except ValueError:
+        return
+    if layer == "omp":
+        from numba.np.ufunc import omppool
+
+        _forked_after_gnu_openmp = omppool.openmp_vendor == "GNU"
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_fork_safe() -> None:
+    """Raise a clear ``RuntimeError`` in a child forked from a process whose GNU OpenMP threads it cannot use."""
+    if _forked_after_gnu_openmp:
+        raise RuntimeError(FORK_UNSAFE_MESSAGE)
+
+
+def fork_guarded(cls):
+    """``cls`` with :func:`check_fork_safe` run first in every public method (the engines' entry points)."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method):
+    @functools.wraps(method)
+    def guarded(*args, **kwargs):
+        check_fork_safe()
+        return method(*args, **kwargs)
+
+    return guarded

@@ -1,9 +1,9 @@
 """The semiring kernels of the CPU engine: products of rows against rows (numba, multi-core).
 
-Each kernel is a loop skeleton written once below; the semiring's ops are
-rendered to scalar Python (``semiring.expr.render_python``), compiled by numba
-and inlined into the skeleton through a closure, so one skeleton serves every
-semiring and the compiled code has no per-element call overhead.
+Each kernel is a loop skeleton written once in the template ``semiring_kernels``;
+the semiring's ops are rendered to scalar Python into a copy of it in the kernel
+cache (``jit.generate``), so one skeleton serves every semiring, the ops are
+inlined, and numba caches the compiled kernels on disk.
 
 Strategies (rows of X against rows of Y; Y is streamed as stored, never transposed):
 
@@ -11,11 +11,15 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   indexed by column (bounded memory: one block at a time), then each Y row's
   nonzeros walk the X rows sharing their column, so only products that exist
   are formed, as in SpGEMM, and sums land in a cache-resident tile.
-* union, dense result — a worker scatters one X row into a dense scratch
-  vector indexed by column (values, plus a stamp saying "stored in row i", so
-  explicitly stored zeros count as stored) and streams Y rows through it, then
-  makes a second pass over the X row for the columns the Y row did not hit (by
-  structure, so a stored zero is counted once).
+* union, dense result — long rows: every pair merges its two sorted rows
+  (``merge_kernel``, no scratch); short rows: a worker scatters one X row into a
+  dense scratch vector indexed by column (values, plus a stamp saying "stored
+  in row i", so explicitly stored zeros count as stored) and streams Y rows
+  through it, then makes a second pass over the X row for the columns the Y
+  row did not hit (by structure, so a stored zero is counted once); workers
+  within the working-memory budget (``union_strategy``).
+* intersection, sparse result — Gustavson's product with a hash accumulator
+  per row, only the pairs that meet stored (``pairwise_sparse``).
 * masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
   ``Entries``, in any order) merges its two sorted rows: no per-column scratch,
   so the cost follows the mask.
@@ -28,6 +32,7 @@ Values are accumulated in float64 whatever the input type.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import numba
@@ -35,121 +40,22 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from semiring.engine import Entries
+from semiring.engine import SCRATCH_BUDGET, Entries
 
-from .jit import JIT, compile_scalar
+from .jit import JIT, generate, scalar_source
 
 
 @cache
 def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
-    """Compile the pairwise kernels for one semiring key (expression + semantics)."""
-    union = key[2] == "union"
-    mult = compile_scalar(mult_tree, ("x", "y"), param_names)
-    add = compile_scalar(add_tree, ("x", "y"), ())
-
-    @njit(inline="always", **JIT)
-    def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, params):
-        acc = start
-        if union:
-            for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                if stamp[c] == i:
-                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
-                    hit[c] = token
-                else:
-                    acc = add(acc, mult(0.0, np.float64(yv[t]), params), params)
-            for k in range(xp[i], xp[i + 1]):
-                if hit[xi[k]] != token:
-                    acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
-        else:
-            for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                if stamp[c] == i:
-                    acc = add(acc, mult(dense[c], np.float64(yv[t]), params), params)
-        return acc
-
-    @njit(parallel=True, **JIT)
-    def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
-        # Intersection only: each product x*y of a shared column is formed once
-        # (as in SpGEMM), by walking, for each nonzero of a Y row, the X rows
-        # holding that column.  The index is built per block of X rows, so its
-        # memory stays bounded; Y is streamed as stored, never transposed.
-        m, p = xp.size - 1, yp.size - 1
-        for x0 in range(0, m, X_BLOCK):
-            x1 = min(m, x0 + X_BLOCK)
-            colptr, crow, cval = _invert_rows(xp, xi, xv, x0, x1, ncols)
-            ntiles = (p + Y_TILE - 1) // Y_TILE
-            nchunks = min(ntiles, 8 * numba.get_num_threads())
-            for chunk in prange(nchunks):
-                acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
-                for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
-                    j0 = tile * Y_TILE
-                    nj = min(Y_TILE, p - j0)
-                    acc[:nj] = start
-                    for jj in range(nj):
-                        for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
-                            c = yi[s]
-                            y = np.float64(yv[s])
-                            for q in range(colptr[c], colptr[c + 1]):
-                                r = crow[q]
-                                acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
-                    for r in range(x1 - x0):
-                        for jj in range(nj):
-                            out[x0 + r, j0 + jj] = acc[jj, r]
-
-    @njit(parallel=True, **JIT)
-    def dense_kernel(xp, xi, xv, yp, yi, yv, ncols, start, params, out):
-        m, p = xp.size - 1, yp.size - 1
-        nblocks = min(m, 2 * numba.get_num_threads())  # each block allocates scratch of ncols
-        for b in prange(nblocks):
-            dense = np.zeros(ncols, np.float64)
-            stamp = np.full(ncols, -1, np.int64)
-            hit = np.full(ncols if union else 0, -1, np.int64)
-            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
-                for k in range(xp[i], xp[i + 1]):
-                    dense[xi[k]] = xv[k]
-                    stamp[xi[k]] = i
-                for j in range(p):
-                    out[i, j] = row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, i * p + j, start, params)
-
-    @njit(inline="always", **JIT)
-    def merge_pair(i, j, xp, xi, xv, yp, yi, yv, start, params):
-        # Two sorted rows walked together: no per-column scratch, so a sparse
-        # mask costs only the rows it touches.  Structure decides, as above.
-        acc = start
-        a, ae, b, be = xp[i], xp[i + 1], yp[j], yp[j + 1]
-        while a < ae and b < be:
-            ca, cb = xi[a], yi[b]
-            if ca == cb:
-                acc = add(acc, mult(np.float64(xv[a]), np.float64(yv[b]), params), params)
-                a += 1
-                b += 1
-            elif ca < cb:
-                if union:
-                    acc = add(acc, mult(np.float64(xv[a]), 0.0, params), params)
-                a += 1
-            else:
-                if union:
-                    acc = add(acc, mult(0.0, np.float64(yv[b]), params), params)
-                b += 1
-        if union:
-            for k in range(a, ae):
-                acc = add(acc, mult(np.float64(xv[k]), 0.0, params), params)
-            for k in range(b, be):
-                acc = add(acc, mult(0.0, np.float64(yv[k]), params), params)
-        return acc
-
-    @njit(parallel=True, **JIT)
-    def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, start, params, out):
-        # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
-        # consecutive s (in CSR order, consecutive rows), several per thread.
-        n = rows.size
-        nchunks = min(n, 8 * numba.get_num_threads())
-        for b in prange(nchunks):
-            for s in range(b * n // nchunks, (b + 1) * n // nchunks):
-                out[s] = merge_pair(rows[s], cols[s], xp, xi, xv, yp, yi, yv, start, params)
-
-    return (dense_kernel if union else inverted_kernel), masked_kernel
+    """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops."""
+    return generate(
+        "semiring_kernels",
+        {
+            "UNION": f"UNION = {key[2] == 'union'}\n",
+            "add": scalar_source("add", add_tree, ("x", "y"), ()),
+            "mult": scalar_source("mult", mult_tree, ("x", "y"), param_names),
+        },
+    )
 
 
 # Rows of X indexed per block, and Y rows per tile of the inverted kernel: a
@@ -159,7 +65,7 @@ Y_TILE = 16
 
 
 @njit(**JIT)
-def _invert_rows(xp, xi, xv, x0, x1, ncols):
+def invert_rows(xp, xi, xv, x0, x1, ncols):
     """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0)."""
     colptr = np.zeros(ncols + 1, np.int64)
     for k in range(xp[x0], xp[x1]):
@@ -178,6 +84,13 @@ def _invert_rows(xp, xi, xv, x0, x1, ncols):
     return colptr, crow, cval
 
 
+def compacted_width(X: sp.csr_matrix, Y: sp.csr_matrix) -> int:
+    """The width of the column space ``compact_columns`` gives (an upper bound when it compacts)."""
+    ncols = X.shape[1]
+    nnz = int(X.indptr[-1] + (0 if Y is X else Y.indptr[-1]))
+    return ncols if ncols <= max(1 << 14, 4 * nnz) else max(1, min(ncols, nnz))
+
+
 def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, int]:
     """Column indices of X and Y renumbered onto the columns that occur in either.
 
@@ -188,8 +101,7 @@ def compact_columns(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.
     per row, where per-column scratch would cost more than the products.
     """
     ncols = X.shape[1]
-    nnz = X.indptr[-1] + (0 if Y is X else Y.indptr[-1])
-    if ncols <= max(1 << 14, 4 * nnz):
+    if compacted_width(X, Y) == ncols:
         return X.indices, Y.indices, ncols
     xi, yi = X.indices[: X.indptr[-1]], Y.indices[: Y.indptr[-1]]
     if ncols <= 1 << 26:  # a marker per column: linear time, no sort
@@ -216,24 +128,129 @@ def _renumber(xi, yi, ncols):
     return new
 
 
+# A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
+UNION_SCRATCH_BYTES_PER_COLUMN = 24
+# Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
+# (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
+MERGE_MIN_MEAN_ROW = 512
+UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "merge" or "scatter" forces one (tests run each path)
+
+
+def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None) -> tuple[str, int]:
+    """("merge" | "scatter", scatter workers) for a union product, from the rows' lengths and the scratch budget.
+
+    Merging walks both rows of every pair (cost ∝ their lengths, sequential, no
+    scratch); scattering puts an X row in a dense vector once and streams Y rows
+    through it (cost ∝ Y's row plus a second pass over X's, random access into
+    ``ncols``-long scratch per worker): cheaper per entry on short rows, dearer on
+    long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
+    (``working_memory``) allows, at most two per thread; none fit: merge.
+    """
+    per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
+    workers = min(X.shape[0], 2 * numba.get_num_threads())
+    if budget is not None:
+        workers = min(workers, budget // per_worker)
+    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
+    if forced not in ("auto", "merge", "scatter"):
+        raise ValueError(f"${UNION_STRATEGY_ENV} must be 'auto', 'merge' or 'scatter', got {forced!r}")
+    if forced == "scatter":
+        return "scatter", max(1, workers)  # forced: even past the budget (tests of the path)
+    if forced == "merge" or workers < 1:
+        return "merge", 0
+    mean_row = (X.indptr[-1] + Y.indptr[-1]) / max(1, X.shape[0] + Y.shape[0])
+    return ("merge", 0) if mean_row >= MERGE_MIN_MEAN_ROW else ("scatter", workers)
+
+
 def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:
     """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects.
 
     Inputs are canonical CSR (checked by ``semiring.validation``).  Returns a
     dense ``(m, p)`` array, or with ``mask`` the values at its entries
-    ``(mask.rows[s], mask.cols[s])``, in its order.
+    ``(mask.rows[s], mask.cols[s])``, in its order.  A union's scratch stays
+    within the driver's budget (``semiring.engine.SCRATCH_BUDGET``).
     """
-    dense_kernel, masked_kernel = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     start = sr.start(X.shape[1])
     if mask is None:
-        xi, yi, ncols = compact_columns(X, Y)
         out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
-        if out.size:
-            dense_kernel(X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, start, sr.params, out)
+        if not out.size:
+            return out
+        if not sr.is_union:
+            xi, yi, ncols = compact_columns(X, Y)
+            args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
+            kernels.inverted_kernel(*args, start, sr.params, out)
+            return out
+        strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get())
+        if strategy == "merge":
+            kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
+            return out
+        xi, yi, ncols = compact_columns(X, Y)
+        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
+        kernels.dense_kernel(*args, start, sr.params, out)
         return out
     rows, cols = mask
     out = np.empty(len(rows), dtype=out_dtype)
     if out.size:
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
-        masked_kernel(*args, rows, cols, start, sr.params, out)
+        xmax = int(np.diff(X.indptr).max(initial=0))
+        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), start, sr.params, out)
     return out
+
+
+# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot.
+SPARSE_SLOT_BYTES = 16
+
+
+@njit(parallel=True, **JIT)
+def _row_flops(xp, xi, colptr, flops):
+    """flops[i] = the products X row i forms with Y (Σ over its columns of the Y rows holding them)."""
+    for i in prange(xp.size - 1):
+        n = 0
+        for k in range(xp[i], xp[i + 1]):
+            n += colptr[xi[k] + 1] - colptr[xi[k]]
+        flops[i] = n
+
+
+def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of ``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` at the pairs sharing a stored column only.
+
+    An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
+    ``semiring_kernels``): Gustavson's row-by-row product with a hash
+    accumulator, no dense ``m × p`` pass (rows with products ≥ p/16 accumulate in
+    p-long arrays instead).  Memory: Y indexed by column (``O(nnz(Y) +
+    columns)``), the result, and per worker a table of 16 bytes × 2 min(products
+    of a row, p) (plus 16 bytes × p where some row is dense); workers are as many as the scratch budget
+    (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  Indices are
+    int32 where they fit (SciPy's rule), sorted within each row.
+    """
+    if sr.is_union:
+        raise ValueError(f"a sparse result needs an intersection semiring; {sr.name!r} is a union")
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    m, p = X.shape[0], Y.shape[0]
+    xi, yi, ncols = compact_columns(X, Y)
+    colptr, crow, cval = invert_rows(Y.indptr, yi, Y.data, 0, p, ncols)
+    flops = np.zeros(m, np.int64)
+    if m:
+        _row_flops(X.indptr, xi, colptr, flops)
+    dense = 16 * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row), the others hashed
+    hashed_max = int(flops[~dense].max(initial=0))
+    table = 2
+    while table < 2 * min(hashed_max, p):
+        table *= 2
+    dense_width = p if dense.any() else 0
+    workers = max(1, min(m, numba.get_num_threads()))
+    budget = SCRATCH_BUDGET.get()
+    if budget is not None:
+        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * (table + dense_width))))
+    counts = np.zeros(m, np.int64)
+    if m and p:
+        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)
+    nnz = int(counts.sum())
+    index_dtype = np.int32 if max(nnz, p) < 2**31 else np.int64
+    indptr = np.zeros(m + 1, index_dtype)
+    np.cumsum(counts, out=indptr[1:])
+    indices, data = np.empty(nnz, index_dtype), np.empty(nnz, out_dtype)
+    if nnz:
+        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, dense_width, workers)
+        kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
+    return indptr, indices, data

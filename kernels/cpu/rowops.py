@@ -9,7 +9,7 @@
 * :func:`scatter` — values written back at a set of entries.
 
 Each is a parallel loop over rows; the expression is compiled once per tree
-(``jit.compile_scalar``) and inlined.  Values are float64.
+into a copy of ``expansion_kernels`` (``jit.generate``) and inlined.  Values are float64.
 """
 
 from __future__ import annotations
@@ -18,55 +18,31 @@ from functools import cache
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES, Entries
 
-from .jit import JIT, compile_scalar
+from .jit import generate, scalar_source
 
 # --------------------------------------------------------------------------- row norms
 
 
 @cache
-def _row_reduce_kernel(tree: _expr.Node):
-    f = compile_scalar(tree, ("x",), ())
-
-    @njit(parallel=True, **JIT)
-    def kernel(indptr, data, out):
-        empty = np.empty(0, np.float64)
-        for i in prange(indptr.size - 1):
-            acc = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                acc += f(np.float64(data[k]), empty)
-            out[i] = acc
-
-    return kernel
+def expression_kernels(tree: _expr.Node, variables: tuple[str, ...], param_names: tuple[str, ...] = ()):
+    """The generated ``expansion_kernels`` module applying ``tree`` (see its docstring for the kernels of each
+    variable set)."""
+    return generate("expansion_kernels", {"f": scalar_source("f", tree, variables, param_names)})
 
 
 def row_norm(A: sp.csr_matrix, tree: _expr.Node, dtype=np.float64) -> np.ndarray:
     """``Σ_k f(A[i, k])`` over each row's stored values, in float64 (``dtype`` is for the GPU's sake)."""
     out = np.zeros(A.shape[0], np.float64)
     if A.shape[0]:
-        _row_reduce_kernel(tree)(A.indptr, A.data, out)
+        expression_kernels(tree, ("x",)).row_reduce(A.indptr, A.data, out)
     return out
 
 
 # --------------------------------------------------------------------------- expansions
-
-
-@cache
-def _expansion_kernel(tree: _expr.Node, param_names: tuple[str, ...]):
-    f = compile_scalar(tree, EXPANSION_VARIABLES, param_names)
-
-    @njit(parallel=True, **JIT)
-    def kernel(c0, c1, nx0, nx1, ny0, ny1, n, params, out):
-        m, p = out.shape
-        for i in prange(m):
-            for j in range(p):
-                out[i, j] = f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params)
-
-    return kernel
 
 
 def _operands(terms, xnorms, ynorms, m: int, p: int) -> list:
@@ -81,51 +57,26 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np
     """Apply an expansion elementwise: ``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)``."""
     if out.size:
         operands = _operands(terms, xnorms, ynorms, *out.shape)
-        _expansion_kernel(tree, tuple(param_names))(*operands, float(ncols), params, out)
+        expression_kernels(tree, EXPANSION_VARIABLES, tuple(param_names)).expand(*operands, float(ncols), params, out)
     return out
 
 
 # --------------------------------------------------------------------------- selection and scatter
 
 
-@cache
-def _select_kernels(tree: _expr.Node, param_names: tuple[str, ...]):
-    f = compile_scalar(tree, EXPANSION_VARIABLES, param_names)
-
-    @njit(parallel=True, **JIT)
-    def count(c0, c1, nx0, nx1, ny0, ny1, n, params, counts):
-        for i in prange(counts.size):
-            k = 0
-            for j in range(c0.shape[1]):
-                k += f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0
-            counts[i] = k
-
-    @njit(parallel=True, **JIT)
-    def fill(c0, c1, nx0, nx1, ny0, ny1, n, params, indptr, rows, cols):
-        for i in prange(indptr.size - 1):
-            k = indptr[i]
-            for j in range(c0.shape[1]):
-                if f(c0[i, j], c1[i, j], nx0[i], nx1[i], ny0[j], ny1[j], n, params) != 0.0:
-                    rows[k] = i
-                    cols[k] = j
-                    k += 1
-
-    return count, fill
-
-
 def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]) -> Entries:
     """The entries where the expression holds, row by row (int64 indices; no m×p buffer is made)."""
     m, p = shape
     operands = [*_operands(terms, xnorms, ynorms, m, p), float(ncols), params]
-    count, fill = _select_kernels(tree, tuple(param_names))
+    kernels = expression_kernels(tree, EXPANSION_VARIABLES, tuple(param_names))
     counts = np.zeros(m, np.int64)
     if m and p:
-        count(*operands, counts)
+        kernels.select_count(*operands, counts)
     indptr = np.concatenate([[0], np.cumsum(counts)])
     rows = np.empty(indptr[-1], np.int64)
     cols = np.empty(indptr[-1], np.int64)
     if cols.size:
-        fill(*operands, indptr, rows, cols)
+        kernels.select_fill(*operands, indptr, rows, cols)
     return Entries(rows, cols)
 
 

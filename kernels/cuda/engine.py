@@ -12,11 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from semiring.engine import Entries
+from semiring.engine import SCRATCH_BUDGET, Entries
 
 from . import graph, launch, rowops, strategies, topk
 from .launch import DeviceCSR
 from .planner import Settings
+
+# The bands of a sparse product when no budget is set (a direct engine call, outside the driver).
+SPARSE_BAND_BYTES = 128 * 2**20
 
 
 class CudaEngine:
@@ -64,6 +67,11 @@ class CudaEngine:
 
     def pairwise(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, mask: Entries | None = None) -> Any:
         return strategies.product(X, Y, sr, dtype, mask, Settings.from_env())
+
+    def pairwise_sparse(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype) -> tuple[Any, Any, Any]:
+        """Bands of X's rows as dense tiles within the call's scratch budget (``strategies.sparse_product``)."""
+        budget = SCRATCH_BUDGET.get() or SPARSE_BAND_BYTES
+        return strategies.sparse_product(X, Y, sr, dtype, budget, Settings.from_env())
 
     def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
         return rowops.row_norm(A, tree, dtype)

@@ -225,3 +225,89 @@ def test_topk_empty_slots_are_nan_and_topk_empty():
     np.testing.assert_array_equal(indices, [[11, 10, TOPK_EMPTY, TOPK_EMPTY], [11, 10, TOPK_EMPTY, TOPK_EMPTY]])
     np.testing.assert_array_equal(values, [[1.0, 3.0, np.nan, np.nan], [2.0, np.nan, np.nan, np.nan]])
     assert ENGINE.topk_extra_bytes(4) == 0
+
+
+# --------------------------------------------------------------------------- union strategies
+
+
+@pytest.mark.parametrize("strategy", ["merge", "scatter"])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_each_union_strategy_matches_scipy(strategy, index_dtype, monkeypatch):
+    """Forced through $SEMIRING_CPU_UNION, each path gives SciPy's cityblock (stored zeros, empty rows, float32)."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+    rng = np.random.default_rng(17)
+    X = random_csr(rng, 11, 9, 0.4, index_dtype, np.float32)
+    Y = random_csr(rng, 8, 9, 0.4, index_dtype, np.float64)
+    assert cpu_pairwise.union_strategy(X, Y, 9, None)[0] == strategy
+    got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
+    np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-6)
+
+
+def test_union_strategy_follows_row_length_and_the_scratch_budget():
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    short = sp.random(40, 2000, density=0.01, format="csr", random_state=1)
+    long = sp.random(40, 2000, density=0.5, format="csr", random_state=1)
+    assert cpu_pairwise.union_strategy(long, long, 2000, None)[0] == "merge"
+    strategy, workers = cpu_pairwise.union_strategy(short, short, 2000, None)
+    assert strategy == "scatter" and workers >= 1
+    per_worker = cpu_pairwise.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
+    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker)[1] == 1  # one worker's scratch fits
+    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker - 1)[0] == "merge"  # none fits: no scratch
+
+
+# cityblock of rows over 4·10⁶ columns, dense enough (10⁶ entries) that no column compaction applies: per-column
+# scratch would be 24 B × 4·10⁶ = 92 MiB a worker.  Peak RSS growth of the call is measured in a fresh process,
+# after a warm-up call has compiled the kernels.
+SCRATCH_CHILD = """
+import resource, sys, numpy as np, scipy.sparse as sp
+from semiring.distances import pairwise_distances
+n, nnz = 4_000_000, 500_000
+rng = np.random.default_rng(0)
+cols = np.sort(rng.choice(n, (4, nnz)), axis=1)
+X = sp.csr_matrix((rng.random(4 * nnz), cols.ravel(), np.arange(5) * nnz), shape=(4, n))
+X.sum_duplicates()
+small = sp.csr_matrix(X[:, :1000])
+pairwise_distances(small, metric="cityblock", working_memory=1)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+D = pairwise_distances(X, metric="cityblock", working_memory=1)
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+assert abs(D[0, 1] - abs(X[0] - X[1]).sum()) < 1e-6 * D[0, 1]
+print(grew // 1024)
+"""
+
+
+def test_union_scratch_stays_within_working_memory():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", SCRATCH_CHILD], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    grew_mib = int(out.stdout.split()[-1])
+    assert grew_mib < 40, f"the call's peak memory grew by {grew_mib} MiB with working_memory=1"
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(index_dtype, monkeypatch):
+    """Merge and scatter add a union's terms in one order, so a result does not depend on which ran (the
+    working memory, a batch's rows), and the masked product equals the dense one at its entries."""
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(19)
+    X = random_csr(rng, 12, 40, 0.5, index_dtype, np.float64)
+    Y = random_csr(rng, 9, 40, 0.5, index_dtype, np.float32)
+    X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-8, 8, X.nnz)  # magnitudes that make order matter
+    results = {}
+    for strategy in ("merge", "scatter"):
+        monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64)
+    np.testing.assert_array_equal(results["merge"], results["scatter"])
+    rows, cols = np.nonzero(np.ones(results["merge"].shape, bool))
+    masked = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64, mask=Entries(rows, cols))
+    np.testing.assert_array_equal(masked, results["merge"][rows, cols])

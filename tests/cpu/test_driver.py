@@ -76,3 +76,24 @@ def test_working_memory_is_checked_at_the_public_call():
     X = sp.eye(3, format="csr")
     with pytest.raises(ValueError, match="working_memory must be > 0"):
         semiring.pairwise(X, X, semiring.plus_times, backend="cpu", working_memory=0)
+
+
+@pytest.mark.parametrize("kind", ["dense", "topk"])
+def test_engines_see_the_working_memory_as_their_scratch_budget(kind):
+    """While the driver computes a tile, ``SCRATCH_BUDGET`` is the working memory in bytes; outside, None."""
+    from semiring.engine import SCRATCH_BUDGET
+
+    seen = []
+
+    def tile(rows, c0, c1):
+        seen.append(SCRATCH_BUDGET.get())
+        return np.zeros((rows[1] - rows[0], c1 - c0))
+
+    engine = backend.engine("cpu")
+    common = {"rows": lambda r0, r1: (r0, r1), "tile": tile}
+    if kind == "dense":
+        driver.dense(engine, (3, 4), np.float64, 8, 2.0, False, **common)
+    else:
+        driver.topk(engine, (3, 4), 2, np.float64, 8, 2.0, largest=False, exclude_self=False, **common)
+    assert seen and all(b == 2 * 2**20 for b in seen)
+    assert SCRATCH_BUDGET.get() is None

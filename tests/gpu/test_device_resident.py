@@ -314,3 +314,26 @@ def test_graph_pairs_and_normalize_on_device(graphs):
     directed = sp.triu(A, format="csr") + sp.eye(A.shape[0], format="csr")  # one direction, and self-loops
     got = on_device(graph.triangle_count, to_gpu(directed), normalize=True)
     assert got == graph.triangle_count(A, backend="cpu")
+
+
+# --------------------------------------------------------------------------- sparse results
+
+
+@pytest.mark.parametrize("sr", ["plus_times", "min_plus", "plus_pair", "max_times"])
+@pytest.mark.parametrize("memory", [None, 0.01])  # 0.01 MiB: bands of a few rows
+def test_sparse_result_on_the_gpu_equals_the_cpu_engines(sr, memory):
+    """``sparse=True`` on the GPU: the pattern of pairs sharing a stored column (explicit zeros count) and the
+    values, equal to the CPU engine's (itself checked against python-graphblas ``mxm`` in the CPU tier)."""
+    import cupyx.scipy.sparse as csp
+
+    X, Y = data(14, m=200), data(15, m=150)
+    X.data[::7] = 0.0  # stored zeros: their pairs are produced
+    got = on_device(semiring.pairwise, to_gpu(X), to_gpu(Y), sr, sparse=True, working_memory=memory)
+    want = semiring.pairwise(X, Y, sr, sparse=True, backend="cpu")
+    assert isinstance(got, csp.csr_matrix)
+    np.testing.assert_array_equal(host(got.indptr), want.indptr)
+    np.testing.assert_array_equal(host(got.indices), want.indices)
+    np.testing.assert_allclose(host(got.data), want.data, rtol=1e-12)
+    host_in = semiring.pairwise(X, Y, sr, sparse=True, backend="cuda")  # SciPy in, SciPy out
+    assert sp.issparse(host_in)
+    np.testing.assert_allclose(host_in.toarray(), want.toarray(), rtol=1e-12)

@@ -1,0 +1,105 @@
+"""The CPU engine's two union kernels, forced in turn, against scikit-learn's manhattan: the data behind
+``MERGE_MIN_MEAN_ROW`` (``semiring.kernels.cpu.pairwise.union_strategy``).
+
+Run from the repository root::
+
+    python benchmarks/cpu_union_strategies.py --seed 0 --threads 2 --json union.json
+
+``semiring.pairwise(Q, X, plus_absdiff)`` (cityblock) with ``$SEMIRING_CPU_UNION`` set to ``merge`` then
+``scatter``, the first ``--queries`` rows against all rows of seeded datasets shaped like the benchmark's
+(``benchmarks/datasets.py``), best of ``--repeats`` after a warm-up; scikit-learn ``pairwise_distances(...,
+metric="manhattan", n_jobs=threads)`` in the same run.  The JSON records the command and the commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from cpu_engine import checkout_commit
+from datasets import make_dataset
+
+SCALES = {"movielens": 0.02, "nytimes": 0.02, "scrna": 0.05, "edgar": 0.02}
+
+
+def best_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * min(times)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads on both sides (default: all cores)")
+    p.add_argument("--queries", type=int, default=256, help="query rows (default 256)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiplies each dataset's default scale (default 1)")
+    p.add_argument("--repeats", type=int, default=3, help="timed calls, best reported (default 3)")
+    p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = p.parse_args(argv)
+    os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
+    import numba
+    import numpy as np
+    from sklearn.metrics import pairwise_distances
+
+    import semiring
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    numba.set_num_threads(args.threads)
+    rows = []
+    print("| dataset | rows × cols | mean entries a row | merge ms | scatter ms | scikit-learn ms | auto picks |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for name, scale in SCALES.items():
+        X = make_dataset(name, scale * args.scale, args.seed)
+        Q = X[: args.queries]
+        ms = {}
+        results = {}
+        for strategy in ("merge", "scatter"):
+            os.environ[cpu_pairwise.UNION_STRATEGY_ENV] = strategy
+            ms[strategy] = best_ms(lambda Q=Q, X=X: semiring.pairwise(Q, X, semiring.plus_absdiff), args.repeats)
+            results[strategy] = semiring.pairwise(Q, X, semiring.plus_absdiff)
+        del os.environ[cpu_pairwise.UNION_STRATEGY_ENV]
+        ref = pairwise_distances(Q, X, metric="manhattan", n_jobs=args.threads)
+        sk = best_ms(lambda Q=Q, X=X: pairwise_distances(Q, X, metric="manhattan", n_jobs=args.threads), args.repeats)
+        agree = all(bool(np.allclose(r, ref, rtol=1e-4, atol=1e-3)) for r in results.values())
+        mean = (Q.nnz + X.nnz) / (Q.shape[0] + X.shape[0])
+        picks = cpu_pairwise.union_strategy(Q, X, cpu_pairwise.compacted_width(Q, X), None)[0]
+        rows.append(
+            {
+                "dataset": name,
+                "shape": X.shape,
+                "mean_row": mean,
+                **ms,
+                "sklearn": sk,
+                "auto": picks,
+                "agree_with_sklearn": agree,
+            }
+        )
+        print(
+            f"| {name} | {X.shape[0]:,} × {X.shape[1]:,} | {mean:.0f} | {ms['merge']:.0f} | {ms['scatter']:.0f} "
+            f"| {sk:.0f} | {picks} |{'' if agree else ' MISMATCH'}"
+        )
+    if args.json:
+        payload = {
+            "command": " ".join([sys.executable, *sys.argv]),
+            "commit": checkout_commit(),
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "results": rows,
+        }
+        args.json.write_text(json.dumps(payload, indent=2, default=str))
+    return 0 if all(r["agree_with_sklearn"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""CPU kernels are compiled once per machine: a second process loads them from the disk cache (numba's cache
+statistics, not wall-clock time, say so); generated kernel files are content-addressed and written once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+import semiring
+from semiring.kernels.cpu import jit
+
+# One process: a semiring of its own (so the kernel is compiled in the test's cache folder, not found elsewhere),
+# its product checked against NumPy, and the cache statistics of the kernel that ran.
+CHILD = """
+import json, numpy as np, scipy.sparse as sp, semiring
+from semiring.kernels.cpu import pairwise
+sr = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("x * y + 0.25 * x * y", name="cache_probe"))
+X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]))
+got = semiring.pairwise(X, X, sr)
+want = 1.25 * (X @ X.T).toarray()
+kernel = pairwise._semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names).inverted_kernel
+print(json.dumps({"ok": bool(np.allclose(got, want)), "hits": sum(kernel.stats.cache_hits.values()),
+                  "misses": sum(kernel.stats.cache_misses.values()), "file": kernel.py_func.__code__.co_filename}))
+"""
+
+
+def run_child(cache: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env[jit.CACHE_ENV] = cache
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_loads_the_compiled_kernel_from_disk(tmp_path):
+    first = run_child(str(tmp_path))
+    assert first["ok"] and first["misses"] == 1 and first["hits"] == 0  # compiled here, and stored
+    assert first["file"].startswith(str(tmp_path / "cpu"))
+    second = run_child(str(tmp_path))
+    assert second["ok"] and second["hits"] == 1 and second["misses"] == 0  # loaded, not compiled
+    assert second["file"] == first["file"]
+
+
+def test_generated_files_are_content_addressed_and_written_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    ops = {"f": jit.scalar_source("f", semiring.binary_op("x - y").tree, ("x", "y"))}
+    a = jit.generate("expansion_kernels", ops)
+    path = a.__file__
+    stamp = os.stat(path).st_mtime_ns
+    b = jit.generate("expansion_kernels", ops)
+    assert b is a and os.stat(path).st_mtime_ns == stamp  # same text: same file, not rewritten
+    text = Path(path).read_text()
+    assert "return (x - y)" in text and jit.OPS_BEGIN in text
+    other = jit.generate("expansion_kernels", {"f": jit.scalar_source("f", semiring.binary_op("x + y").tree, "xy")})
+    assert other.__file__ != path
+    leftovers = [p for p in os.listdir(tmp_path / "cpu") if p.startswith(".tmp-")]
+    assert leftovers == []
+
+
+def test_constants_keep_numpy_semantics_in_generated_kernels(tmp_path, monkeypatch):
+    """1/0 in an op is inf, as NumPy (and the ops' declared semantics) say, not a ZeroDivisionError."""
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    sr = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("x * y * (1 / 0)", name="inf_probe"))
+    X = sp.csr_matrix(np.array([[1.0, 2.0]]))
+    np.testing.assert_array_equal(semiring.pairwise(X, X, sr), [[np.inf]])

@@ -1,0 +1,99 @@
+"""``semiring.pairwise(..., sparse=True)`` on the CPU engine: python-graphblas ``mxm`` is the oracle (the same
+pattern and values), and the dense result agrees at every stored entry and holds the add identity elsewhere."""
+
+from __future__ import annotations
+
+import graphblas as gb
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import sparse_pair
+
+import semiring
+
+# Four semirings, one per add monoid, to keep the compiles few; graphblas names them alike.
+SEMIRINGS = ["plus_times", "min_plus", "max_times", "plus_pair"]
+
+
+def to_gb(A) -> gb.Matrix:
+    coo = sp.coo_matrix(A)
+    return gb.Matrix.from_coo(coo.row, coo.col, coo.data.astype(np.float64), nrows=A.shape[0], ncols=A.shape[1])
+
+
+def assert_csr_equal_to_graphblas(C, X, Y, name: str, rtol: float) -> None:
+    add, mult = name.split("_", 1)
+    G = to_gb(X).mxm(to_gb(Y).T, getattr(gb.semiring, f"{add}_{mult}")).new()
+    rows, cols, vals = G.to_coo()
+    order = np.lexsort((cols, rows))
+    coo = C.tocoo()
+    np.testing.assert_array_equal(coo.row, rows[order])  # CSR order, sorted within rows: the same pattern
+    np.testing.assert_array_equal(coo.col, cols[order])
+    np.testing.assert_allclose(coo.data, vals[order], rtol=rtol, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", SEMIRINGS)
+@settings(max_examples=25)
+@given(data=st.data())
+def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, data):
+    X, Y = data.draw(sparse_pair())
+    sr = getattr(semiring, name)
+    C = semiring.pairwise(X, Y, sr, sparse=True)
+    assert isinstance(C, sp.csr_matrix) and C.shape == (X.shape[0], Y.shape[0])
+    assert C.dtype == semiring.pairwise(X, Y, sr).dtype and C.has_sorted_indices
+    rtol = 1e-5 if C.dtype == np.float32 else 1e-12
+    assert_csr_equal_to_graphblas(C, X, Y, name, rtol)
+    dense = semiring.pairwise(X, Y, sr)
+    coo = C.tocoo()
+    np.testing.assert_allclose(dense[coo.row, coo.col], coo.data, rtol=rtol, atol=1e-300)
+    outside = np.ones(dense.shape, bool)
+    outside[coo.row, coo.col] = False
+    np.testing.assert_array_equal(dense[outside], sr.add.identity)  # no shared column: the identity, not stored
+
+
+def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory():
+    """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, on every
+    accumulator: hashed rows (few products), and p-long arrays read back sorted or by a scan (many)."""
+    rng = np.random.default_rng(3)
+    p, n = 3000, 1_000_000
+    hot = rng.choice(n, 500, replace=False)  # shared columns, so that pairs meet
+
+    def rows(k, nhot, pool=hot):
+        cols = np.sort(np.concatenate([rng.choice(pool, (k, nhot)), rng.choice(n, (k, 4))], axis=1), axis=1)
+        A = sp.csr_matrix((rng.random(cols.size), cols.ravel(), np.arange(k + 1) * cols.shape[1]), shape=(k, n))
+        A.sum_duplicates()
+        return A
+
+    pair = np.array([n - 2, n - 1])  # 150 Y rows hold both: X rows holding both meet them twice each
+    X = sp.vstack([rows(40, 2), rows(10, 100), rows(10, 2, pair)], format="csr")
+    Y = sp.vstack([rows(p - 150, 2), rows(150, 2, pair)], format="csr")
+    products = (X != 0).astype(np.int64) @ np.asarray((Y != 0).sum(axis=0)).ravel()
+    dense_rows = 16 * products >= p  # the kernel's rule (semiring_kernels._dense_row)
+    assert dense_rows.any() and not dense_rows.all()
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True, working_memory=1e-4)
+    assert 0 < C.nnz < X.shape[0] * p
+    row_nnz = np.diff(C.indptr)[dense_rows]
+    assert (16 * row_nnz >= p).any() and (16 * row_nnz < p).any()  # read back by a scan, and sorted
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+
+
+def test_sparse_result_keeps_the_input_kind_and_empty_shapes():
+    X = sp.csr_array(np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]], dtype=np.float32))
+    C = semiring.pairwise(X, None, semiring.plus_times, sparse=True)
+    assert isinstance(C, sp.csr_array) and C.dtype == np.float32
+    np.testing.assert_array_equal(C.toarray(), [[5.0, 0.0], [0.0, 0.0]])
+    assert C.nnz == 1  # the empty row meets nothing: nothing stored
+    for shape in [(0, 3), (2, 0)]:
+        E = semiring.pairwise(sp.csr_matrix(shape), sp.csr_matrix((4, shape[1])), semiring.min_plus, sparse=True)
+        assert E.shape == (shape[0], 4) and E.nnz == 0
+
+
+def test_sparse_result_refusals_name_the_rule():
+    X = sp.csr_matrix(np.eye(3))
+    with pytest.raises(ValueError, match="'plus_absdiff' is a union one.*value at every pair"):
+        semiring.pairwise(X, X, semiring.plus_absdiff, sparse=True)
+    with pytest.raises(ValueError, match="mask= or sparse=True, not both"):
+        semiring.pairwise(X, X, semiring.plus_times, sparse=True, mask=X)
+    with pytest.raises(TypeError, match="sparse must be True or False, got 'yes'"):
+        semiring.pairwise(X, X, semiring.plus_times, sparse="yes")
