@@ -210,20 +210,9 @@ def kneighbors(model, X, n_neighbors, return_distance: bool):
     import dask
     import dask.array as da
 
-    from .neighbors import _check_n_neighbors
-
-    model._check_fitted()
-    k = model.n_neighbors if n_neighbors is None else n_neighbors
-    _check_n_neighbors(k, "n_neighbors")
+    k = model._query_k(X, n_neighbors)  # the single-machine checks and messages
     spec, _, _ = model._resolve()
     n = model.n_samples_fit_
-    if X is None and k >= n:
-        raise ValueError(
-            f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
-            f"but n_neighbors = {k}, n_samples_fit = {n}"
-        )
-    if X is not None and k > n:
-        raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
     if is_sharded(model):
         shards = model._shards
     else:  # one shard: the fitted model itself, one key of the graph, sent to each worker once

@@ -280,18 +280,8 @@ class NearestNeighbors:
         """
         if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
             return _dask.kneighbors(self, X, n_neighbors, return_distance)
-        self._check_fitted()
-        k = self.n_neighbors if n_neighbors is None else n_neighbors
-        _check_n_neighbors(k, "n_neighbors")
+        k = self._query_k(X, n_neighbors)
         spec, values, columns = self._resolve()
-        n = self.n_samples_fit_
-        if X is None and k >= n:
-            raise ValueError(
-                f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
-                f"but n_neighbors = {k}, n_samples_fit = {n}"
-            )
-        if X is not None and k > n:
-            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
         where = driver.placement(measure.engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy
@@ -310,6 +300,21 @@ class NearestNeighbors:
             )
         dist, ind = where.give(dist), where.give(ind)
         return (dist, ind) if return_distance else ind
+
+    def _query_k(self, X, n_neighbors) -> int:
+        """The number of neighbours a query asks for, checked against the fitted rows (as scikit-learn)."""
+        self._check_fitted()
+        k = self.n_neighbors if n_neighbors is None else n_neighbors
+        _check_n_neighbors(k, "n_neighbors")
+        n = self.n_samples_fit_
+        if X is None and k >= n:
+            raise ValueError(
+                f"Expected n_neighbors < n_samples_fit when X is None (a point is not its own neighbour), "
+                f"but n_neighbors = {k}, n_samples_fit = {n}"
+            )
+        if X is not None and k > n:
+            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, n_samples_fit = {n}")
+        return int(k)
 
     def kneighbors_graph(self, X=None, n_neighbors: int | None = None, mode: str = "connectivity") -> sp.csr_matrix:
         """The neighbours as a sparse ``(n_queries, n_samples_fit)`` CSR matrix, rows in neighbour order.
