@@ -225,6 +225,7 @@ EXPECTED_DISTANCE_TERMS = {
     "plus_js": "union",
     "plus_rel_entr": "union",
     "plus_powdiff": "union",
+    "plus_kl_raft": "union",  # cuML's kl_divergence: x log x − x log y, log 0 read as 0; nonzero where y = 0 < x
 }
 
 
