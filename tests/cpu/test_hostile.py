@@ -319,7 +319,7 @@ def test_constant_arithmetic_in_the_numba_form_is_ieee():
     for source, want in zip(sources, expected, strict=True):
         # the CPU engine's rendering of the op, as its kernel modules embed it (jit.generate)
         namespace = {"njit": njit, "np": np, "JIT": {**jit.JIT, "cache": False}}
-        exec(jit.scalar_source("op", semiring.binary_op(source).tree, ("x", "y")), namespace)
+        exec(jit.scalar_source("op", semiring.binary_op(source).tree, ("x", "y")), namespace)  # noqa: S102 - our own text
         f = namespace["op"]
 
         @njit
