@@ -523,13 +523,7 @@ def _kneighbors(
     prepared or copied to the device again (on scRNA-like data that copy cost 0.3 s and 100 MiB).
     """
     engine = measure.engine
-
-    def rows(r0: int, r1: int):
-        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
-
-    def tile(queries, c0: int, c1: int):
-        return measure.block(queries, index.slice(engine, c0, c1))
-
+    rows, tile = _query_tiles(measure, Q, index, queries_are_index)
     shape = (Q.shape[0], index.matrix.shape[0])
     with _progress(shape[0], verbose) as bar:
         return driver.topk(
@@ -549,6 +543,20 @@ def _kneighbors(
         )
 
 
+def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool):
+    """The driver's two steps for queries Q against the prepared fitted rows ``index``: a batch of query rows
+    (slices of the index itself when the queries are those rows), and one tile of the measure."""
+    engine = measure.engine
+
+    def rows(r0: int, r1: int):
+        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
+
+    def tile(queries, c0: int, c1: int):
+        return measure.block(queries, index.slice(engine, c0, c1))
+
+    return rows, tile
+
+
 def _within(
     measure: BoundMeasure, Q, index, queries_are_index: bool, radius: float, working_memory, verbose, exclude_self
 ):
@@ -557,12 +565,7 @@ def _within(
     engine = measure.engine
     tree = expression(WITHIN[measure.spec.similarity], (*EXPANSION_VARIABLES, "radius"))
     bound = np.array([radius])
-
-    def rows(r0: int, r1: int):
-        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
-
-    def tile(queries, c0: int, c1: int):
-        return measure.block(queries, index.slice(engine, c0, c1))
+    rows, tile = _query_tiles(measure, Q, index, queries_are_index)
 
     def select(block, r0: int, c0: int):
         kept = engine.select(tree, ("radius",), bound, [block], [], [], 0, block.shape)
