@@ -89,8 +89,15 @@ def meta(like, dtype, *, sparse: bool = False):
     return sp.csr_matrix((0, 0), dtype=dtype) if sparse else np.empty((0, 0), dtype)
 
 
-def _call(X, Y, *mask, func):
-    return func(X, Y, mask=mask[0]) if mask else func(X, Y)
+def _call(X, Y, *mask, func, y_is_x: bool = False):
+    try:
+        return func(X, Y, mask=mask[0]) if mask else func(X, Y)
+    except (ValueError, TypeError) as exc:
+        # X against itself: the single-machine call names the column blocks "Y", but the caller gave only X
+        message = str(exc)
+        if y_is_x and message[:1] == "Y" and message[1:2] in (" ", ":"):
+            raise type(exc)("X" + message[1:]) from None
+        raise
 
 
 def block_pairs(func, X, Y, dtype, *, mask=None):
@@ -104,6 +111,7 @@ def block_pairs(func, X, Y, dtype, *, mask=None):
     """
     import dask.array as da
 
+    y_is_x = Y is None
     Y = X if Y is None else Y
     args = [X, "ik", Y, "jk"]
     if mask is not None:
@@ -114,7 +122,7 @@ def block_pairs(func, X, Y, dtype, *, mask=None):
             mask = validation.check_mask(mask, shape)
             mask = da.from_array(mask, chunks=(X.chunks[0], Y.chunks[0]), asarray=False)
         args += [mask.rechunk((X.chunks[0], Y.chunks[0])), "ij"]
-    call = functools.partial(_call, func=func)
+    call = functools.partial(_call, func=func, y_is_x=y_is_x)
     kind = meta(X, dtype, sparse=mask is not None)
     return da.blockwise(call, "ij", *args, dtype=dtype, meta=kind, concatenate=True)
 
