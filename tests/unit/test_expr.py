@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from host_cpp import HAS_GXX, printed
 
 from semiring import BINARY_OPS, binary_op
 from semiring import expr as E
@@ -123,19 +122,10 @@ def _cases():
     return cases
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+@pytest.mark.skipif(not HAS_GXX, reason="needs a host C++ compiler (g++)")
 def test_cuda_form_equals_python_form(tmp_path):
     cases = _cases()
-    lines = [
-        "#include <cmath>",
-        "#include <cstdio>",
-        "#include <limits>",
-        "using namespace std;",
-        "typedef double T;",
-        "static double sr_inf() { return numeric_limits<double>::infinity(); }",
-        "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }",
-        "int main() {",
-    ]
+    lines = []
     for k, (label, tree, variables, params, rows, values) in enumerate(cases):
         names = {v: v for v in variables}
         names.update({p: f"T(params[{i}])" for i, p in enumerate(params)})
@@ -145,12 +135,7 @@ def test_cuda_form_equals_python_form(tmp_path):
             decl = " ".join(f"double {v} = {float(x)!r};" for v, x in zip(variables, row))
             lines.append(f'    {{ {decl} printf("%.17g\\n", (double)({body})); }}')
         lines.append("  }")
-    lines.append("  return 0; }")
-    src = tmp_path / "forms.cpp"
-    src.write_text("\n".join(lines))
-    exe = tmp_path / "forms"
-    subprocess.run(["g++", "-O0", "-fno-fast-math", "-o", str(exe), str(src)], check=True, capture_output=True)
-    out = iter(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    out = iter(printed(tmp_path, lines))
     with np.errstate(all="ignore"):
         for label, tree, variables, params, rows, values in cases:
             fn = E.compile_python(tree, variables, params)

@@ -13,7 +13,6 @@ import gzip
 import math
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
+from host_cpp import HAS_GXX, printed
 
 from semiring import binary_op, validation
 from semiring import expr as E
@@ -139,25 +139,12 @@ CONSTANT_SOURCES = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+@pytest.mark.skipif(not HAS_GXX, reason="needs a host C++ compiler (g++)")
 def test_constant_arithmetic_in_the_cuda_form_is_the_same(tmp_path):
     """The CUDA rendering (compiled as host C++: the same C math library) agrees with NumPy float64."""
-    lines = [
-        "#include <cmath>",
-        "#include <cstdio>",
-        "#include <limits>",
-        "using namespace std;",
-        "typedef double T;",
-        "static double sr_inf() { return numeric_limits<double>::infinity(); }",
-        "static double sr_nan() { return numeric_limits<double>::quiet_NaN(); }",
-        "int main() { double x = 1.0, y = 2.0;",
-    ]
-    lines += [f'  printf("%.17g\\n", (double)({binary_op(text).cuda()}));' for text in CONSTANT_SOURCES]
-    lines.append("  return 0; }")
-    (tmp_path / "c.cpp").write_text("\n".join(lines))
-    subprocess.run(["g++", "-O0", "-o", str(tmp_path / "c"), str(tmp_path / "c.cpp")], check=True, capture_output=True)
-    printed = subprocess.run([str(tmp_path / "c")], check=True, capture_output=True, text=True).stdout.split()
-    for text, got in zip(CONSTANT_SOURCES, printed, strict=True):
+    body = ["  double x = 1.0, y = 2.0;"]
+    body += [f'  printf("%.17g\\n", (double)({binary_op(text).cuda()}));' for text in CONSTANT_SOURCES]
+    for text, got in zip(CONSTANT_SOURCES, printed(tmp_path, body), strict=True):
         with np.errstate(all="ignore"):
             want = float(eval(_float64_literals(text), {"np": np, "x": np.float64(1.0), "y": np.float64(2.0)}))
         assert float(got) == want or (math.isnan(float(got)) and math.isnan(want)), (text, got, want)
