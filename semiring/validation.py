@@ -47,10 +47,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
             copied = True
         A = _as_csr_matrix(A)
         _check_structure(A, name)
-        if not A.has_canonical_format:
-            if not copied:
-                A = A.copy()
-            A.sum_duplicates()  # sorts indices and sums repeats, on our copy
+        A = _canonical(A, copied)
     else:
         if isinstance(A, (str, bytes)) or A is None:
             raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__name__}")
@@ -105,10 +102,18 @@ def _check_device_matrix(A, name: str, allow_inf: bool):
     else:
         raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__module__}.{type(A).__name__}")
     _check_structure(A, name)
-    if not _device_canonical(A):
-        A = A if copied else A.copy()
-        A.sum_duplicates()  # sorts indices and sums repeats, on our copy, on the device
+    A = _canonical(A, copied)
     _check_finite(A, name, allow_inf)
+    return A
+
+
+def _canonical(A, copied: bool):
+    """CSR ``A`` with sorted, unique column indices in every row: A itself when it has them, else its repeats
+    summed and indices sorted on a copy (``copied``: A is already ours), on the device for CuPy."""
+    if _device_canonical(A) if is_cupy(A) else A.has_canonical_format:
+        return A
+    A = A if copied else A.copy()
+    A.sum_duplicates()
     return A
 
 
@@ -245,33 +250,25 @@ def check_mask(mask, shape: tuple[int, int]):
 
     A ``cupyx.scipy.sparse`` mask is checked on the device and stays there.
     """
-    if is_cupy(mask):
-        import cupyx.scipy.sparse as csp
-
-        if not csp.issparse(mask):
-            raise TypeError(
-                f"mask must be a sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}"
-            )
-        if mask.shape != shape:
-            raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
-        M = mask.tocsr()
-        _check_structure(M, "mask")
-        if not _device_canonical(M):
-            M = M.copy() if M is mask else M
-            M.sum_duplicates()
-        return M
-    if not sp.issparse(mask):
+    on_device = is_cupy(mask)
+    if not (_is_cupy_sparse(mask) if on_device else sp.issparse(mask)):
         raise TypeError(
-            f"mask must be a SciPy sparse matrix whose pattern selects the entries to compute, got {type(mask).__name__}"
+            "mask must be a SciPy sparse matrix (or a cupyx.scipy.sparse one) whose pattern selects the entries to "
+            f"compute, got {type(mask).__name__}"
         )
     if mask.shape != shape:
         raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
-    M = _as_csr_matrix(mask.tocsr() if mask.format != "csr" else mask)
+    copied = mask.format != "csr"
+    M = mask.tocsr() if copied else mask
+    M = M if on_device else _as_csr_matrix(M)
     _check_structure(M, "mask")
-    if not M.has_canonical_format:
-        M = M.copy()
-        M.sum_duplicates()
-    return M
+    return _canonical(M, copied)
+
+
+def _is_cupy_sparse(A) -> bool:
+    import cupyx.scipy.sparse as csp
+
+    return csp.issparse(A)
 
 
 def check_positive(value, name: str, rule: str = "> 0", *, finite: bool = False) -> float:
