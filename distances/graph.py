@@ -129,12 +129,6 @@ DEGREE_TREE = _expr.parse("1", ("x",))[0]  # Σ 1 over stored entries: the degre
 # --------------------------------------------------------------------------- input
 
 
-def _cupy_csr():
-    import cupyx.scipy.sparse
-
-    return cupyx.scipy.sparse.csr_matrix
-
-
 @dataclass
 class _Graph:
     """A validated graph on one engine, and how to give results back in the input's form."""
@@ -344,7 +338,7 @@ def _pattern(g: _Graph, rows, cols):
     xp = validation.array_module(rows)
     indptr = xp.zeros(g.n + 1, np.int64)
     indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=g.n))
-    csr = sp.csr_matrix if xp is np else _cupy_csr()
+    csr = validation.csr_matrix_class(xp)
     return g.engine.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
 
 

@@ -330,7 +330,7 @@ class NearestNeighbors:
         xp = validation.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
         data = xp.ones(ind.size) if mode == "connectivity" else dist.ravel()
         indptr = xp.arange(0, n_queries * k + 1, k)
-        kind = sp.csr_matrix if xp is np else _cupy_csr()
+        kind = validation.csr_matrix_class(xp)
         return kind((data, ind.ravel(), indptr), shape=(n_queries, self.n_samples_fit_))
 
     def radius_neighbors(
@@ -497,12 +497,6 @@ def _check_n_neighbors(k, name: str) -> None:
         raise TypeError(f"{name} must be a positive integer, got {k!r} ({type(k).__name__})")
     if k <= 0:
         raise ValueError(f"{name} must be a positive integer, got {k}")
-
-
-def _cupy_csr():
-    import cupyx.scipy.sparse
-
-    return cupyx.scipy.sparse.csr_matrix
 
 
 def _kneighbors(

@@ -88,9 +88,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
         with driver.scratch_budget(driver.budget_bytes(engine, working_memory)):
             indptr, indices, data = engine.pairwise_sparse(Xd, Yd, sr, dtype)
         if where.on_device:  # built on the GPU, where it stays
-            import cupyx.scipy.sparse
-
-            return cupyx.scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
+            return validation.csr_matrix_class(validation.array_module(data))((data, indices, indptr), shape=shape)
         indptr, indices, data = (engine.to_host(a) for a in (indptr, indices, data))
         return where.give(csr_kind((data, indices, indptr), shape=shape))
     if M is None:

@@ -131,6 +131,15 @@ def _device_canonical(A) -> bool:
     return bool(((indices[1:] > indices[:-1]) | starts[1:]).all())
 
 
+def csr_matrix_class(xp):
+    """SciPy's ``csr_matrix`` for NumPy arrays (``xp`` numpy), ``cupyx.scipy.sparse``'s for CuPy ones."""
+    if xp is np:
+        return sp.csr_matrix
+    import cupyx.scipy.sparse as csp
+
+    return csp.csr_matrix
+
+
 def array_module(A):
     """``cupy`` for CuPy arrays and ``cupyx.scipy.sparse`` matrices, else ``numpy``."""
     if is_cupy(A):
