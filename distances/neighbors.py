@@ -226,6 +226,7 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._fit_X = X
+        self._fit_checked_nonnegative = spec.nonnegative  # the fitted rows are read once against the rule
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
         )
@@ -257,8 +258,9 @@ class NearestNeighbors:
         against the measure as it is now: ``set_params(metric=...)`` after ``fit`` may name a measure with
         rules the fitted rows break."""
         self._check_fitted()
-        if spec.nonnegative:
+        if spec.nonnegative and not getattr(self, "_fit_checked_nonnegative", False):
             validation.check_nonnegative(self._fit_X, "the fitted X", spec.name)
+            self._fit_checked_nonnegative = True  # the fitted rows do not change until the next fit
         if X is None:
             return self._fit_X
         Q = validation.check_matrix(X, "X")
