@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments).
-# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [smoke]; logs and JSON go to $OUT.
+# the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
+# PROFILE_JOBS: stage_profile.py's --jobs).
+# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [profile] [smoke]; logs and JSON go to $OUT.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -34,6 +35,9 @@ for job in "$@"; do
     dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
       python3 "$REPO/benchmarks/dask_scaling.py" ${DASK_ARGS:---gpus 1,2 --seed 0} --json "$OUT/dask_scaling.json" \
         2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
+    profile)
+      python3 "$REPO/benchmarks/stage_profile.py" --seed "${SEED:-0}" --jobs "${PROFILE_JOBS:?PROFILE_JOBS: dataset:metric:job,...}" \
+        --json "$OUT/stage_profile.json" 2>&1 | tee "$OUT/stage_profile.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac

@@ -1,0 +1,172 @@
+"""Where a public call's time and device memory go, stage by stage, on the GPU.
+
+Each named function below is wrapped, for the profiled call only, so that it
+synchronises the device before and after: its wall time then is its device
+work (inclusive of the stages it calls), and a counting allocator without a
+pool (``measure.PeakMemory``) gives the peak bytes it held beyond what was live
+when it began.  The synchronisation makes the total slower than the real call
+(timed separately, with CUDA events, as ``public_api_bench.py`` does): read the
+stages as shares, not as the call's figure.
+
+    python benchmarks/stage_profile.py --seed 0 --jobs movielens:cosine:knn,scrna:cityblock:pairwise \
+        --json benchmarks/results/stage_profile_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # benchmarks/datasets.py and measure.py; the library comes from its install
+
+import numpy as np
+from datasets import make_dataset
+from measure import MIB, PeakMemory, timed
+
+# module: the functions of it that are stages
+STAGES = {
+    "semiring.validation": ("check_matrix",),
+    "semiring.distances.measure": ("prepare",),
+    "semiring.kernels.cuda.strategies": (
+        "product",
+        "union_by_margins",
+        "dense_gemm",
+        "_postings",
+        "inverted",
+        "merge",
+        "rowvec_compact",
+        "rowvec",
+    ),
+    "semiring.kernels.cuda.rowops": ("row_norm", "expand", "select", "scatter"),
+    "semiring.kernels.cuda.topk": ("topk_init", "topk_push", "topk_finish"),
+}
+
+
+class StageMemory(PeakMemory):
+    """PeakMemory that also keeps the peak since a mark (one per open stage)."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks: list[list[int]] = []
+
+    def _malloc(self, size: int, device: int) -> int:
+        ptr = super()._malloc(size, device)
+        for mark in self.marks:
+            mark[1] = max(mark[1], self.live)
+        return ptr
+
+
+def instrument(memory: StageMemory, table: dict):
+    """Wrap every stage; returns a function that puts the originals back."""
+    import cupy
+
+    originals = []
+
+    def wrap(module, name, fn):
+        @functools.wraps(fn)
+        def staged(*args, **kwargs):
+            cupy.cuda.Device().synchronize()
+            mark = [memory.live, memory.live]
+            memory.marks.append(mark)
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cupy.cuda.Device().synchronize()
+                memory.marks.remove(mark)
+                row = table.setdefault(f"{module.__name__.split('.')[-1]}.{name}", [0, 0.0, 0.0])
+                row[0] += 1
+                row[1] += (time.perf_counter() - t) * 1e3
+                row[2] = max(row[2], (mark[1] - mark[0]) / MIB)
+
+        return staged
+
+    for module_name, names in STAGES.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            fn = getattr(module, name, None)
+            if fn is None:
+                continue
+            originals.append((module, name, fn))
+            setattr(module, name, wrap(module, name, fn))
+
+    def restore():
+        for module, name, fn in originals:
+            setattr(module, name, fn)
+
+    return restore
+
+
+def job_call(dataset: str, metric: str, job: str, seed: int, queries: int):
+    import cupyx.scipy.sparse as cusp
+
+    from semiring import distances
+
+    X = make_dataset(dataset, 1.0, seed).astype(np.float32)
+    Xc = cusp.csr_matrix(X)
+    if job == "knn":
+        return lambda: distances.NearestNeighbors(n_neighbors=10, metric=metric).fit(Xc).kneighbors()
+    Qc = cusp.csr_matrix(X[:queries])
+    return lambda: distances.pairwise_distances(Qc, Xc, metric=metric)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise or knn)")
+    parser.add_argument("--queries", type=int, default=2048)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    for spec in args.jobs.split(","):
+        dataset, metric, job = spec.split(":")
+        call = job_call(dataset, metric, job, args.seed, args.queries)
+        ms, _ = timed(call, 2)
+        memory, table = StageMemory(), {}
+        restore = instrument(memory, table)
+        try:
+            t = time.perf_counter()
+            extra = memory.extra_mib(call)
+            profiled = (time.perf_counter() - t) * 1e3
+        finally:
+            restore()
+        stages = [
+            {"stage": k, "calls": v[0], "ms": round(v[1], 2), "peak_extra_mib": round(v[2], 1)}
+            for k, v in table.items()
+        ]
+        stages.sort(key=lambda s: -s["ms"])
+        print(
+            f"\n{dataset} {metric} {job}: {ms:.1f} ms (CUDA events), {profiled:.1f} ms profiled, {extra:.1f} MiB extra"
+        )
+        for s in stages:
+            print(f"  {s['stage']:<32} {s['calls']:>5} calls {s['ms']:>9.2f} ms  peak +{s['peak_extra_mib']:.1f} MiB")
+        results.append(
+            {
+                "dataset": dataset,
+                "metric": metric,
+                "job": job,
+                "ms": round(ms, 2),
+                "profiled_ms": round(profiled, 1),
+                "extra_mib": round(extra, 1),
+                "stages": stages,
+            }
+        )
+    if args.json:
+        git = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=HERE
+        )
+        # $COMMIT: a copy of the tree whose git metadata is not its own (the lent GPU machine's) names it
+        meta = {"command": " ".join(["python", *sys.argv]), "commit": os.environ.get("COMMIT") or git.stdout.strip()}
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
