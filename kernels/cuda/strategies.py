@@ -10,10 +10,12 @@ as row margins and one intersection).  Masked products always merge.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES, Entries
+from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from . import launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
@@ -22,9 +24,10 @@ from .planner import Settings
 ROWVEC_THREADS = 1024
 # Dense copies are made a chunk of columns at a time, X's and Y's together within this.
 DENSE_CHUNK_BYTES = 128 * 2**20
-# The margins' cancelling entries are recomputed in bands of rows whose coordinates and values fit this.
+# The margins' cancelling entries are recomputed in bands of rows whose coordinates and values fit this, or
+# the driver's scratch budget when smaller (at 1 GiB, edgar-like braycurtis took 655 MiB beyond its result).
 # Each band costs a selection and a masked merge: on scRNA-like data (nearly every entry cancels) bands of
-# 64 MiB took cityblock from 52 to 76 ms on an H200, so only very large sets are cut.
+# 64 MiB took cityblock from 52 to 76 ms on an H200, so bands are no smaller than the budget makes them.
 MARGIN_RECOMPUTE_BYTES = 1 << 30
 
 
@@ -98,7 +101,8 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     # Cancelling entries are found and recomputed a band of rows at a time: on similar dense rows nearly all
     # of them cancel, and their coordinates and values (24 bytes each) would otherwise outgrow the result.
     (m, p), ncols = out.shape, X.shape[1]
-    band = max(1, MARGIN_RECOMPUTE_BYTES // (24 * max(1, p)))
+    band_bytes = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES)
+    band = max(1, band_bytes // (24 * max(1, p)))
     for r0 in range(0, m, band):
         r1 = min(m, r0 + band)
         part = out[r0:r1]
@@ -128,35 +132,99 @@ def dense_gemm(value_name, index_type, held, streamed, ncols, out):
         del A, B
 
 
-def _postings(Y: DeviceCSR, index_type: str, T):
-    """Y in CSC form — (column pointers, row of each entry, value) — built once per device matrix.
+# Bytes a stored entry of Y costs while its column slab's postings are built: its position, row, column and
+# value as COO, the postings (row, value), and cuSPARSE's transpose buffer (394 MiB for 25 M entries of a
+# whole CSR, measured on an H200).
+POSTING_BYTES = 48
 
-    cuSPARSE's CSR-to-CSC transpose (through ``cupyx.scipy.sparse``) builds it in 8 bytes per stored entry
-    and a work buffer, where sorting entries by column with int64 orders took 24.
+
+def _column_pointers(Y: DeviceCSR, I):
+    """Where each column's postings start, over the whole column space (built once per device matrix)."""
+    import cupy
+
+    cache = Y.__dict__.setdefault("_column_pointers", {})
+    if I not in cache:
+        counts = cupy.bincount(Y.indices, minlength=Y.shape[1])
+        colptr = cupy.zeros(Y.shape[1] + 1, np.int64)
+        cupy.cumsum(counts, out=colptr[1:])
+        cache[I] = colptr.astype(I, copy=False)
+    return cache[I]
+
+
+def _slabs(colptr, budget: int | None) -> list[tuple[int, int]]:
+    """Column ranges whose postings take about ``budget`` bytes each (one range when no budget is set).
+
+    Columns are grouped by the multiple of the slab size their postings start in, so a slab exceeds it by
+    at most its last column; the few boundaries are found on the device and only they come back.
     """
+    import cupy
+
+    ncols, total = colptr.size - 1, int(colptr[-1])
+    step = total if budget is None else max(1, budget // POSTING_BYTES)
+    if total <= step:
+        return [(0, ncols)]
+    marks = cupy.arange(step, total, step, dtype=colptr.dtype)
+    cuts = cupy.searchsorted(colptr[:-1], marks, side="left").get().tolist()
+    bounds = sorted({0, ncols, *cuts})
+    return list(pairwise(bounds))
+
+
+def _postings(Y: DeviceCSR, index_type: str, T, c0: int, c1: int, colptr):
+    """The postings of Y's columns ``c0:c1`` — row of each entry and value, column by column — and column
+    pointers over the whole column space into them (empty outside the slab), so the inverted kernel skips
+    X's entries of other columns without a test of its own.
+
+    cuSPARSE's CSR-to-CSC transpose (through ``cupyx.scipy.sparse``) builds them in 8 bytes per stored entry
+    and a work buffer, where sorting entries by column with int64 orders took 24.  Cached on Y when one slab
+    is the whole column space.
+    """
+    import cupy
     import cupyx.scipy.sparse as csp
 
+    I = colptr.dtype
+    whole = (c0, c1) == (0, Y.shape[1])
     cache = Y.__dict__.setdefault("_postings", {})
     key = (index_type, np.dtype(T).str)
-    if key not in cache:
-        I = np.int32 if index_type == "int32" else np.int64
-        C = csp.csr_matrix((Y.data.astype(T, copy=False), Y.indices, Y.indptr), shape=Y.shape).tocsc()
-        cache[key] = (C.indptr.astype(I, copy=False), C.indices.astype(I, copy=False), C.data.astype(T, copy=False))
-    return cache[key]
+    if whole and key in cache:
+        return cache[key]
+    values = Y.data.astype(T, copy=False)
+    if whole:
+        S = csp.csr_matrix((values, Y.indices, Y.indptr), shape=Y.shape)
+    else:  # Y's entries in the slab, columns renumbered from 0, as COO: arrays the size of the slab only
+        at = cupy.flatnonzero((Y.indices >= c0) & (Y.indices < c1))
+        rows = (cupy.searchsorted(Y.indptr, at, side="right") - 1).astype(I)
+        cols = (Y.indices[at] - c0).astype(I)
+        S = csp.coo_matrix((values[at], (rows, cols)), shape=(Y.shape[0], c1 - c0))
+        del at, rows, cols
+    C = S.tocsc()
+    base = colptr[c0]
+    pointers = cupy.clip(colptr.astype(np.int64) - int(base), 0, int(colptr[c1] - base)).astype(I)
+    result = (pointers, C.indices.astype(I, copy=False), C.data.astype(T, copy=False))
+    if whole:
+        cache[key] = result
+    return result
 
 
 def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
-    """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair."""
+    """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair.
+
+    Y's postings are built a slab of columns at a time within the driver's scratch budget
+    (``semiring.engine.SCRATCH_BUDGET``): on scRNA-like data all of them at once took 590 MiB.
+    """
     import cupy
 
-    colptr, yrow, yv = _postings(Y, index_type, out.dtype)
-    I = colptr.dtype
+    I = np.int32 if index_type == "int32" else np.int64
+    colptr = _column_pointers(Y, I)
     nnz = X.indices.size
     xrow = (cupy.searchsorted(X.indptr, cupy.arange(nnz), side="right") - 1).astype(I)
+    xi = X.indices.astype(I, copy=False)
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
-    args = (xrow, X.indices.astype(I, copy=False), xv, np.int64(nnz), colptr, yrow, yv)
-    launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
+    for c0, c1 in _slabs(colptr, SCRATCH_BUDGET.get()):
+        pointers, yrow, yv = _postings(Y, index_type, out.dtype, c0, c1, colptr)
+        args = (xrow, xi, xv, np.int64(nnz), pointers, yrow, yv)
+        launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
+        del pointers, yrow, yv
 
 
 def _shared_capacity(value_name: str, sr) -> int:

@@ -228,3 +228,16 @@ def test_batches_give_the_one_pass_result(name, data, rows_per_batch):
 def test_working_memory_must_be_positive():
     with pytest.raises(ValueError, match="working_memory must be > 0"):
         distances.pairwise_distances(np.eye(2), working_memory=0)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 20])
+def test_l1_rows_in_chunks_equal_cdist(monkeypatch, chunk):
+    """Rows divided by their sums a chunk of entries at a time (chunks ending inside rows, and empty rows)."""
+    from semiring.distances import measure
+
+    monkeypatch.setattr(measure, "L1_CHUNK_ENTRIES", chunk)
+    rng = np.random.default_rng(chunk)
+    X = sp.random(40, 30, density=0.2, format="csr", random_state=rng, dtype=np.float64)
+    X[3] = 0  # an empty row: its sum is 0
+    X.eliminate_zeros()
+    check_metric("jensenshannon", X, X[:7])

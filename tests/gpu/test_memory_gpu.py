@@ -1,0 +1,156 @@
+"""The GPU engine's own buffers within the driver's budget (marked ``gpu``): the inverted kernel's postings
+built a slab of columns at a time, the margins' recomputed entries a band of rows at a time, the L1 rows
+of jensenshannon and hellinger prepared a chunk of entries at a time; each against SciPy ``cdist``, and
+the peak device memory of the call counted by an allocator without a pool.
+
+Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_memory_gpu.py``.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from oracles import oracle, tolerances
+
+from semiring import distances
+from semiring.distances import measure
+from semiring.engine import SCRATCH_BUDGET
+from semiring.kernels.cuda import strategies
+
+
+def wide(rng, rows: int, cols: int, per_row: int, dtype=np.float32) -> sp.csr_matrix:
+    """Rows of ``per_row`` stored values over a wide column space, a few popular columns (long postings)."""
+    popular = rng.integers(0, 8, size=(rows, 2))
+    spread = rng.integers(0, cols, size=(rows, per_row))
+    c = np.concatenate([popular, spread], axis=1)
+    r = np.repeat(np.arange(rows), c.shape[1])
+    v = rng.random(r.size).astype(dtype) + 0.1
+    A = sp.csr_matrix((v, (r, c.ravel())), shape=(rows, cols))
+    A.sum_duplicates()
+    return A
+
+
+class Peak:
+    """The peak bytes a call holds on the device beyond what was live before it (no pool)."""
+
+    def __init__(self):
+        self.live = self.peak = 0
+        self.sizes = {}
+
+    def _malloc(self, size, device):
+        import cupy
+
+        ptr = cupy.cuda.runtime.malloc(size)
+        self.sizes[ptr] = size
+        self.live += size
+        self.peak = max(self.peak, self.live)
+        return ptr
+
+    def _free(self, ptr, device):
+        import cupy
+
+        cupy.cuda.runtime.free(ptr)
+        self.live -= self.sizes.pop(ptr)
+
+    def __call__(self, fn):
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        cupy.cuda.Device().synchronize()
+        pool.free_all_blocks()
+        cupy.cuda.set_allocator(cupy.cuda.PythonFunctionAllocator(self._malloc, self._free).malloc)
+        try:
+            result = fn()
+            cupy.cuda.Device().synchronize()
+        finally:
+            cupy.cuda.set_allocator(pool.malloc)
+        return result
+
+
+def test_slabs_cover_the_columns_each_within_the_budget():
+    import cupy
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 50, size=1000)
+    counts[17] = 400  # one column longer than a slab: a slab of its own
+    colptr = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    slabs = strategies._slabs(colptr, 100 * strategies.POSTING_BYTES)
+    assert slabs[0][0] == 0 and slabs[-1][1] == 1000
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in pairwise(slabs))
+    host = colptr.get()
+    for c0, c1 in slabs:  # at most one column past the slab size
+        assert host[c1 - 1] - host[c0] <= 100 or c1 - c0 == 1
+    assert strategies._slabs(colptr, None) == [(0, 1000)]
+
+
+@pytest.mark.parametrize("metric", ["cityblock", "cosine", "jensenshannon", "braycurtis"])
+def test_inverted_postings_in_slabs_equal_cdist(monkeypatch, metric):
+    """A tiny working memory: the postings come in many slabs and the margins' bands are short."""
+    import cupyx.scipy.sparse as csp
+
+    rng = np.random.default_rng(1)
+    X, Q = wide(rng, 3000, 4000, 6), wide(rng, 70, 4000, 6)
+    monkeypatch.setenv("SEMIRING_GPU_STRATEGY", "auto")
+    got = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(X), metric=metric, working_memory=0.5)
+    want = oracle(metric, Q.toarray().astype(np.float64), X.toarray().astype(np.float64))
+    np.testing.assert_allclose(got.get(), want, **tolerances(metric, np.float32))
+
+
+def test_inverted_slabs_forced_equal_one_slab():
+    """The inverted kernel forced, with the scratch budget set directly: slabs and the whole postings agree."""
+    import cupy
+
+    from semiring.kernels.cuda.launch import to_device
+    from semiring.ops import BUILTIN_SEMIRINGS
+
+    rng = np.random.default_rng(2)
+    X, Y = wide(rng, 50, 3000, 5), wide(rng, 900, 3000, 5)
+    sr = BUILTIN_SEMIRINGS["plus_times"]
+    outs = []
+    for budget in (None, 40 * strategies.POSTING_BYTES):
+        out = cupy.empty((50, 900), np.float32)
+        token = SCRATCH_BUDGET.set(budget)
+        try:
+            Xd, Yd = to_device(X), to_device(Y)
+            strategies.inverted(sr, "float32", "int32", Xd, Xd.data, Yd, out)
+        finally:
+            SCRATCH_BUDGET.reset(token)
+        outs.append(out.get())
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5)
+    np.testing.assert_allclose(outs[0], (X @ Y.T).toarray(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("metric", ["cityblock", "jensenshannon"])
+def test_union_peak_memory_follows_working_memory(metric):
+    """Extra device memory beyond the inputs and the result stays near ``working_memory`` (here 16 MiB)
+    where the whole postings and recompute bands would take far more."""
+    import cupyx.scipy.sparse as csp
+
+    rng = np.random.default_rng(3)
+    X = wide(rng, 60000, 20000, 40)  # 2.5 M stored entries: postings and a transpose buffer of ~60 MiB
+    Q = X[:256]
+    Xc, Qc = csp.csr_matrix(X), csp.csr_matrix(Q)
+    peak = Peak()
+    result = peak(lambda: distances.pairwise_distances(Qc, Xc, metric=metric, working_memory=16))
+    extra = (peak.peak - result.nbytes) / 2**20
+    # jensenshannon reads its rows divided by their sums: a copy of both inputs' values, as the budget allows
+    copies = (X.nnz + Q.nnz) * 4 / 2**20 if metric == "jensenshannon" else 0
+    assert extra <= 24 + copies, f"{metric}: {extra:.1f} MiB beyond the result with working_memory=16"
+    want = oracle(metric, Q[:8].toarray().astype(np.float64), X.toarray().astype(np.float64))
+    np.testing.assert_allclose(result[:8].get(), want, **tolerances(metric, np.float32))
+
+
+def test_l1_rows_in_chunks_equal_one_piece(monkeypatch):
+    import cupyx.scipy.sparse as csp
+
+    rng = np.random.default_rng(4)
+    A = wide(rng, 300, 500, 7)
+    whole = measure.prepare(csp.csr_matrix(A), "l1").data.get()
+    monkeypatch.setattr(measure, "L1_CHUNK_ENTRIES", 13)
+    chunked = measure.prepare(csp.csr_matrix(A), "l1").data.get()
+    np.testing.assert_allclose(chunked, whole, rtol=1e-6)
+    sums = np.asarray(A.sum(axis=1)).ravel()
+    np.testing.assert_allclose(chunked, (A.multiply(1 / sums[:, None])).tocsr().data, rtol=1e-5)
