@@ -40,6 +40,7 @@ STAGES = {
         "union_by_margins",
         "dense_gemm",
         "_postings",
+        "_column_pointers",
         "inverted",
         "merge",
         "rowvec_compact",
@@ -81,7 +82,7 @@ def instrument(memory: StageMemory, table: dict):
                 return fn(*args, **kwargs)
             finally:
                 cupy.cuda.Device().synchronize()
-                memory.marks.remove(mark)
+                memory.marks.pop()  # stages nest: the last mark opened is this one
                 row = table.setdefault(f"{module.__name__.split('.')[-1]}.{name}", [0, 0.0, 0.0])
                 row[0] += 1
                 row[1] += (time.perf_counter() - t) * 1e3

@@ -54,7 +54,7 @@ def prepare(A, how: str):
 
 # Entries handled at a time by the row-sum division: each costs about 24 bytes of temporaries (its row, the
 # positions it is found from, its row's sum), so scRNA-like rows took 514 MiB in one piece on an H200.
-L1_CHUNK_ENTRIES = 1 << 20
+L1_CHUNK_ENTRIES = 1 << 22
 
 
 def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):

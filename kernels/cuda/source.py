@@ -284,6 +284,52 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
+def render_postings(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+    """One thread per row of Y: its stored entries in columns ``c0 <= c < c1`` dealt to their columns'
+    postings (Y's transpose, a slab of columns at a time): ``row[pos], val[pos]`` at ``pos = cursor[c - c0]++``.
+
+    A counting sort with no work buffer: ``cursor`` starts at each column's first position in the slab
+    (from the column counts), so the slab costs only its own entries.  The order within a column is that of
+    the atomics; the inverted kernel adds along it with atomics anyway.  Rows' indices are sorted, so the
+    slab's first entry is found by bisection.
+    """
+    T, I = _types(value_type, index_type)
+    name = f"sr_postings_{value_type}_{index_type}"
+    body = f"""\
+typedef {T} T;
+typedef {I} I;
+extern "C" __global__ void {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const T* __restrict__ values, long long rows,
+    long long c0, long long c1, I* __restrict__ cursor, I* __restrict__ post_row, T* __restrict__ post_val)
+{{
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    I lo = indptr[r], hi = indptr[r + 1];
+    const I end = hi;
+    while (lo < hi) {{
+        const I mid = lo + (hi - lo) / 2;
+        if (indices[mid] < c0) lo = mid + 1; else hi = mid;
+    }}
+    for (I k = lo; k < end && indices[k] < c1; ++k) {{
+        const I pos = sr_atomic_next(&cursor[indices[k] - c0]);
+        post_row[pos] = (I)r;
+        post_val[pos] = values[k];
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + _ATOMIC_NEXT[index_type] + body)
+
+
+# The next free position of a column, for an index type (CUDA's atomicAdd has no signed 64-bit form).
+_ATOMIC_NEXT = {
+    "int32": "__device__ __forceinline__ int sr_atomic_next(int* c) { return atomicAdd(c, 1); }\n",
+    "int64": (
+        "__device__ __forceinline__ long long sr_atomic_next(long long* c) {\n"
+        "    return (long long)atomicAdd((unsigned long long*)c, 1ULL);\n}\n"
+    ),
+}
+
+
 def render_pairwise_rowvec(
     sr, value_type: str = "float32", index_type: str = "int32", group: int = 8, second_pass: bool = False
 ) -> KernelSource:

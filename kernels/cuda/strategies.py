@@ -132,10 +132,9 @@ def dense_gemm(value_name, index_type, held, streamed, ncols, out):
         del A, B
 
 
-# Bytes a stored entry of Y costs while its column slab's postings are built: its position, row, column and
-# value as COO, the postings (row, value), and cuSPARSE's transpose buffer (394 MiB for 25 M entries of a
-# whole CSR, measured on an H200).
-POSTING_BYTES = 48
+# Bytes a stored entry of Y takes in its slab's postings (row and value, 8-byte indices at most); a slab's
+# postings are built by a counting sort with no work buffer (``render_postings``).
+POSTING_BYTES = 16
 
 
 def _column_pointers(Y: DeviceCSR, I):
@@ -169,37 +168,33 @@ def _slabs(colptr, budget: int | None) -> list[tuple[int, int]]:
     return list(pairwise(bounds))
 
 
-def _postings(Y: DeviceCSR, index_type: str, T, c0: int, c1: int, colptr):
+def _postings(Y: DeviceCSR, value_name: str, index_type: str, c0: int, c1: int, colptr):
     """The postings of Y's columns ``c0:c1`` — row of each entry and value, column by column — and column
     pointers over the whole column space into them (empty outside the slab), so the inverted kernel skips
-    X's entries of other columns without a test of its own.
+    X's entries of other columns without a test of its own.  Cached on Y when one slab is the whole space.
 
-    cuSPARSE's CSR-to-CSC transpose (through ``cupyx.scipy.sparse``) builds them in 8 bytes per stored entry
-    and a work buffer, where sorting entries by column with int64 orders took 24.  Cached on Y when one slab
-    is the whole column space.
+    Built by a counting sort (``render_postings``): cuSPARSE's CSR-to-CSC transpose took a 394 MiB work
+    buffer for scRNA-like rows (25 M entries) on an H200, and sorting by column with int64 orders 24 bytes
+    an entry.
     """
     import cupy
-    import cupyx.scipy.sparse as csp
 
-    I = colptr.dtype
+    I, T = colptr.dtype, value_type(value_name)[1]
     whole = (c0, c1) == (0, Y.shape[1])
     cache = Y.__dict__.setdefault("_postings", {})
-    key = (index_type, np.dtype(T).str)
+    key = (index_type, value_name)
     if whole and key in cache:
         return cache[key]
-    values = Y.data.astype(T, copy=False)
-    if whole:
-        S = csp.csr_matrix((values, Y.indices, Y.indptr), shape=Y.shape)
-    else:  # Y's entries in the slab, columns renumbered from 0, as COO: arrays the size of the slab only
-        at = cupy.flatnonzero((Y.indices >= c0) & (Y.indices < c1))
-        rows = (cupy.searchsorted(Y.indptr, at, side="right") - 1).astype(I)
-        cols = (Y.indices[at] - c0).astype(I)
-        S = csp.coo_matrix((values[at], (rows, cols)), shape=(Y.shape[0], c1 - c0))
-        del at, rows, cols
-    C = S.tocsc()
-    base = colptr[c0]
-    pointers = cupy.clip(colptr.astype(np.int64) - int(base), 0, int(colptr[c1] - base)).astype(I)
-    result = (pointers, C.indices.astype(I, copy=False), C.data.astype(T, copy=False))
+    base, end = int(colptr[c0]), int(colptr[c1])
+    cursor = (colptr[c0:c1] - base).astype(I)
+    post_row, post_val = cupy.empty(end - base, I), cupy.empty(end - base, T)
+    args = (Y.indptr.astype(I, copy=False), Y.indices.astype(I, copy=False), Y.data.astype(T, copy=False))
+    kernel = source.render_postings(value_name, index_type)
+    launch.launch(
+        kernel, Y.shape[0], (*args, np.int64(Y.shape[0]), np.int64(c0), np.int64(c1), cursor, post_row, post_val)
+    )
+    pointers = cupy.clip(colptr - base, 0, end - base).astype(I, copy=False)
+    result = (pointers, post_row, post_val)
     if whole:
         cache[key] = result
     return result
@@ -221,7 +216,7 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
     for c0, c1 in _slabs(colptr, SCRATCH_BUDGET.get()):
-        pointers, yrow, yv = _postings(Y, index_type, out.dtype, c0, c1, colptr)
+        pointers, yrow, yv = _postings(Y, value_name, index_type, c0, c1, colptr)
         args = (xrow, xi, xv, np.int64(nnz), pointers, yrow, yv)
         launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
         del pointers, yrow, yv

@@ -138,3 +138,8 @@ def test_inverted_kernel_takes_plus_however_written():
     """``y + x`` is plus (``Monoid.kind``), so the inverted kernel renders for it as for ``x + y``."""
     sr = semiring.Semiring(semiring.Monoid(semiring.binary_op("y + x"), 0.0), semiring.binary_op("x * y"))
     assert len(cuda_compile.compile_kernel(cuda_source.render_pairwise_inverted(sr))) > 0
+
+
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_postings_kernel_compiles(value_type, index_type):
+    assert len(cuda_compile.compile_kernel(cuda_source.render_postings(value_type, index_type))) > 0
