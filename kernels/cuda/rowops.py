@@ -53,13 +53,16 @@ def _operands(T, terms, xnorms, ynorms) -> list:
     return pad + [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
 
 
-def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int]) -> Entries:
+def select(
+    tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: tuple[int, int], limit: int | None = None
+) -> Entries | int:
     """The entries where the condition holds, in no particular order.
 
     Listed by a kernel with a counter (``render_expansion(select=True)``): the
     memory taken is that of the hits, never an m×p flag array.  The buffers
-    start at 1/256 of the entries; if more hit, the kernel runs once more with
-    buffers of the exact size it counted.
+    start at 1/256 of the entries (at most ``limit``); if more hit, the kernel
+    runs once more with buffers of the exact size it counted — unless that is
+    over ``limit``: then the number of hits is returned instead, nothing kept.
     """
     import cupy
 
@@ -69,7 +72,7 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
     index_type, I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
     kernel = source.render_expansion(tree, tuple(param_names), _label(tree), value_name, True, index_type)
     args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
-    capacity = max(1024, m * p // 256)
+    capacity = max(1024, m * p // 256) if limit is None else max(1, min(max(1024, m * p // 256), limit))
     while True:
         rows, cols = cupy.empty(capacity, I), cupy.empty(capacity, I)
         count = cupy.zeros(1, np.uint64)
@@ -77,6 +80,8 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
         hits = int(count[0])
         if hits <= capacity:
             return Entries(rows[:hits], cols[:hits])
+        if limit is not None and hits > limit:
+            return hits
         capacity = hits
 
 

@@ -98,18 +98,24 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     out = product(X, Y, split.cross, out_dtype, settings=settings)
     none = np.zeros(0)
     rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
-    # Cancelling entries are found and recomputed a band of rows at a time: on similar dense rows nearly all
-    # of them cancel, and their coordinates and values (24 bytes each) would otherwise outgrow the result.
-    (m, p), ncols = out.shape, X.shape[1]
-    band_bytes = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES)
-    band = max(1, band_bytes // (24 * max(1, p)))
+    # Cancelling entries are recomputed all at once when their coordinates and values (24 bytes each) fit the
+    # budget, else a band of rows at a time: on similar dense rows nearly all of them cancel, and they would
+    # outgrow the result.  Each band costs a selection and a masked merge (on movielens-like kNN tiles, bands
+    # sized for the worst case took 513 ms where one pass took 419), so bands follow the count found.
+    m, ncols = out.shape[0], X.shape[1]
+    limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
+    found = rowops.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], ncols, out.shape, limit=limit)
+    band = m if isinstance(found, Entries) else max(1, m * limit // found)  # hits taken as spread evenly
     for r0 in range(0, m, band):
         r1 = min(m, r0 + band)
         part = out[r0:r1]
-        flagged = rowops.select(_MARGIN_CANCELS, (), none, [part], [nx[r0:r1], ax[r0:r1]], [ny, ay], ncols, part.shape)
-        if flagged.rows.size:
-            values = product(X, Y, sr, out_dtype, mask=Entries(flagged.rows + r0, flagged.cols))
-            rowops.scatter(part, flagged, values)
+        if band < m:
+            found = rowops.select(
+                _MARGIN_CANCELS, (), none, [part], [nx[r0:r1], ax[r0:r1]], [ny, ay], ncols, part.shape
+            )
+        if found.rows.size:
+            values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols))
+            rowops.scatter(part, found, values)
     return out
 
 
@@ -140,13 +146,14 @@ POSTING_BYTES = 16
 def _column_pointers(Y: DeviceCSR, I):
     """Where each column's postings start, over the whole column space (built once per device matrix)."""
     import cupy
+    import cupyx
 
     cache = Y.__dict__.setdefault("_column_pointers", {})
     if I not in cache:
-        counts = cupy.bincount(Y.indices, minlength=Y.shape[1])
-        colptr = cupy.zeros(Y.shape[1] + 1, np.int64)
-        cupy.cumsum(counts, out=colptr[1:])
-        cache[I] = colptr.astype(I, copy=False)
+        # counted by atomics: cupy.bincount took 654 MiB for edgar-like columns (858,000) on an H200
+        counts = cupy.zeros(Y.shape[1] + 1, np.uint64)  # scatter_add's atomics take unsigned 64-bit counts
+        cupyx.scatter_add(counts[1:], Y.indices, np.uint64(1))
+        cache[I] = cupy.cumsum(counts).astype(I)
     return cache[I]
 
 
