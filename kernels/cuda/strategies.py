@@ -138,11 +138,6 @@ def dense_gemm(value_name, index_type, held, streamed, ncols, out):
         del A, B
 
 
-# Bytes a stored entry of Y takes in its slab's postings (row and value, 8-byte indices at most); a slab's
-# postings are built by a counting sort with no work buffer (``render_postings``).
-POSTING_BYTES = 16
-
-
 def _column_pointers(Y: DeviceCSR, I):
     """Where each column's postings start, over the whole column space (built once per device matrix)."""
     import cupy
@@ -157,8 +152,9 @@ def _column_pointers(Y: DeviceCSR, I):
     return cache[I]
 
 
-def _slabs(colptr, budget: int | None) -> list[tuple[int, int]]:
-    """Column ranges whose postings take about ``budget`` bytes each (one range when no budget is set).
+def _slabs(colptr, budget: int | None, entry_bytes: int) -> list[tuple[int, int]]:
+    """Column ranges whose postings (``entry_bytes`` a stored entry) take about ``budget`` bytes each (one
+    range when no budget is set).
 
     Columns are grouped by the multiple of the slab size their postings start in, so a slab exceeds it by
     at most its last column; the few boundaries are found on the device and only they come back.
@@ -166,7 +162,7 @@ def _slabs(colptr, budget: int | None) -> list[tuple[int, int]]:
     import cupy
 
     ncols, total = colptr.size - 1, int(colptr[-1])
-    step = total if budget is None else max(1, budget // POSTING_BYTES)
+    step = total if budget is None else max(1, budget // entry_bytes)
     if total <= step:
         return [(0, ncols)]
     marks = cupy.arange(step, total, step, dtype=colptr.dtype)
@@ -222,7 +218,8 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
     xi = X.indices.astype(I, copy=False)
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
-    for c0, c1 in _slabs(colptr, SCRATCH_BUDGET.get()):
+    entry_bytes = np.dtype(I).itemsize + out.dtype.itemsize  # a posting: row and value
+    for c0, c1 in _slabs(colptr, SCRATCH_BUDGET.get(), entry_bytes):
         pointers, yrow, yv = _postings(Y, value_name, index_type, c0, c1, colptr)
         args = (xrow, xi, xv, np.int64(nnz), pointers, yrow, yv)
         launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))

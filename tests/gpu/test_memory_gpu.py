@@ -73,13 +73,13 @@ def test_slabs_cover_the_columns_each_within_the_budget():
     counts = rng.integers(0, 50, size=1000)
     counts[17] = 400  # one column longer than a slab: a slab of its own
     colptr = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    slabs = strategies._slabs(colptr, 100 * strategies.POSTING_BYTES)
+    slabs = strategies._slabs(colptr, 100 * 8, 8)
     assert slabs[0][0] == 0 and slabs[-1][1] == 1000
     assert all(a[1] == b[0] and a[0] < a[1] for a, b in pairwise(slabs))
     host = colptr.get()
     for c0, c1 in slabs:  # at most one column past the slab size
         assert host[c1 - 1] - host[c0] <= 100 or c1 - c0 == 1
-    assert strategies._slabs(colptr, None) == [(0, 1000)]
+    assert strategies._slabs(colptr, None, 8) == [(0, 1000)]
 
 
 @pytest.mark.parametrize("metric", ["cityblock", "cosine", "jensenshannon", "braycurtis"])
@@ -106,7 +106,7 @@ def test_inverted_slabs_forced_equal_one_slab():
     X, Y = wide(rng, 50, 3000, 5), wide(rng, 900, 3000, 5)
     sr = BUILTIN_SEMIRINGS["plus_times"]
     outs = []
-    for budget in (None, 40 * strategies.POSTING_BYTES):
+    for budget in (None, 40 * 8):
         out = cupy.empty((50, 900), np.float32)
         token = SCRATCH_BUDGET.set(budget)
         try:
