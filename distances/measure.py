@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from semiring import validation
-from semiring.engine import EXPANSION_VARIABLES, Entries, PairwiseEngine
+from semiring.engine import EXPANSION_VARIABLES, Entries, Expansion, PairwiseEngine
 from semiring.expr import Node, substitute
 from semiring.ops import Semiring
 
@@ -143,6 +143,17 @@ class BoundMeasure:
         if flagged is not None and len(flagged.rows):
             self._refine(X.matrix, Y.matrix, flagged, out)
         return out
+
+    def candidates(self, X: Rows, Y: Rows):
+        """The block for a top-k selection: an :class:`~semiring.engine.Expansion` the engine computes as it
+        selects, where it can and no entry needs recomputing (``refine``), else the block itself."""
+        engine, spec = self.engine, self.spec
+        if not engine.expands_in_topk or spec.refine is not None:
+            return self.block(X, Y)
+        terms = [engine.pairwise(X.matrix, Y.matrix, sr, self.acc) for sr in self.terms]
+        return Expansion(
+            spec.expansion_tree, spec.param_names, self.param_array, terms, X.norms, Y.norms, X.matrix.shape[1]
+        )
 
     def at(self, X: Rows, Y: Rows, entries: Entries):
         """The measure at ``entries`` only (rows of X against rows of Y): a 1-D device array in their order.

@@ -519,7 +519,7 @@ def _kneighbors(
     prepared or copied to the device again (on scRNA-like data that copy cost 0.3 s and 100 MiB).
     """
     engine = measure.engine
-    rows, tile = _query_tiles(measure, Q, index, queries_are_index)
+    rows, tile = _query_tiles(measure, Q, index, queries_are_index, measure.candidates)
     shape = (Q.shape[0], index.matrix.shape[0])
     with _progress(shape[0], verbose) as bar:
         return driver.topk(
@@ -539,16 +539,18 @@ def _kneighbors(
         )
 
 
-def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool):
+def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool, block=None):
     """The driver's two steps for queries Q against the prepared fitted rows ``index``: a batch of query rows
-    (slices of the index itself when the queries are those rows), and one tile of the measure."""
+    (slices of the index itself when the queries are those rows), and one tile of the measure, by ``block``
+    (default ``measure.block``; ``measure.candidates`` for a top-k)."""
     engine = measure.engine
+    block = measure.block if block is None else block
 
     def rows(r0: int, r1: int):
         return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
 
     def tile(queries, c0: int, c1: int):
-        return measure.block(queries, index.slice(engine, c0, c1))
+        return block(queries, index.slice(engine, c0, c1))
 
     return rows, tile
 

@@ -52,6 +52,24 @@ TOPK_EMPTY = (1 << 63) - 1
 SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=None)
 
 
+class Expansion(NamedTuple):
+    """A block of a measure not yet expanded: ``tree`` (of ``EXPANSION_VARIABLES`` and ``param_names``, whose
+    values are ``params``) over the product's ``terms`` (each m × p), X's norms (per row) and Y's (per column),
+    ``ncols`` the column count.  ``topk_push`` takes one where the block itself need never be written."""
+
+    tree: Any
+    param_names: tuple
+    params: Any
+    terms: list
+    xnorms: list
+    ynorms: list
+    ncols: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.terms[0].shape
+
+
 class Entries(NamedTuple):
     """Entries ``(rows[s], cols[s])`` of an ``m × p`` result, as index arrays on the engine's device."""
 
@@ -66,6 +84,7 @@ class PairwiseEngine(Protocol):
 
     name: str  # "cpu" or "cuda", as ``backend=`` names it
     device_results: bool  # arrays it returns live off the host (CuPy callers keep them there)
+    expands_in_topk: bool  # topk_push takes an Expansion, computing each candidate as it reads it
 
     def unavailable_reason(self) -> str | None:
         """Why this engine cannot run here (a sentence), or None when it can."""
@@ -130,7 +149,8 @@ class PairwiseEngine(Protocol):
         """An empty running selection of the ``k`` best of ``m`` rows."""
 
     def topk_push(self, block, col0: int, self0: int, largest: bool, selection) -> None:
-        """Merge ``block`` (rows × candidates ``col0``, ``col0 + 1``, …) into ``selection`` in place.
+        """Merge ``block`` (rows × candidates ``col0``, ``col0 + 1``, …) into ``selection`` in place; an
+        :class:`Expansion` where the engine ``expands_in_topk``.
 
         Best means smallest (``largest=False``) or largest; NaN ranks after
         every number, ties go to the smaller index.  ``self0 >= 0``: row ``r``

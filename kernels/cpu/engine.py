@@ -42,6 +42,7 @@ class CpuEngine:
 
     name = "cpu"
     device_results = False  # results live in host memory (CuPy callers get a copy)
+    expands_in_topk = False  # blocks are expanded first, in the result type
 
     def __repr__(self) -> str:
         return "CpuEngine()"

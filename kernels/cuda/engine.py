@@ -32,6 +32,7 @@ class CudaEngine:
 
     name = "cuda"
     device_results = True  # results are CuPy arrays: CuPy callers get them without a host round trip
+    expands_in_topk = True  # the selection kernel evaluates the measure as it reads the terms
 
     def __repr__(self) -> str:
         return "CudaEngine()"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from semiring.engine import TOPK_EMPTY
+from semiring.engine import TOPK_EMPTY, Expansion
 
-from . import launch, topk_source
-from .launch import value_type
+from . import launch, rowops, topk_source
+from .launch import device_params, value_type
 
 
 def topk_init(m: int, k: int, dtype):
@@ -26,23 +26,45 @@ def topk_init(m: int, k: int, dtype):
 def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
     """Merge ``block`` (query rows × index rows col0, col0 + 1, …) into ``selection`` in place.
 
-    ``self0 >= 0``: the block's row r is index row self0 + r, which it does not select.
+    ``block`` is an array, or an :class:`~semiring.engine.Expansion` whose entries the kernel computes as it
+    reads them (the distances never written to memory and read back).  ``self0 >= 0``: the block's row r is
+    index row self0 + r, which it does not select.
     """
     values, ids = selection
     m, p = block.shape
     k = values.shape[1]
     if m == 0 or p == 0:
         return
-    value_name, _ = value_type(values.dtype)
+    value_name, T = value_type(values.dtype)
     capacity = topk_source.capacity_for(k)
     if capacity is None:
-        _topk_by_sorting(block, col0, self0, largest, selection)
+        _topk_by_sorting(_expanded(block, values.dtype), col0, self0, largest, selection)
         return
-    kernel = topk_source.render_topk(value_name, capacity, largest)
+    if isinstance(block, Expansion):
+        tree, names, params, ncols = block.tree, tuple(block.param_names), block.params, block.ncols
+        operands = rowops._operands(T, block.terms, block.xnorms, block.ynorms)
+        label = rowops._label(tree)
+    else:
+        tree, names, params, ncols, label = topk_source.BLOCK, (), (), 0, "block"
+        operands = rowops._operands(T, [block], [], [])
+    kernel = topk_source.render_topk(value_name, capacity, largest, tree, names, label)
     threads = 32 * topk_source.WARPS_PER_BLOCK
     grid = ((m + topk_source.WARPS_PER_BLOCK - 1) // topk_source.WARPS_PER_BLOCK,)
-    args = (block.astype(values.dtype, copy=False), np.int64(m), np.int64(p), np.int64(col0), np.int64(self0))
-    launch.run(launch.function(kernel), grid, (threads,), (*args, np.int32(k), values, ids))
+    args = (*operands, np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
+    args = (*args, np.int64(col0), np.int64(self0), np.int32(k), values, ids)
+    launch.run(launch.function(kernel), grid, (threads,), args)
+
+
+def _expanded(block, dtype):
+    """``block`` as an array: an :class:`~semiring.engine.Expansion` computed into one."""
+    if not isinstance(block, Expansion):
+        return block
+    import cupy
+
+    out = cupy.empty(block.shape, dtype)
+    return rowops.expand(
+        block.tree, block.param_names, block.params, block.terms, block.xnorms, block.ynorms, block.ncols, out
+    )
 
 
 def topk_extra_bytes(k: int) -> int:

@@ -1,7 +1,10 @@
 """CUDA C for the per-row top-k selection of k-nearest neighbours: a pure function, no GPU library imported.
 
 ``render_topk`` renders one kernel: **one warp per row** of a distance block
-(query rows × a tile of index rows).  Each lane keeps a sorted list of its
+(query rows × a tile of index rows).  The block need not exist: each candidate
+is the measure's expansion ``f(c0, c1, nx*, ny*, n)`` (``semiring.engine.EXPANSION_VARIABLES``)
+evaluated as it is read from the product's terms, so the distances are never
+written and read back (a block already expanded is the expansion ``c0``).  Each lane keeps a sorted list of its
 ``capacity`` best (value, index) pairs in registers (the list is indexed only
 by unrolled loops, so it never leaves them), first fed with the row's running
 selection from earlier tiles, then with its strided share of the block's row
@@ -20,9 +23,17 @@ after every real pair.
 
 from __future__ import annotations
 
-from semiring.engine import TOPK_EMPTY
+from semiring import expr as _expr
+from semiring.engine import EXPANSION_VARIABLES, TOPK_EMPTY
 
 from .source import PREAMBLE, VALUE_TYPES, KernelSource
+
+# A block already expanded: the candidate is its entry.
+BLOCK = _expr.Node("var", ("c0",))
+# Each operand of an expansion as the kernel reads it for row ``row``, candidate ``j`` (entry ``t``).
+_OPERANDS = {"c0": "c0[t]", "c1": "c1[t]", "nx0": "nx0[row]", "nx1": "nx1[row]", "ny0": "ny0[j]", "ny1": "ny1[j]"}
+_OPERANDS["n"] = "T(n)"
+assert tuple(_OPERANDS) == EXPANSION_VARIABLES
 
 # List capacities rendered; a larger k is selected by sorting (semiring.kernels.cuda.topk.topk_push).
 CAPACITIES = (8, 16, 32, 64, 128)
@@ -34,13 +45,24 @@ def capacity_for(k: int) -> int | None:
     return next((c for c in CAPACITIES if c >= k), None)
 
 
-def render_topk(value_type: str = "float32", capacity: int = 16, largest: bool = False) -> KernelSource:
-    """Merge a block into each row's running top-k: ``run[r] = best k of run[r] ∪ block[r]``.
+def render_topk(
+    value_type: str = "float32",
+    capacity: int = 16,
+    largest: bool = False,
+    expansion: _expr.Node = BLOCK,
+    param_names: tuple[str, ...] = (),
+    label: str = "block",
+) -> KernelSource:
+    """Merge a block into each row's running top-k: ``run[r] = best k of run[r] ∪ block[r]``, the block's
+    entries being ``expansion`` (a tree of the expansion variables and ``param_names``; ``label`` names it).
 
-    Arguments: ``block`` (m × p, row-major), ``m``, ``p``, ``col0`` (global
-    index of the block's column 0), ``self0`` (global index of row 0 when a
-    query must not select itself, else -1), ``k`` (≤ capacity), then the
-    running selection ``run_v``, ``run_i`` (m × k, sorted, updated in place).
+    Arguments: the operands ``c0, c1`` (m × p terms, row-major), ``nx0, nx1``
+    (per row), ``ny0, ny1`` (per candidate; an operand the expansion does not
+    read may be any pointer), ``m``, ``p``, ``n`` (the column count), ``params``
+    (double), ``col0`` (global index of the block's column 0), ``self0`` (global
+    index of row 0 when a query must not select itself, else -1), ``k``
+    (≤ capacity), then the running selection ``run_v``, ``run_i`` (m × k,
+    sorted, updated in place).
     """
     try:
         T = VALUE_TYPES[value_type]
@@ -49,7 +71,10 @@ def render_topk(value_type: str = "float32", capacity: int = 16, largest: bool =
     if capacity not in CAPACITIES:
         raise ValueError(f"capacity must be one of {CAPACITIES}, got {capacity}")
     order = "largest" if largest else "smallest"
-    name = f"sr_topk_{order}_c{capacity}_{value_type}"
+    name = f"sr_topk_{order}_c{capacity}_{label}_{value_type}"
+    names = dict(_OPERANDS)
+    names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
+    f = _expr.render_cuda(expansion, names, "T")
     before = "a > b" if largest else "a < b"
     body = f"""\
 typedef {T} T;
@@ -82,8 +107,10 @@ __device__ __forceinline__ void sr_insert(T (&v)[SR_CAP], long long (&id)[SR_CAP
 }}
 
 extern "C" __global__ void {name}(
-    const T* __restrict__ block, long long m, long long p, long long col0, long long self0, int k,
-    T* __restrict__ run_v, long long* __restrict__ run_i)
+    const T* __restrict__ c0, const T* __restrict__ c1,
+    const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
+    long long m, long long p, long long n, const double* __restrict__ params, long long col0, long long self0,
+    int k, T* __restrict__ run_v, long long* __restrict__ run_i)
 {{
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
@@ -99,10 +126,10 @@ extern "C" __global__ void {name}(
     long long* ri = run_i + row * k;
     for (int s = lane; s < k; s += 32)
         if (sr_before(rv[s], ri[s], v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, rv[s], ri[s]);
-    const T* br = block + row * p;
     const long long skip = self0 >= 0 ? self0 + row - col0 : -1;  // the query's own column, if in this tile
     for (long long j = lane; j < p; j += 32) {{
-        const T x = br[j];
+        const long long t = row * p + j;
+        const T x = {f};
         const long long g = col0 + j;
         if (j != skip && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, x, g);
     }}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from semiring.distances.specs import DISTANCES, get_metric
 from semiring.kernels.cuda import compile as cuda_compile
 from semiring.kernels.cuda import topk_source as cuda_topk_source
 
@@ -32,3 +33,13 @@ def test_empty_slot_is_the_shared_vocabulary():
     from semiring.engine import TOPK_EMPTY
 
     assert f"#define SR_EMPTY {TOPK_EMPTY}LL" in cuda_topk_source.render_topk("float32", 8).source
+
+
+@pytest.mark.parametrize("name", [d.name for d in DISTANCES if d.refine is None])
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+def test_fused_expansion_kernels_compile(name, value_type):
+    """Every measure the selection fuses (no entry recomputed) renders its expansion into the kernel."""
+    spec = get_metric(name)
+    kernel = cuda_topk_source.render_topk(value_type, 16, spec.similarity, spec.expansion_tree, spec.param_names, name)
+    assert "c0[t]" in kernel.source or "nx0[row]" in kernel.source  # the candidate is read from the operands
+    assert len(cuda_compile.compile_kernel(kernel)) > 0
