@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # HERE (a machine with pip and network, x86-64): fetch cuVS 26.10 for CUDA 13 and the wheels its headers and
 # libcuvs.so need, keep only what building and running benchmarks/cuvs/harness.cu takes (headers, the shared
-# libraries), pack them as one xz tarball and split it into parts under 55 MiB, one per folder
-# DEST/.dev-cuvs1, DEST/.dev-cuvs2, ... (DEST: the checkout the device tool sends, /work/main by default; its
-# .git/info/exclude must ignore /.dev-*/). device_steps.md says how the parts travel and are put back together.
-# Usage: bash benchmarks/cuvs/prepare.sh [DEST]
+# libraries; in libcuvs.so only the kernels of CUDA_ARCH, 90 by default, for the H100/H200: keep_arch.py), pack
+# them as one xz tarball and split it into parts under 55 MiB, one per folder DEST/.dev-cuvs1, DEST/.dev-cuvs2, ...
+# (DEST: the checkout the device tool sends, /work/main by default; its .git/info/exclude must ignore /.dev-*/).
+# With sm_90 alone it is one part of 46 MiB; CUDA_ARCH=all keeps every architecture (4 parts, 172 MB).
+# device_steps.md says how the parts travel and are put back together.
+# Usage: [CUDA_ARCH=90|all] bash benchmarks/cuvs/prepare.sh [DEST]
 set -euo pipefail
 DEST=${1:-/work/main}
 VERSION=${CUVS_VERSION:-26.10}
 WORK=${CUVS_WORK:-/tmp/cuvs-prepare}
+ARCH=${CUDA_ARCH:-90}
+HERE=$(cd "$(dirname "$0")" && pwd)
 PART=55000000   # bytes; under 55 MiB, so a part and the ~2 MiB working tree stay under a call's 64 MiB
 grep -qx '/.dev-\*/' "$DEST/.git/info/exclude" || { echo "$DEST/.git/info/exclude must ignore /.dev-*/" >&2; exit 1; }
 rm -rf "$WORK" && mkdir -p "$WORK/wheels" "$WORK/unpacked" "$WORK/root/include" "$WORK/root/lib"
@@ -27,6 +31,7 @@ cp -r libraft/include/rapids "$WORK/root/include/rapids"
 cp libcuvs/lib64/libcuvs.so librmm/lib64/librmm.so libkvikio/lib64/libkvikio.so \
   rapids_logger/lib64/librapids_logger.so libcuvs_cu13.libs/* libkvikio_cu13.libs/* "$WORK/root/lib/"
 cat libcuvs/GIT_COMMIT libcuvs/VERSION > "$WORK/root/CUVS_VERSION" 2>/dev/null || true
+[ "$ARCH" = all ] || python3 "$HERE/keep_arch.py" "$WORK/root/lib/libcuvs.so" "$ARCH"
 ls -la "$WORK/root/lib"
 tar -C "$WORK/root" -cf - . | xz -6 -T0 > "$WORK/cuvs.tar.xz"
 sha256sum "$WORK/cuvs.tar.xz" | cut -d' ' -f1 > "$WORK/cuvs.sha256"
