@@ -9,6 +9,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CUVS=${CUVS_HOME:-$HOME/cuvs}
 case ${1:-} in
   stash)
+    [ -f "$2/cuvs.sha256" ] && rm -rf "$CUVS/parts"  # the first part starts a new set
     mkdir -p "$CUVS/parts"
     cp "$2"/* "$CUVS/parts/"
     ls -la "$CUVS/parts" ;;
