@@ -266,7 +266,11 @@ def summary(rows: list[dict], knn: list[dict]) -> list[str]:
         if r.get("cuvs_check", {}).get("ok") is False:
             c = r["cuvs_check"]
             text += f" (cuVS: {c['wrong_entries']} of {c['entries']} checked entries off {c['against']}"
-            text += f", {c['nan_entries']} NaN)" if c.get("nan_entries") else ")"
+            text += f", {c['nan_entries']} NaN" if c.get("nan_entries") else ""
+            text += (
+                f", {c['number_where_nan']} a number where {c['against']} is NaN" if c.get("number_where_nan") else ""
+            )
+            text += ")"
         if "cuvs_error" in r:
             text += f"; cuVS fails ({r['cuvs_error'][:80]})"
         if r["check"].get("checked") and not r["check"]["ok"]:
@@ -417,7 +421,7 @@ def main() -> None:
             save()
         del Xc, Qc, cuvs
     knn_metrics = args.knn_metrics.split(",")
-    for name in args.knn_datasets.split(","):
+    for name in filter(None, args.knn_datasets.split(",")):  # --knn-datasets "" runs no kNN
         X = make_dataset(name, args.scale, seed=args.seed)
         cupy.get_default_memory_pool().free_all_blocks()
         cuvs = harness.knn(X, knn_metrics, K + 1) if harness else {}
