@@ -19,7 +19,9 @@ SASS = 2  # an entry's kind: 1 PTX, 2 ELF (SASS)
 
 def section(path: str, name: str) -> tuple[int, int]:
     """File offset and size of a section, from readelf."""
-    for line in subprocess.run(["readelf", "-SW", path], capture_output=True, text=True, check=True).stdout.splitlines():
+    for line in subprocess.run(
+        ["readelf", "-SW", path], capture_output=True, text=True, check=True
+    ).stdout.splitlines():
         fields = line.replace("[ ", "[").split()
         if len(fields) > 5 and fields[1] == name:
             return int(fields[4], 16), int(fields[5], 16)
