@@ -54,8 +54,9 @@ def sample(Q, X, rng, queries: int = 16, rows: int = 2000) -> tuple[np.ndarray, 
 
 def scipy_reference(spec, Q, X, qi, xi):
     """SciPy's distances in float64 between rows ``qi`` of Q and ``xi`` of X on densified rows, or None where
-    SciPy has no definition that matches ours (dice and russellrao are boolean there). hellinger, which SciPy
-    lacks, is √(1 − Σ√(p·r)) on L1-normalised rows in float64 (NaN for an empty row, as our docs define it).
+    SciPy has no definition that matches ours (dice and russellrao are boolean there). Those SciPy lacks are
+    written out in float64: hellinger √(1 − Σ√(p·r)) on L1-normalised rows (NaN for an empty row, as our docs
+    define it), kldivergence Σ rel_entr(x, y), kl_divergence ½ Σ over x > 0 of x (log x − log y), log 0 read as 0.
 
     Only the columns the sample stores are densified (the others add nothing, or only n for hamming).
     jensenshannon follows ``scipy.spatial.distance.jensenshannon`` (NaN for an empty row), which the
@@ -77,6 +78,13 @@ def scipy_reference(spec, Q, X, qi, xi):
         if spec.name == "jensenshannon":
             P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
             return np.array([[jensenshannon(p, r) for r in R] for p in P])
+        if spec.name == "kldivergence":
+            return np.array([rel_entr(q[None, :], Xd).sum(1) for q in Qd])
+        if spec.name == "kl_divergence":  # log 0 read as 0, terms only where x > 0
+            logs = np.log(np.where(Xd > 0, Xd, 1.0))
+            return np.array(
+                [0.5 * np.where(q > 0, q * (np.log(np.where(q > 0, q, 1.0)) - logs), 0.0).sum(1) for q in Qd]
+            )
         if spec.name == "hellinger":
             P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
             return np.sqrt(np.maximum(1.0 - np.sqrt(P) @ np.sqrt(R).T, 0.0))
@@ -182,7 +190,7 @@ CUVS_METRICS = {
     "minkowski": "LpUnexpanded:2",  # our default p
     "hamming": "HammingUnexpanded",
     "jensenshannon": "JensenShannon",
-    "kldivergence": "KLDivergence",
+    "kl_divergence": "KLDivergence",  # ½ Σ x (log x − log y), RAFT's definition, which ours of that name follows
 }
 
 
