@@ -102,8 +102,9 @@ def compare(mine, want) -> dict:
     mine = np.asarray(mine, dtype=np.float64)
     both = np.isnan(want) & np.isnan(mine)
     ok = np.isclose(mine, want, 1e-4, 1e-5) | both
-    err = np.abs(mine - want) / (1e-5 + np.abs(want))
-    err[both] = 0.0
+    with np.errstate(invalid="ignore"):  # inf - inf where both are +inf (kldivergence)
+        err = np.abs(mine - want) / (1e-5 + np.abs(want))
+    err[both | (mine == want)] = 0.0
     return {
         "checked": True,
         "ok": bool(ok.all()),
