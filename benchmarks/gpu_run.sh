@@ -3,7 +3,9 @@
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
 # the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
 # PROFILE_JOBS: stage_profile.py's --jobs).
-# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [dask] [profile] [smoke]; logs and JSON go to $OUT.
+# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [smoke]; logs and JSON
+# go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
+# CUVS_ARGS: more arguments).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -32,6 +34,9 @@ for job in "$@"; do
     public)
       python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --json "$OUT/public_api_h200.json" \
         2>&1 | tee "$OUT/public_api.log" || status=1 ;;
+    cuvs)  # needs $HOME/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md
+      python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --cuvs "${CUVS_HARNESS:-$HOME/cuvs/root/cuvs_harness}" \
+        ${CUVS_ARGS:-} --json "$OUT/public_api_cuvs_h200.json" 2>&1 | tee "$OUT/public_api_cuvs.log" || status=1 ;;
     dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
       python3 "$REPO/benchmarks/dask_scaling.py" ${DASK_ARGS:---gpus 1,2 --seed 0} --json "$OUT/dask_scaling.json" \
         2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
