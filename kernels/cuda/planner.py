@@ -27,7 +27,7 @@ from .source import rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins", "coo", "hash")
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,9 @@ class Settings:
     ``strategy``: ``"auto"`` lets :func:`decide` choose; any other of
     ``STRATEGIES`` forces that strategy where it applies (and turns off the
     choices only ``auto`` makes: margins, dense GEMM, the inverted kernel by
-    its cost, merging a union of short rows); where it does not apply the
-    product runs as for ``"rowvec"``.
+    its cost, the cheapest kernel by the cost model); where it does not apply
+    the product runs as for ``"rowvec"`` (``"coo"`` as ``"hash"`` when a dense
+    row does not fit).
     """
 
     strategy: str = "auto"
@@ -78,6 +79,26 @@ DENSE_GEMM_DENSITY = 0.03
 INVERTED_COST = 8
 INVERTED_MAX_COLUMNS = 1 << 24
 
+# The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
+# shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
+# dense shared row by ``rowvec``; the constants are fitted to the H200 run of
+# ``benchmarks/strategy_bench.py`` (``docs/cuda.md``, "Strategy choice").
+#   rowvec           per held row: every streamed entry, plus ROWVEC_ROW_COST per streamed row (a lane group's
+#                    reduction and store, and the idle lanes of a group longer than its row)
+#   rowvec-compact   the same × COMPACT_COST (the renumbering of Y's columns per batch of held rows)
+#   coo              per held row: every streamed entry × COO_COST (its row index, the segmented scan),
+#                    with no per-row cost: entries, not rows, are dealt to the lanes
+#   hash             per block of HASH_ROWS held rows: every streamed entry × HASH_STREAM_COST, plus
+#                    HASH_PROBE_COST per held row (the hash and the probes)
+#   merge            per output entry: both rows' stored entries × MERGE_COST
+ROWVEC_ROW_COST = 20.0
+COMPACT_COST = 1.4
+COO_COST = 2.0
+HASH_STREAM_COST = 1.0
+HASH_PROBE_COST = 1.5
+HASH_ROWS = 4  # held rows per block of the hash kernel on the datasets' short rows (``strategies.hash_layout``)
+MERGE_COST = 2.3
+
 Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
 
 
@@ -102,36 +123,58 @@ class Facts:
     annihilates: bool  # 0 ⊗ y = x ⊗ 0 = 0 (for finite values)
     plus: bool  # the add monoid is plus
     plus_times: bool  # plus and times: a dense matrix product
+    x_rows: int = 0
+    x_stored: int = 0  # stored entries of X
     margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data)
     finite: Lazy = True  # every value of X and Y is finite
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
 
 
-def choose_family(settings: Settings, facts: Facts) -> str:
-    """The strategy of the shared-memory family, or merge.
+def family_costs(facts: Facts) -> dict[str, float]:
+    """The cost model's estimate for each kernel that applies (``rowvec``/``coo`` where a dense row fits,
+    ``rowvec-compact`` where it does not, ``hash`` and ``merge`` always), in the units above."""
 
-    * ``"rowvec"`` — a row of the whole column space fits in shared memory (with
-      the bitmap unions and structural semirings need);
-    * ``"rowvec-compact"`` — it does not (or it is forced), so the columns are
-      renumbered onto those a batch of X rows stores, batches sized to fit;
-    * ``"merge"`` — forced, no columns at all, or a union whose rows are short
-      (``mean_degree``, the two inputs' mean stored values per row added, below
-      ``UNION_MERGE_BELOW_DEGREE``).
+    def passes(entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
+        held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
+        held_y = facts.y_rows / rows_per_block * (entry_cost * facts.x_stored + row_cost * facts.x_rows)
+        return held_x + (held_y if facts.union else 0.0)
+
+    outputs = facts.x_rows * facts.y_rows
+    costs = {
+        "hash": passes(HASH_STREAM_COST, 0.0, HASH_ROWS) + passes(HASH_PROBE_COST, 0.0),
+        "merge": MERGE_COST * outputs * (facts.mean_degree or 0.0),
+    }
+    if _known(facts.rowvec_fits):
+        costs["rowvec"] = passes(1.0, ROWVEC_ROW_COST)
+        costs["coo"] = passes(COO_COST, 0.0)
+    else:
+        costs["rowvec-compact"] = passes(COMPACT_COST, ROWVEC_ROW_COST)
+    return costs
+
+
+def choose_family(settings: Settings, facts: Facts) -> str:
+    """The kernel that streams one matrix past rows of the other held in shared memory, or merge.
+
+    Forced: ``"merge"``; ``"hash"``; ``"coo"`` where a dense row fits, else
+    ``"hash"``; ``"rowvec-compact"``; anything else ``"rowvec"`` where a
+    dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
+    by :func:`family_costs` (merge also when there are no columns).
     """
     forced = settings.strategy
     if forced == "merge" or facts.ncols == 0:
         return "merge"
-    if (
-        forced == "auto"
-        and facts.union
-        and facts.mean_degree is not None
-        and facts.mean_degree < UNION_MERGE_BELOW_DEGREE
-    ):
-        return "merge"
+    if forced == "hash":
+        return "hash"
+    if forced == "auto":
+        costs = family_costs(facts)
+        return min(costs, key=costs.get)
+    fits = _known(facts.rowvec_fits)
+    if forced == "coo":
+        return "coo" if fits else "hash"
     if forced == "rowvec-compact":
         return "rowvec-compact"
-    return "rowvec" if _known(facts.rowvec_fits) else "rowvec-compact"
+    return "rowvec" if fits else "rowvec-compact"
 
 
 def decide(settings: Settings, facts: Facts) -> str:
@@ -139,27 +182,34 @@ def decide(settings: Settings, facts: Facts) -> str:
 
     ``"margins"`` (a plus-monoid union split into row margins and one
     intersection), ``"dense-gemm"``, ``"inverted"``, or :func:`choose_family`'s
-    ``"rowvec"``/``"rowvec-compact"``/``"merge"``.  A forced setting other
-    than ``auto`` turns the first three off except the one it names, which
-    then runs wherever it applies.
+    kernel.  A forced setting other than ``auto`` turns the first three off
+    except the one it names, which then runs wherever it applies.
 
     >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
-    ...               annihilates=True, plus=True, plus_times=True)
-    >>> decide(Settings(), facts), decide(Settings("merge"), facts)
-    ('dense-gemm', 'merge')
+    ...               annihilates=True, plus=True, plus_times=True, x_rows=10, x_stored=500)
+    >>> decide(Settings(), facts), decide(Settings("merge"), facts), decide(Settings("hash"), facts)
+    ('dense-gemm', 'merge', 'hash')
     """
     forced = settings.strategy
     auto = forced == "auto"
     if facts.union and (auto or forced == "margins") and _known(facts.margins):
         return "margins"
     strategy = choose_family(settings, facts)
-    if facts.annihilates and not _known(facts.finite):
-        return "merge"  # rowvec skips zero entries, exact only where 0 ⊗ y is 0
+    if facts.annihilates and strategy != "hash" and not _known(facts.finite):
+        return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
     if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
         return "dense-gemm"
     if inverted_applies(facts) and (forced == "inverted" or (auto and _known(facts.inverted_pays))):
         return "inverted"
     return strategy
+
+
+def decide_masked(settings: Settings, rowvec_fits: Lazy = True) -> str:
+    """The kernel of a masked product: ``"merge"`` (one thread per mask entry), or, forced, ``"hash"``
+    (``"coo"`` where a dense row fits) walking each held row's mask entries."""
+    if settings.strategy == "hash" or (settings.strategy == "coo" and not _known(rowvec_fits)):
+        return "hash"
+    return "coo" if settings.strategy == "coo" else "merge"
 
 
 def _dense_pays(facts: Facts, auto: bool) -> bool:
@@ -186,6 +236,11 @@ def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True,
     return decide(settings, facts(sr, X, Y, xv, yv, margins, nonnegative))
 
 
+def plan_masked(sr, X: DeviceCSR, Y: DeviceCSR, value_type: str, settings: Settings) -> str:
+    """The kernel of a product at a mask's entries (see :func:`decide_masked`)."""
+    return decide_masked(settings, lambda: _rowvec_fits(sr, X.shape[1], value_type))
+
+
 def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:
     """The :class:`Facts` of a product of X and Y, the costly ones left to compute on demand."""
     xv = X.data if xv is None else xv
@@ -205,18 +260,35 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
         annihilates=sr.annihilates,
         plus=sr.add.kind == "plus",
         plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+        x_rows=X.shape[0],
+        x_stored=X.indices.size,
         margins=margin_split_applies if margins else False,
         finite=lambda: _finite(xv, yv),
-        rowvec_fits=lambda: rowvec_shared_bytes(X.shape[1], value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+        rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: _inverted_pays(X, Y),
     )
 
 
+def _rowvec_fits(sr, ncols: int, value_type: str) -> bool:
+    return rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes()
+
+
 def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None = None, settings=None) -> str:
-    """:func:`choose_family` for a semiring over ``ncols`` columns of ``value_type`` on this device."""
+    """The shared-memory family by shape alone (no cost model): ``rowvec`` where a dense row of ``ncols``
+    columns of ``value_type`` fits this device's shared memory, else ``rowvec-compact``; ``merge`` for no
+    columns or a union of rows shorter than ``UNION_MERGE_BELOW_DEGREE`` on average."""
     settings = Settings.from_env() if settings is None else settings
+    if settings.strategy == "merge" or ncols == 0:
+        return "merge"
+    if (
+        settings.strategy == "auto"
+        and sr.is_union
+        and mean_degree is not None
+        and mean_degree < UNION_MERGE_BELOW_DEGREE
+    ):
+        return "merge"
     return choose_family(
-        settings,
+        Settings("rowvec-compact" if settings.strategy == "rowvec-compact" else "rowvec"),
         Facts(
             ncols=ncols,
             y_rows=0,
@@ -226,7 +298,7 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
             annihilates=sr.annihilates,
             plus=sr.add.kind == "plus",
             plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
-            rowvec_fits=lambda: rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+            rowvec_fits=lambda: _rowvec_fits(sr, ncols, value_type),
         ),
     )
 

@@ -13,6 +13,7 @@ import semiring
 from semiring import expr as E
 from semiring.distances.specs import DISTANCES, NORMS
 from semiring.kernels.cuda import compile as cuda_compile
+from semiring.kernels.cuda import hash_source
 from semiring.kernels.cuda import source as cuda_source
 
 TYPES = [("float32", "int32"), ("float64", "int64")]
@@ -138,3 +139,53 @@ def test_inverted_kernel_takes_plus_however_written():
     """``y + x`` is plus (``Monoid.kind``), so the inverted kernel renders for it as for ``x + y``."""
     sr = semiring.Semiring(semiring.Monoid(semiring.binary_op("y + x"), 0.0), semiring.binary_op("x * y"))
     assert len(cuda_compile.compile_kernel(cuda_source.render_pairwise_inverted(sr))) > 0
+
+
+# The CSR + COO kernel of the ``coo`` and ``hash`` strategies: a union and an intersection semiring (and a
+# structural one, and a user-defined union) over every table, pass, mask and type pair.
+COO_SEMIRINGS = [
+    semiring.plus_times,
+    semiring.max_absdiff,
+    semiring.plus_pair,
+    semiring.Semiring(semiring.monoid.min, semiring.binary_op("abs(x - y) / (1.0 + abs(y))")),
+]
+INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64")]
+
+
+@pytest.mark.parametrize("sr", COO_SEMIRINGS, ids=lambda s: s.name)
+@pytest.mark.parametrize("value_type, index_type", INDEX_PAIRS)
+@pytest.mark.parametrize("table", hash_source.TABLES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
+    passes = (False, True) if sr.is_union else (False,)
+    rows = (1,) if table == "dense" or masked else (1, hash_source.MAX_ROWS)
+    for second in passes:
+        for r in rows:
+            kernel = hash_source.render_pairwise_coo(sr, value_type, index_type, table, second, masked, r)
+            assert f'extern "C" __global__ void {kernel.name}(' in kernel.source
+            assert len(cuda_compile.compile_kernel(kernel)) > 0
+
+
+def test_coo_kernel_semantics_follow_the_semiring():
+    """Intersections add only where the held row stores the column; a union's first pass reads a missing
+    held entry as 0 and its second pass adds ``x ⊗ 0`` where the held row lacks the column, by structure."""
+    inter = hash_source.render_pairwise_coo(semiring.plus_times, table="hash").source
+    assert "if (found) { v = sr_mult(x, y, params); hit = true; }" in inter
+    assert "atomicAdd(addr, v)" in inter  # plus combines with atomicAdd
+    first = hash_source.render_pairwise_coo(semiring.max_absdiff, table="hash").source
+    assert "v = sr_mult(found ? x : T(0), y, params); hit = true;" in first
+    assert "atomicCAS(w, seen" in first  # any other monoid: a compare-and-swap loop
+    second = hash_source.render_pairwise_coo(semiring.max_absdiff, table="dense", second_pass=True).source
+    assert "if (!found) { v = sr_mult(y, T(0), params); hit = true; }" in second
+    assert "present[c >> 5]" in second  # a dense row's stored columns from its bitmap
+
+
+def test_coo_kernel_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="table must be one of"):
+        hash_source.render_pairwise_coo(semiring.plus_times, table="tree")
+    with pytest.raises(ValueError, match="rows must be 1 for a dense table"):
+        hash_source.render_pairwise_coo(semiring.plus_times, table="dense", rows=2)
+    with pytest.raises(ValueError, match="a second pass completes a union"):
+        hash_source.render_pairwise_coo(semiring.plus_times, second_pass=True)
+    with pytest.raises(ValueError, match="group must be a power of two"):
+        hash_source.render_pairwise_coo(semiring.plus_times, masked=True, group=6)
