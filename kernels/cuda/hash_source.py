@@ -153,6 +153,7 @@ __device__ __forceinline__ void sr_combine(T* addr, T v) {{
 """
 
 
+BLOCK_THREADS = 1024  # every launch's block size: registers are budgeted for it (``__launch_bounds__``)
 MAX_ROWS = 8  # held rows per block of the hash table: each streamed entry is read once for all of them
 
 
@@ -283,7 +284,7 @@ typedef {I} I;
 #define SR_GROUP {group}
 #define SR_ROWS {rows}
 {functions}{_atomic_combine(sr, value_type)}
-extern "C" __global__ void {name}(
+extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(
     const I* __restrict__ ap, const I* __restrict__ ai, const T* __restrict__ av,
     const I* __restrict__ item_row, const I* __restrict__ item_k0, const I* __restrict__ item_k1, long long n_items,
     const I* __restrict__ bp, const I* __restrict__ bi, const T* __restrict__ bv,

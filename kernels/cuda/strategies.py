@@ -319,15 +319,15 @@ def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, secon
     blocks = -(-n_items // rows)
     if masked is not None:
         eptr, other, slot = masked
-        launch.run(fn, (blocks,), (ROWVEC_THREADS,), (*head, eptr, other, slot, out), shared)
+        launch.run(fn, (blocks,), (hash_source.BLOCK_THREADS,), (*head, eptr, other, slot, out), shared)
         return
     brow = (cupy.searchsorted(bp, cupy.arange(nnz_b, dtype=bp.dtype), side="right") - 1).astype(bp.dtype)
     sms = launch.multiprocessor_count()
-    per_block = ROWVEC_THREADS * COO_ENTRIES_PER_THREAD
+    per_block = hash_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
     grid_y = max(1, min(-(-nnz_b // per_block), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
     stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
     args = (*head, brow, np.int64(nnz_b), np.int64(stride_a), np.int64(stride_b), out)
-    launch.run(fn, (blocks, grid_y), (ROWVEC_THREADS,), args, shared)
+    launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
 
 
 # A block's share of B's entries is at least this many per thread, so filling its tables pays; blocks are
