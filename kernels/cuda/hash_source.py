@@ -42,9 +42,9 @@ TABLES = ("hash", "dense")
 EMPTY_KEY = -1
 
 
-def table_slot_bytes(value_type: str, index_type: str) -> int:
-    """Shared memory per hash-table slot: a key and a value."""
-    return (4 if value_type == "float32" else 8) + (4 if index_type == "int32" else 8)
+def table_slot_bytes(value_type: str, index_type: str, split: bool = False) -> int:
+    """Shared memory per hash-table slot: a key and a value (and a margin, for a margin split)."""
+    return (4 if value_type == "float32" else 8) * (2 if split else 1) + (4 if index_type == "int32" else 8)
 
 
 def _needs_presence(sr, second_pass: bool) -> bool:
@@ -53,9 +53,12 @@ def _needs_presence(sr, second_pass: bool) -> bool:
     return second_pass or (not sr.annihilates and not sr.is_union)
 
 
-def _term(sr, second_pass: bool, table: str) -> str:
+def _term(sr, second_pass: bool, table: str, split: bool = False) -> str:
     """C statements giving ``v`` (this entry's ⊗, or ⊕'s identity) and ``hit`` (whether it adds anything),
-    from ``found`` (the held row stores column c), ``x`` (its value there) and the streamed value ``y``."""
+    from ``found`` (the held row stores column c), ``x`` (its value there) and the streamed value ``y``;
+    with ``split``, the margin split's cross op from the union's op and the two entries' margins."""
+    if split:  # f(x, y) − f(x, 0) − f(0, y), the margins computed once per stored entry
+        return "if (found) { v = (sr_union(x, y, params) - mx) - bm[k]; hit = true; }"
     if second_pass:  # the held row is Y's, the streamed value X's: X's columns Y lacks
         return "if (!found) { v = sr_mult(y, T(0), params); hit = true; }"
     if sr.is_union:  # a missing held entry counts as 0 (a dense row holds 0 there)
@@ -67,8 +70,11 @@ def _term(sr, second_pass: bool, table: str) -> str:
     return "if (found) { v = sr_mult(x, y, params); hit = true; }"  # the columns both rows store
 
 
-def _table_code(sr, value_type: str, index_type: str, table: str, second_pass: bool) -> tuple[str, str, str]:
-    """(device functions, the block's table set-up, the lookup of column ``c`` in held row ``r``)."""
+def _table_code(
+    sr, value_type: str, index_type: str, table: str, second_pass: bool, split: bool = False
+) -> tuple[str, str, str]:
+    """(device functions, the block's table set-up, the lookup of column ``c`` in held row ``r``); with
+    ``split`` (hash tables only) each slot also holds its entry's margin ``f(x, 0)``."""
     if table == "hash":
         key_bits = "(unsigned)c" if index_type == "int32" else "(unsigned)(c ^ (c >> 32))"
         cas = (
@@ -85,30 +91,35 @@ __device__ __forceinline__ unsigned sr_hash(I c) {{
     h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
     return h;
 }}
-__device__ __forceinline__ void sr_insert(I* keys, T* vals, unsigned mask, I c, T v) {{
+__device__ __forceinline__ unsigned sr_insert(I* keys, unsigned mask, I c) {{
     unsigned h = sr_hash(c) & mask;
     while ((I){cas} != SR_EMPTY) h = (h + 1) & mask;  // at most half full: a free slot is near
-    vals[h] = v;
+    return h;
 }}
-__device__ __forceinline__ bool sr_find(const I* keys, const T* vals, unsigned mask, I c, T& x) {{
+__device__ __forceinline__ int sr_find(const I* keys, unsigned mask, I c) {{
     for (unsigned h = sr_hash(c) & mask;; h = (h + 1) & mask) {{
         const I k = keys[h];
-        if (k == c) {{ x = vals[h]; return true; }}
-        if (k == SR_EMPTY) return false;
+        if (k == c) return (int)h;
+        if (k == SR_EMPTY) return -1;
     }}
 }}
 """
-        setup = """\
+        margins = SPLIT_TABLE if split else ("", "", "")
+        setup = f"""\
     T* vals = (T*)sr_shared;
-    I* keys = (I*)(vals + SR_ROWS * slots);
+    {margins[0]}I* keys = (I*)(vals + {2 if split else 1} * SR_ROWS * slots);
     const unsigned mask = (unsigned)(slots - 1);
     for (long long s = threadIdx.x; s < SR_ROWS * slots; s += blockDim.x) keys[s] = SR_EMPTY;
     __syncthreads();
     for (int r = 0; r < SR_ROWS; ++r)
-        for (I k = k0[r] + threadIdx.x; k < k1[r]; k += blockDim.x)
-            sr_insert(keys + r * slots, vals + r * slots, mask, ai[k], av[k]);
+        for (I k = k0[r] + threadIdx.x; k < k1[r]; k += blockDim.x) {{
+            const unsigned h = r * slots + sr_insert(keys + r * slots, mask, ai[k]);
+            vals[h] = av[k];{margins[1]}
+        }}
     __syncthreads();"""
-        lookup = "T x = T(0); const bool found = sr_find(keys + r * slots, vals + r * slots, mask, (I)c, x);"
+        lookup = f"""const int h = sr_find(keys + r * slots, mask, (I)c);
+                    const bool found = h >= 0;
+                    const T x = found ? vals[r * slots + h] : T(0);{margins[2]}"""
         return functions, setup, lookup
     presence = _needs_presence(sr, second_pass)
     setup = f"""\
@@ -127,6 +138,33 @@ __device__ __forceinline__ bool sr_find(const I* keys, const T* vals, unsigned m
     found = "((present[c >> 5] >> (c & 31)) & 1u) != 0u" if presence else "true"
     lookup = f"const T x = vals[c]; const bool found = {found}; (void)found;"
     return "", setup, lookup
+
+
+# The margin split's extras of a hash table: the margins' array, their insertion, their lookup.
+SPLIT_TABLE = (
+    "T* margs = vals + SR_ROWS * slots;\n    ",
+    "\n            margs[h] = am[k];",
+    "\n                    const T mx = found ? margs[r * slots + h] : T(0);",
+)
+
+
+def render_entrywise(tree: _expr.Node, label: str, value_type: str = "float32") -> KernelSource:
+    """One thread per stored entry: ``out[k] = f(x)`` of its value ``x`` — a margin split's ``f(x, 0)``,
+    evaluated once per stored entry rather than once per pair of rows."""
+    T, _ = _types(value_type, "int64")
+    name = f"sr_entrywise_{_suffix(label, value_type, 'int64')}"
+    f = _expr.render_cuda(tree, {"x": "x"}, "T")
+    body = f"""\
+typedef {T} T;
+extern "C" __global__ void {name}(const T* __restrict__ data, long long n, T* __restrict__ out)
+{{
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const T x = data[k];
+    out[k] = {f};
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
 
 
 def _atomic_combine(sr, value_type: str) -> str:
@@ -166,6 +204,7 @@ def render_pairwise_coo(
     masked: bool = False,
     rows: int = 1,
     group: int = 8,
+    split_of=None,
 ) -> KernelSource:
     """The load-balanced CSR + COO kernel with rows of A held in a ``table`` (see the module docstring).
 
@@ -180,6 +219,11 @@ def render_pairwise_coo(
     ``[eptr[a], eptr[a+1])``, entry e pairs it with B's row ``other[e]`` and
     writes ``out[slot[e]]``), ``out``.  ``group`` (masked only): lanes per
     entry, a power of two up to 32.
+
+    ``split_of``: ``sr`` is the margin split of this union semiring (``Semiring.margin_split``'s ``cross``),
+    and the kernel takes, after ``params``, each stored entry's margin ``am`` (``f(x, 0)`` of the held
+    matrix) and ``bm`` (``f(0, y)`` of the streamed one), so the cross op evaluates ``f`` once per pair
+    rather than three times (hash tables, unmasked, first pass only).
     """
     T, I = _types(value_type, index_type)
     if table not in TABLES:
@@ -190,12 +234,22 @@ def render_pairwise_coo(
         raise ValueError(f"rows must be 1 for a dense table or a masked product, else 1..{MAX_ROWS}; got {rows}")
     if second_pass and not sr.is_union:
         raise ValueError(f"a second pass completes a union; {sr!r} is not one")
-    functions, setup, lookup = _table_code(sr, value_type, index_type, table, second_pass)
-    term = _term(sr, second_pass, table)
+    split = split_of is not None
+    if split and (table != "hash" or masked or second_pass or sr.is_union):
+        raise ValueError("a margin split's cross op runs in hash tables, unmasked, in one pass")
+    functions, setup, lookup = _table_code(sr, value_type, index_type, table, second_pass, split)
+    term = _term(sr, second_pass, table, split)
     identity = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")
     kind = f"{table}_{'second' if second_pass else 'first'}_{'masked' if masked else 'coo'}"
     shape = f"_g{group}" if masked else f"_r{rows}"
-    name = f"sr_{kind}{shape}_{_suffix(sr.name, value_type, index_type)}"
+    name = f"sr_{kind}{shape}{'_split' if split else ''}_{_suffix(sr.name, value_type, index_type)}"
+    if split:
+        union_op = split_of.mult.cuda("x", "y", "params", "T")
+        functions += f"""\
+__device__ __forceinline__ T sr_union(T x, T y, const double* __restrict__ params) {{
+    return {union_op};
+}}
+"""
     # Only the entries of B in the part's column range: each column belongs to exactly one part of a row.
     visit = f"""\
                 if (c >= c_lo[r] && c < c_hi[r]) {{
@@ -279,6 +333,7 @@ def render_pairwise_coo(
         }}
         carried = open;
     }}"""
+    margin_args = "\n    const T* __restrict__ am, const T* __restrict__ bm," if split else ""
     body = f"""\
 typedef {I} I;
 #define SR_GROUP {group}
@@ -288,7 +343,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(
     const I* __restrict__ ap, const I* __restrict__ ai, const T* __restrict__ av,
     const I* __restrict__ item_row, const I* __restrict__ item_k0, const I* __restrict__ item_k1, long long n_items,
     const I* __restrict__ bp, const I* __restrict__ bi, const T* __restrict__ bv,
-    long long slots, long long ncols, const double* __restrict__ params,
+    long long slots, long long ncols, const double* __restrict__ params,{margin_args}
     {signature}, T* __restrict__ out)
 {{
     extern __shared__ double sr_shared[];  // double: aligned for either value type

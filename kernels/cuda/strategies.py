@@ -30,11 +30,21 @@ DENSE_CHUNK_BYTES = 128 * 2**20
 MARGIN_RECOMPUTE_BYTES = 1 << 30
 
 
-def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = None, settings: Settings | None = None):
+def product(
+    X: DeviceCSR,
+    Y: DeviceCSR,
+    sr,
+    out_dtype,
+    mask: Entries | None = None,
+    settings: Settings | None = None,
+    split_of=None,
+):
     """Dense ``(m, p)`` result, or the values at ``mask`` on the device, in its order.
 
     ``settings`` (read once by the engine's entry; by default from the
-    environment) choose the strategy of a dense product.
+    environment) choose the strategy of a dense product.  ``split_of``: ``sr``
+    is the ``cross`` of this (union semiring, ``MarginSplit``), so the hash
+    kernel may evaluate the margins once per stored entry.
     """
     import cupy
 
@@ -62,7 +72,10 @@ def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = No
         elif strategy == "rowvec-compact":
             rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy in ("coo", "hash"):
-            coo(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, table(strategy))
+            margins = entry_margins(split_of, value_name, xv, yv) if split_of and strategy == "hash" else None
+            coo(
+                sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, table(strategy), margins
+            )
         else:
             merge(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
         return out
@@ -112,7 +125,7 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     (nx, ax), (ny, ay) = norms
     if not bool(cupy.isfinite(ax).all()) or not bool(cupy.isfinite(ay).all()):
         return None
-    out = product(X, Y, split.cross, out_dtype, settings=settings)
+    out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
     none = np.zeros(0)
     rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
     # Cancelling entries are found and recomputed a band of rows at a time: on similar dense rows nearly all
@@ -259,7 +272,9 @@ def _parts(ap, part: int):
     return row.astype(ap.dtype), k0.astype(ap.dtype), k1.astype(ap.dtype), n
 
 
-def hash_layout(ap, value_name: str, index_type: str, max_rows: int = hash_source.MAX_ROWS) -> tuple[int, int]:
+def hash_layout(
+    ap, value_name: str, index_type: str, max_rows: int = hash_source.MAX_ROWS, split: bool = False
+) -> tuple[int, int]:
     """(slots of one row's table, rows held per block) for held rows with pointers ``ap``.
 
     Each block streams all of B once for the rows it holds, so the layout that
@@ -269,7 +284,7 @@ def hash_layout(ap, value_name: str, index_type: str, max_rows: int = hash_sourc
     """
     import cupy
 
-    slot_bytes = hash_source.table_slot_bytes(value_name, index_type)
+    slot_bytes = hash_source.table_slot_bytes(value_name, index_type, split)
     budget = launch.max_shared_bytes() // HASH_BLOCKS_PER_SM
     deg = cupy.diff(ap)
     if deg.size == 0:
@@ -289,8 +304,9 @@ def hash_layout(ap, value_name: str, index_type: str, max_rows: int = hash_sourc
     return best[1], best[2]
 
 
-def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass, masked=None):
-    """One pass of ``render_pairwise_coo``: the held rows (in parts) against the streamed entries."""
+def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass, masked=None, margins=None):
+    """One pass of ``render_pairwise_coo``: the held rows (in parts) against the streamed entries (with
+    ``margins`` — the union semiring and its entries' margins — the margin split's cross op)."""
     import cupy
 
     ap, ai, av = held
@@ -304,18 +320,20 @@ def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, secon
         shared = source.rowvec_shared_bytes(ncols, value_name, sr, second_pass)
         part = max(1, int(ap[-1]))  # never cut: the whole column space is held
     else:
-        slots, rows = hash_layout(ap, value_name, index_type, 1 if masked is not None else hash_source.MAX_ROWS)
-        shared = rows * slots * hash_source.table_slot_bytes(value_name, index_type)
+        most = 1 if masked is not None else hash_source.MAX_ROWS
+        slots, rows = hash_layout(ap, value_name, index_type, most, margins is not None)
+        shared = rows * slots * hash_source.table_slot_bytes(value_name, index_type, margins is not None)
         part = slots // 2
     item_row, item_k0, item_k1, n_items = _parts(ap, part)
     group = _group_size(bp, m_b) if masked is not None else 8
+    union = margins[0] if margins else None
     kernel = hash_source.render_pairwise_coo(
-        sr, value_name, index_type, tab, second_pass, masked is not None, rows, group
+        sr, value_name, index_type, tab, second_pass, masked is not None, rows, group, split_of=union
     )
     fn = launch.function(kernel)
     launch.allow_shared(fn, shared)
     head = (ap, ai, av, item_row, item_k0, item_k1, np.int64(n_items), bp, bi, bv)
-    head = (*head, np.int64(slots), np.int64(ncols), device_params(sr.params))
+    head = (*head, np.int64(slots), np.int64(ncols), device_params(sr.params), *(margins[1:] if margins else ()))
     blocks = -(-n_items // rows)
     if masked is not None:
         eptr, other, slot = masked
@@ -336,13 +354,29 @@ COO_ENTRIES_PER_THREAD = 16
 COO_BLOCKS_PER_SM = 8
 
 
-def coo(sr, value_name, index_type, held, streamed, ncols, start, out, tab):
+def coo(sr, value_name, index_type, held, streamed, ncols, start, out, tab, margins=None):
     """The load-balanced CSR + COO kernel over all rows: X's rows held in ``tab`` tables, Y's entries dealt
-    evenly to the warps; a union adds its second pass with the roles swapped."""
+    evenly to the warps; a union adds its second pass with the roles swapped.  ``margins``
+    (:func:`entry_margins`): ``sr`` is that union's margin split, its margins given per stored entry."""
     out.fill(start)
-    _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass=False)
+    _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass=False, margins=margins)
     if sr.is_union:
         _coo_pass(sr, value_name, index_type, streamed, held, ncols, out, tab, second_pass=True)
+
+
+def entry_margins(split_of, value_name: str, xv, yv):
+    """(the union semiring, ``f(x, 0)`` of each stored entry of X, ``f(0, y)`` of each of Y): the margin
+    split's one-sided terms, evaluated once per entry rather than once per pair of rows."""
+    import cupy
+
+    union, split = split_of
+    margins = []
+    for label, tree, values in (("x", split.x_margin, xv), ("y", split.y_margin, yv)):
+        kernel = hash_source.render_entrywise(tree, f"{union.name}_{label}_margin", value_name)
+        out = cupy.empty_like(values)
+        launch.launch(kernel, values.size, (values, np.int64(values.size), out))
+        margins.append(out)
+    return (union, *margins)
 
 
 def coo_masked(sr, value_name, index_type, held, streamed, mask, ncols, start, out, tab):

@@ -162,3 +162,25 @@ def test_hash_layout_cuts_heavy_rows_and_holds_short_ones_together():
     sizes = (k1 - k0).get()
     assert n == row.size > 101 and sizes.max() <= slots // 2  # the 40,000-entry row is cut, at most half full
     assert (np.bincount(row.get(), weights=sizes) == np.diff(ap.get())).all()  # every entry in exactly one part
+
+
+@pytest.mark.parametrize("metric", ["cityblock", "canberra", "jensenshannon", "hamming"])
+@pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
+def test_margin_split_cross_with_margins_once_per_entry(metric, dtype, index, small_shared):
+    """The hash kernel's margin-split form (``f(x, 0)``, ``f(0, y)`` evaluated once per stored entry) gives
+    the cross op's intersection product, heavy rows cut into parts included."""
+    from semiring.distances.specs import get_metric
+
+    union = get_metric(metric).terms[0]
+    split = union.margin_split(True)
+    X = skewed(23, 5000, 11, dtype, index, heavy=300, nonnegative=True)
+    Y = skewed(31, 5000, 12, dtype, index, heavy=100, nonnegative=True)
+    got = strategies.product(
+        launch.to_device(X),
+        launch.to_device(Y),
+        split.cross,
+        dtype,
+        settings=planner.Settings("hash"),
+        split_of=(union, split),
+    )
+    np.testing.assert_allclose(got.get(), reference(split.cross, X, Y), rtol=_rtol(dtype) * 10, atol=1e-5)
