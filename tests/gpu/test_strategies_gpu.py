@@ -183,4 +183,6 @@ def test_margin_split_cross_with_margins_once_per_entry(metric, dtype, index, sm
         settings=planner.Settings("hash"),
         split_of=(union, split),
     )
-    np.testing.assert_allclose(got.get(), reference(split.cross, X, Y), rtol=_rtol(dtype) * 10, atol=1e-3 if dtype == np.float32 else 1e-9)
+    np.testing.assert_allclose(
+        got.get(), reference(split.cross, X, Y), rtol=_rtol(dtype) * 10, atol=1e-3 if dtype == np.float32 else 1e-9
+    )
