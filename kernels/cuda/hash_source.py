@@ -38,6 +38,9 @@ from semiring import expr as _expr
 from .source import PREAMBLE, KernelSource, _costly, _ops, _suffix, _types
 
 TABLES = ("hash", "dense")
+# How an unmasked kernel walks B: its entries dealt evenly to warps (COO, segmented reduction), or its rows
+# to groups of lanes (a shuffle reduction per row, as ``render_pairwise_rowvec``).
+STREAMS = ("coo", "rows")
 # The hash table's empty key: no column is negative.
 EMPTY_KEY = -1
 
@@ -205,6 +208,7 @@ def render_pairwise_coo(
     rows: int = 1,
     group: int = 8,
     split_of=None,
+    stream: str = "coo",
 ) -> KernelSource:
     """The load-balanced CSR + COO kernel with rows of A held in a ``table`` (see the module docstring).
 
@@ -228,6 +232,8 @@ def render_pairwise_coo(
     T, I = _types(value_type, index_type)
     if table not in TABLES:
         raise ValueError(f"table must be one of {TABLES}, got {table!r}")
+    if stream not in STREAMS:
+        raise ValueError(f"stream must be one of {STREAMS}, got {stream!r}")
     if group not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"group must be a power of two up to 32, got {group}")
     if not 1 <= rows <= (1 if table == "dense" or masked else MAX_ROWS):
@@ -240,8 +246,8 @@ def render_pairwise_coo(
     functions, setup, lookup = _table_code(sr, value_type, index_type, table, second_pass, split)
     term = _term(sr, second_pass, table, split)
     identity = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")
-    kind = f"{table}_{'second' if second_pass else 'first'}_{'masked' if masked else 'coo'}"
-    shape = f"_g{group}" if masked else f"_r{rows}"
+    kind = f"{table}_{'second' if second_pass else 'first'}_{'masked' if masked else stream}"
+    shape = f"_g{group}" if masked else f"_r{rows}" + (f"_g{group}" if stream == "rows" else "")
     name = f"sr_{kind}{shape}{'_split' if split else ''}_{_suffix(sr.name, value_type, index_type)}"
     if split:
         union_op = split_of.mult.cuda("x", "y", "params", "T")
@@ -258,7 +264,7 @@ __device__ __forceinline__ T sr_union(T x, T y, const double* __restrict__ param
                 }}"""
     if masked:
         signature = "const I* __restrict__ eptr, const I* __restrict__ other, const I* __restrict__ slot"
-        stream = f"""\
+        stream_code = f"""\
     const int r = 0, lane = threadIdx.x % SR_GROUP;
     const long long groups = blockDim.x / SR_GROUP, e1 = eptr[a[0] + 1];
     // Every lane runs the same number of iterations, so the shuffles below see whole warps.
@@ -283,9 +289,48 @@ __device__ __forceinline__ T sr_union(T x, T y, const double* __restrict__ param
             if (whole[0]) *o = sr_add(*o, acc); else sr_combine(o, acc);
         }}
     }}"""
+    elif stream == "rows":
+        signature = "long long m_b, long long stride_a, long long stride_b"
+        stream_code = f"""\
+    // Groups of SR_GROUP lanes walk B's rows, each entry looked up in every held row's table.
+    const int lane = threadIdx.x % SR_GROUP, first_lane = threadIdx.x % 32 - lane;
+    const long long groups = blockDim.x / SR_GROUP;
+    const unsigned group_bits = SR_GROUP == 32 ? 0xffffffffu : ((1u << SR_GROUP) - 1u) << first_lane;
+    // Every lane runs the same number of iterations, so the shuffles below see whole warps.
+    for (long long base = (long long)blockIdx.y * groups; base < m_b; base += (long long)gridDim.y * groups) {{
+        const long long b = base + threadIdx.x / SR_GROUP;
+        T acc[SR_ROWS];
+        bool any[SR_ROWS];
+        #pragma unroll
+        for (int r = 0; r < SR_ROWS; ++r) {{ acc[r] = {identity}; any[r] = false; }}
+        if (b < m_b) {{
+            for (I k = bp[b] + lane; k < bp[b + 1]; k += SR_GROUP) {{
+                const long long c = bi[k];
+                const T y = bv[k];
+                #pragma unroll
+                for (int r = 0; r < SR_ROWS; ++r) {{
+                    T v = {identity};
+                    bool hit = false;
+{visit}
+                    if (hit) {{ acc[r] = sr_add(acc[r], v); any[r] = true; }}
+                }}
+            }}
+        }}
+        #pragma unroll
+        for (int r = 0; r < SR_ROWS; ++r) {{
+            T v = acc[r];
+            for (int offset = SR_GROUP / 2; offset > 0; offset /= 2)
+                v = sr_add(v, __shfl_down_sync(0xffffffffu, v, offset, SR_GROUP));
+            const bool hit = (__ballot_sync(0xffffffffu, any[r]) & group_bits) != 0u;
+            if (b < m_b && lane == 0 && hit) {{
+                T* o = &out[a[r] * stride_a + b * stride_b];
+                if (whole[r]) *o = sr_add(*o, v); else sr_combine(o, v);
+            }}
+        }}
+    }}"""
     else:
         signature = "const I* __restrict__ brow, long long nnz_b, long long stride_a, long long stride_b"
-        stream = f"""\
+        stream_code = f"""\
     // This block's share of B's entries, then each warp's contiguous share of it, walked 32 at a time.
     const int lane = threadIdx.x % 32;
     const long long warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -366,7 +411,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(
         }}
     }}
 {setup}
-{stream}
+{stream_code}
 }}
 """
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)

@@ -81,23 +81,24 @@ INVERTED_MAX_COLUMNS = 1 << 24
 
 # The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
 # shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
-# dense shared row by ``rowvec``; the constants are fitted to the H200 run of
-# ``benchmarks/strategy_bench.py`` (``docs/cuda.md``, "Strategy choice").
+# dense shared row by ``rowvec`` (about 1.3 ps on an H200), fitted to the H200 runs of
+# ``benchmarks/strategy_bench.py`` (``docs/cuda.md``, "Strategy choice"):
 #   rowvec           per held row: every streamed entry, plus ROWVEC_ROW_COST per streamed row (a lane group's
 #                    reduction and store, and the idle lanes of a group longer than its row)
-#   rowvec-compact   the same × COMPACT_COST (the renumbering of Y's columns per batch of held rows)
-#   coo              per held row: every streamed entry × COO_COST (its row index, the segmented scan),
-#                    with no per-row cost: entries, not rows, are dealt to the lanes
-#   hash             per block of HASH_ROWS held rows: every streamed entry × HASH_STREAM_COST, plus
-#                    HASH_PROBE_COST per held row (the hash and the probes)
+#   rowvec-compact   its entries × COMPACT_COST (Y's columns renumbered per batch of held rows); nytimes-like
+#   coo              per held row: every streamed entry × COO_COST (its row index, the segmented scan: five
+#                    shuffles an entry) and COO_ROW_COST per streamed row (a segment's write)
+#   hash             per block of HASH_ROWS held rows: every streamed entry once (HASH_STREAM_COST), and per
+#                    held row HASH_PROBE_COST an entry (the hash and the probes) and ROWVEC_ROW_COST a row
 #   merge            per output entry: both rows' stored entries × MERGE_COST
 ROWVEC_ROW_COST = 20.0
-COMPACT_COST = 1.4
-COO_COST = 2.0
+COMPACT_COST = 1.8
+COO_COST = 4.7
+COO_ROW_COST = 15.0
 HASH_STREAM_COST = 1.0
 HASH_PROBE_COST = 1.5
-HASH_ROWS = 4  # held rows per block of the hash kernel on the datasets' short rows (``strategies.hash_layout``)
-MERGE_COST = 2.3
+HASH_ROWS = 8  # held rows per block of the hash kernel on the datasets' rows (``strategies.hash_layout``)
+MERGE_COST = 2.9
 
 Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
 
@@ -132,8 +133,8 @@ class Facts:
 
 
 def family_costs(facts: Facts) -> dict[str, float]:
-    """The cost model's estimate for each kernel that applies (``rowvec``/``coo`` where a dense row fits,
-    ``rowvec-compact`` where it does not, ``hash`` and ``merge`` always), in the units above."""
+    """The cost model's estimate for each kernel that applies (``rowvec`` where a dense row fits,
+    ``rowvec-compact`` where it does not; ``coo``, ``hash`` and ``merge`` always), in the units above."""
 
     def passes(entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
         held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
@@ -142,12 +143,12 @@ def family_costs(facts: Facts) -> dict[str, float]:
 
     outputs = facts.x_rows * facts.y_rows
     costs = {
-        "hash": passes(HASH_STREAM_COST, 0.0, HASH_ROWS) + passes(HASH_PROBE_COST, 0.0),
+        "hash": passes(HASH_STREAM_COST, 0.0, HASH_ROWS) + passes(HASH_PROBE_COST, ROWVEC_ROW_COST),
+        "coo": passes(COO_COST, COO_ROW_COST),
         "merge": MERGE_COST * outputs * (facts.mean_degree or 0.0),
     }
     if _known(facts.rowvec_fits):
         costs["rowvec"] = passes(1.0, ROWVEC_ROW_COST)
-        costs["coo"] = passes(COO_COST, 0.0)
     else:
         costs["rowvec-compact"] = passes(COMPACT_COST, ROWVEC_ROW_COST)
     return costs
@@ -156,25 +157,22 @@ def family_costs(facts: Facts) -> dict[str, float]:
 def choose_family(settings: Settings, facts: Facts) -> str:
     """The kernel that streams one matrix past rows of the other held in shared memory, or merge.
 
-    Forced: ``"merge"``; ``"hash"``; ``"coo"`` where a dense row fits, else
-    ``"hash"``; ``"rowvec-compact"``; anything else ``"rowvec"`` where a
-    dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
+    Forced: ``"merge"``, ``"hash"``, ``"coo"`` (its rows dense where a
+    dense row fits, else hashed), ``"rowvec-compact"``; anything else
+    ``"rowvec"`` where a dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
     by :func:`family_costs` (merge also when there are no columns).
     """
     forced = settings.strategy
     if forced == "merge" or facts.ncols == 0:
         return "merge"
-    if forced == "hash":
-        return "hash"
+    if forced in ("hash", "coo"):
+        return forced
     if forced == "auto":
         costs = family_costs(facts)
         return min(costs, key=costs.get)
-    fits = _known(facts.rowvec_fits)
-    if forced == "coo":
-        return "coo" if fits else "hash"
     if forced == "rowvec-compact":
         return "rowvec-compact"
-    return "rowvec" if fits else "rowvec-compact"
+    return "rowvec" if _known(facts.rowvec_fits) else "rowvec-compact"
 
 
 def decide(settings: Settings, facts: Facts) -> str:
@@ -204,12 +202,10 @@ def decide(settings: Settings, facts: Facts) -> str:
     return strategy
 
 
-def decide_masked(settings: Settings, rowvec_fits: Lazy = True) -> str:
-    """The kernel of a masked product: ``"merge"`` (one thread per mask entry), or, forced, ``"hash"``
-    (``"coo"`` where a dense row fits) walking each held row's mask entries."""
-    if settings.strategy == "hash" or (settings.strategy == "coo" and not _known(rowvec_fits)):
-        return "hash"
-    return "coo" if settings.strategy == "coo" else "merge"
+def decide_masked(settings: Settings) -> str:
+    """The kernel of a masked product: ``"merge"`` (one thread per mask entry), or, forced, ``"hash"`` or
+    ``"coo"`` (rows in hash tables, or dense where they fit) walking each held row's mask entries."""
+    return settings.strategy if settings.strategy in ("hash", "coo") else "merge"
 
 
 def _dense_pays(facts: Facts, auto: bool) -> bool:
@@ -234,11 +230,6 @@ def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True,
     """
     settings = Settings.from_env() if settings is None else settings
     return decide(settings, facts(sr, X, Y, xv, yv, margins, nonnegative))
-
-
-def plan_masked(sr, X: DeviceCSR, Y: DeviceCSR, value_type: str, settings: Settings) -> str:
-    """The kernel of a product at a mask's entries (see :func:`decide_masked`)."""
-    return decide_masked(settings, lambda: _rowvec_fits(sr, X.shape[1], value_type))
 
 
 def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:

@@ -72,10 +72,9 @@ def product(
         elif strategy == "rowvec-compact":
             rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy in ("coo", "hash"):
-            margins = entry_margins(split_of, value_name, xv, yv) if split_of and strategy == "hash" else None
-            coo(
-                sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, table(strategy), margins
-            )
+            tab, stream = layout(strategy, sr, value_name, X.shape[1])
+            margins = entry_margins(split_of, value_name, xv, yv) if split_of and tab == "hash" else None
+            coo(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, tab, stream, margins)
         else:
             merge(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
         return out
@@ -83,7 +82,7 @@ def product(
     index_type, (xp, xi, yp, yi, rows, cols) = common_index(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
     out = cupy.empty(rows.size, dtype=T)
     settings = Settings.from_env() if settings is None else settings
-    strategy = planner.plan_masked(sr, X, Y, value_name, settings)
+    strategy = planner.decide_masked(settings)
     if strategy != "merge":
         coo_masked(
             sr,
@@ -95,7 +94,7 @@ def product(
             X.shape[1],
             start,
             out,
-            table(strategy),
+            layout(strategy, sr, value_name, X.shape[1])[0],
         )
         return out
     kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=True)
@@ -239,9 +238,14 @@ def rowvec_compact(sr, value_name, index_type, held, streamed, ncols, start, out
         r0 = r1
 
 
-def table(strategy: str) -> str:
-    """The held rows' table of a strategy of the CSR + COO kernel: ``coo`` holds them dense, ``hash`` hashed."""
-    return "dense" if strategy == "coo" else "hash"
+def layout(strategy: str, sr, value_name: str, ncols: int) -> tuple[str, str]:
+    """(table, stream) of ``render_pairwise_coo`` for a strategy: ``hash`` holds rows in hash tables and
+    streams Y's rows to lane groups; ``coo`` deals Y's entries evenly to warps, rows held dense where a row
+    of the column space fits shared memory, else hashed."""
+    if strategy == "hash":
+        return "hash", "rows"
+    fits = source.rowvec_shared_bytes(ncols, value_name, sr, sr.is_union) <= launch.max_shared_bytes()
+    return ("dense" if fits else "hash"), "coo"
 
 
 # A block's hash tables take at most half the shared memory one block may opt in to, so two blocks of
@@ -304,7 +308,9 @@ def hash_layout(
     return best[1], best[2]
 
 
-def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass, masked=None, margins=None):
+def _coo_pass(
+    sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass, masked=None, margins=None, stream="coo"
+):
     """One pass of ``render_pairwise_coo``: the held rows (in parts) against the streamed entries (with
     ``margins`` — the union semiring and its entries' margins — the margin split's cross op)."""
     import cupy
@@ -325,10 +331,10 @@ def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, secon
         shared = rows * slots * hash_source.table_slot_bytes(value_name, index_type, margins is not None)
         part = slots // 2
     item_row, item_k0, item_k1, n_items = _parts(ap, part)
-    group = _group_size(bp, m_b) if masked is not None else 8
+    group = _group_size(bp, m_b) if masked is not None or stream == "rows" else 8
     union = margins[0] if margins else None
     kernel = hash_source.render_pairwise_coo(
-        sr, value_name, index_type, tab, second_pass, masked is not None, rows, group, split_of=union
+        sr, value_name, index_type, tab, second_pass, masked is not None, rows, group, union, stream
     )
     fn = launch.function(kernel)
     launch.allow_shared(fn, shared)
@@ -339,11 +345,17 @@ def _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, secon
         eptr, other, slot = masked
         launch.run(fn, (blocks,), (hash_source.BLOCK_THREADS,), (*head, eptr, other, slot, out), shared)
         return
-    brow = (cupy.searchsorted(bp, cupy.arange(nnz_b, dtype=bp.dtype), side="right") - 1).astype(bp.dtype)
     sms = launch.multiprocessor_count()
+    stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
+    if stream == "rows":
+        groups = hash_source.BLOCK_THREADS // group
+        grid_y = max(1, min(-(-m_b // groups), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
+        args = (*head, np.int64(m_b), np.int64(stride_a), np.int64(stride_b), out)
+        launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
+        return
+    brow = (cupy.searchsorted(bp, cupy.arange(nnz_b, dtype=bp.dtype), side="right") - 1).astype(bp.dtype)
     per_block = hash_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
     grid_y = max(1, min(-(-nnz_b // per_block), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
-    stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
     args = (*head, brow, np.int64(nnz_b), np.int64(stride_a), np.int64(stride_b), out)
     launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
 
@@ -354,14 +366,15 @@ COO_ENTRIES_PER_THREAD = 16
 COO_BLOCKS_PER_SM = 8
 
 
-def coo(sr, value_name, index_type, held, streamed, ncols, start, out, tab, margins=None):
-    """The load-balanced CSR + COO kernel over all rows: X's rows held in ``tab`` tables, Y's entries dealt
-    evenly to the warps; a union adds its second pass with the roles swapped.  ``margins``
-    (:func:`entry_margins`): ``sr`` is that union's margin split, its margins given per stored entry."""
+def coo(sr, value_name, index_type, held, streamed, ncols, start, out, tab, stream, margins=None):
+    """``render_pairwise_coo`` over all rows: X's rows held in ``tab`` tables, Y streamed by ``stream`` (its
+    entries dealt evenly to warps, or its rows to lane groups); a union adds its second pass with the roles
+    swapped.  ``margins`` (:func:`entry_margins`): ``sr`` is that union's margin split, its margins given
+    per stored entry."""
     out.fill(start)
-    _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass=False, margins=margins)
+    _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, False, None, margins, stream)
     if sr.is_union:
-        _coo_pass(sr, value_name, index_type, streamed, held, ncols, out, tab, second_pass=True)
+        _coo_pass(sr, value_name, index_type, streamed, held, ncols, out, tab, True, None, None, stream)
 
 
 def entry_margins(split_of, value_name: str, xv, yv):

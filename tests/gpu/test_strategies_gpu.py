@@ -139,16 +139,17 @@ def test_wide_space_of_real_shared_memory(metric, strategy, forced):
 
 @pytest.mark.parametrize("strategy", FORCED)
 def test_forced_setting_is_the_plan_where_it_applies(strategy):
-    """On a 5,000-column product each setting is the plan where it applies (``coo`` where a dense row fits)."""
+    """On a 5,000-column product each setting is the plan where it applies."""
     X = launch.to_device(skewed(20, 5000, 8, heavy=300, nonnegative=True))
     sr = semiring.plus_absdiff if strategy == "margins" else semiring.plus_times
     assert planner.plan(sr, X, X, settings=planner.Settings(strategy)) == strategy
     assert planner.plan(semiring.max_absdiff, X, X, settings=planner.Settings("hash")) == "hash"
 
 
-def test_forced_coo_without_room_for_a_dense_row_runs_the_hash_table(small_shared):
-    X = launch.to_device(skewed(20, 5000, 8, heavy=300))
-    assert planner.plan(semiring.plus_times, X, X, settings=planner.Settings("coo")) == "hash"
+def test_coo_holds_rows_dense_where_they_fit_else_hashed(small_shared):
+    assert strategies.layout("coo", semiring.plus_times, "float64", 5000) == ("hash", "coo")  # 4 KiB
+    assert strategies.layout("coo", semiring.plus_times, "float64", 400) == ("dense", "coo")
+    assert strategies.layout("hash", semiring.plus_times, "float64", 400) == ("hash", "rows")
 
 
 def test_hash_layout_cuts_heavy_rows_and_holds_short_ones_together():

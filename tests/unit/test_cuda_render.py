@@ -159,11 +159,30 @@ INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64"
 def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
     passes = (False, True) if sr.is_union else (False,)
     rows = (1,) if table == "dense" or masked else (1, hash_source.MAX_ROWS)
+    streams = ("coo",) if masked else hash_source.STREAMS
     for second in passes:
         for r in rows:
-            kernel = hash_source.render_pairwise_coo(sr, value_type, index_type, table, second, masked, r)
-            assert f'extern "C" __global__ void {kernel.name}(' in kernel.source
-            assert len(cuda_compile.compile_kernel(kernel)) > 0
+            for stream in streams:
+                kernel = hash_source.render_pairwise_coo(
+                    sr, value_type, index_type, table, second, masked, r, 8, stream=stream
+                )
+                assert f"__launch_bounds__({hash_source.BLOCK_THREADS}) {kernel.name}(" in kernel.source
+                assert len(cuda_compile.compile_kernel(kernel)) > 0
+
+
+@pytest.mark.parametrize("split", _margin_splits(), ids=lambda s: s.cross.name)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_margin_split_hash_kernels_compile(split, value_type, index_type):
+    """The hash kernel's margin-split form (margins once per stored entry) and the entrywise margins."""
+    union = next(sr for sr in SEMIRINGS if sr.margin_split(True) is split or sr.margin_split(False) is split)
+    for stream in hash_source.STREAMS:
+        kernel = hash_source.render_pairwise_coo(
+            split.cross, value_type, index_type, "hash", rows=4, split_of=union, stream=stream
+        )
+        assert "(sr_union(x, y, params) - mx) - bm[k]" in kernel.source
+        assert len(cuda_compile.compile_kernel(kernel)) > 0
+    for tree in (split.x_margin, split.y_margin):
+        assert len(cuda_compile.compile_kernel(hash_source.render_entrywise(tree, "m", value_type))) > 0
 
 
 def test_coo_kernel_semantics_follow_the_semiring():
@@ -189,3 +208,7 @@ def test_coo_kernel_refuses_bad_shapes():
         hash_source.render_pairwise_coo(semiring.plus_times, second_pass=True)
     with pytest.raises(ValueError, match="group must be a power of two"):
         hash_source.render_pairwise_coo(semiring.plus_times, masked=True, group=6)
+    with pytest.raises(ValueError, match="stream must be one of"):
+        hash_source.render_pairwise_coo(semiring.plus_times, stream="csc")
+    with pytest.raises(ValueError, match="a margin split's cross op runs in hash tables"):
+        hash_source.render_pairwise_coo(semiring.plus_times, table="dense", split_of=semiring.plus_absdiff)
