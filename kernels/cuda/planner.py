@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import launch
 from .launch import DeviceCSR
-from .source import rowvec_shared_bytes
+from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
@@ -92,13 +92,20 @@ INVERTED_MAX_COLUMNS = 1 << 24
 #                    held row HASH_PROBE_COST an entry (the hash and the probes) and ROWVEC_ROW_COST a row
 #   merge            per output entry: both rows' stored entries × MERGE_COST
 ROWVEC_ROW_COST = 20.0
-COMPACT_COST = 1.8
-COO_COST = 4.7
+COMPACT_COST = 1.7
+COO_COST = 4.2
 COO_ROW_COST = 15.0
 HASH_STREAM_COST = 1.0
-HASH_PROBE_COST = 1.5
+HASH_PROBE_COST = 2.6
 HASH_ROWS = 8  # held rows per block of the hash kernel on the datasets' rows (``strategies.hash_layout``)
 MERGE_COST = 2.9
+# So fitted, neither ``coo`` nor ``hash`` is the cheapest on the four datasets: the warp scan and the
+# hash and probes cost more than rowvec's reduction per row and its dense lookups (nytimes-like cosine:
+# rowvec-compact 37.5 ms, hash 51.4 ms, coo 81.0 ms; movielens-like: rowvec 12.5, hash 36.7, coo 49.6).
+# Where the hash kernel does win is a margin split's cross op of a costly union op (Jensen–Shannon's
+# logs, canberra's divisions) over a space too wide for a dense row: there it evaluates the op once per
+# pair, its margins once per stored entry, where the others evaluate it three times a pair
+# (nytimes-like Jensen–Shannon: margins + hash 131.8 ms, margins + rowvec-compact 140.4 ms).
 
 Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
 
@@ -126,6 +133,7 @@ class Facts:
     plus_times: bool  # plus and times: a dense matrix product
     x_rows: int = 0
     x_stored: int = 0  # stored entries of X
+    costly_split: bool = False  # the cross op of a margin split whose union op is costly (logs, divisions)
     margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data)
     finite: Lazy = True  # every value of X and Y is finite
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
@@ -168,6 +176,8 @@ def choose_family(settings: Settings, facts: Facts) -> str:
     if forced in ("hash", "coo"):
         return forced
     if forced == "auto":
+        if facts.costly_split and not _known(facts.rowvec_fits):
+            return "hash"  # its margins once per stored entry: f once a pair, not three times (COSTLY_SPLIT_TO_HASH)
         costs = family_costs(facts)
         return min(costs, key=costs.get)
     if forced == "rowvec-compact":
@@ -220,16 +230,30 @@ def inverted_applies(facts: Facts) -> bool:
 # --------------------------------------------------------------------------- the facts of device matrices
 
 
-def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None, settings=None):
+def plan(
+    sr,
+    X: DeviceCSR,
+    Y: DeviceCSR,
+    xv=None,
+    yv=None,
+    margins: bool = True,
+    nonnegative=None,
+    settings=None,
+    split_of=None,
+):
     """The strategy of the dense product of device matrices X and Y (see :func:`decide`).
 
     ``xv``/``yv`` are their values in the accumulation type (by default their
     own); ``margins=False`` rules the margin split out; ``nonnegative``
     (whether all values are), when the caller knows it, spares looking again;
-    ``settings`` default to :meth:`Settings.from_env`.
+    ``settings`` default to :meth:`Settings.from_env`; ``split_of``: ``sr`` is
+    the cross op of this (union semiring, margin split).
     """
     settings = Settings.from_env() if settings is None else settings
-    return decide(settings, facts(sr, X, Y, xv, yv, margins, nonnegative))
+    known = facts(sr, X, Y, xv, yv, margins, nonnegative)
+    if split_of is not None:
+        known = replace(known, costly_split=_costly(split_of[0].mult.tree))
+    return decide(settings, known)
 
 
 def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:

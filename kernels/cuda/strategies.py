@@ -56,7 +56,7 @@ def product(
         index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
         nonnegative = sr.is_union and planner.all_nonnegative(xv, yv)  # only a union's margin split asks
-        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings)
+        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings, split_of=split_of)
         if strategy == "margins":
             done = union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype, settings)
             if done is not None:
