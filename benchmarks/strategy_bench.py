@@ -10,6 +10,9 @@ measure runs its margin split when one applies; the plan of the split's intersec
 The results file records the commit (``$COMMIT`` or ``git rev-parse``) and the command line.
 
     python benchmarks/strategy_bench.py --seed 0 --json benchmarks/results/strategy_bench_h200.json
+    python benchmarks/strategy_bench.py --report benchmarks/results/strategy_bench_h200.json  # the table again
+
+``--report`` also reads a run's log (one JSON row a line), for a run stopped before it wrote its file.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def plan_of(spec, Qr, Xr, strategy: str) -> str:
     chosen = planner.plan(sr, Qr.matrix, Xr.matrix, settings=settings)
     if chosen == "margins":
         split = sr.margin_split(planner.all_nonnegative(Qr.matrix.data, Xr.matrix.data))
-        chosen += " + " + planner.plan(split.cross, Qr.matrix, Xr.matrix, margins=False, settings=settings)
+        cross = planner.plan(split.cross, Qr.matrix, Xr.matrix, margins=False, settings=settings, split_of=(sr, split))
+        chosen += " + " + cross
     return chosen
 
 
@@ -102,9 +106,18 @@ def table(rows: list[dict]) -> list[str]:
     return out
 
 
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a results file, or of a run's log (its JSON lines)."""
+    text = path.read_text()
+    if text.lstrip().startswith("{") and '"rows"' in text[:2000]:
+        return json.loads(text)["rows"]
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--report", type=Path, help="print the table of a results file or log, and stop")
+    parser.add_argument("--seed", type=int)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--queries", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
@@ -113,6 +126,11 @@ def main() -> None:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--json", type=Path, help="write the rows, the table, the commit and the command here")
     args = parser.parse_args()
+    if args.report:
+        print("\n".join(table(read_rows(args.report))))
+        return
+    if args.seed is None:
+        parser.error("--seed is required for a run (for example --seed 0)")
     import cupy
 
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
