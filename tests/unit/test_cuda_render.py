@@ -141,14 +141,10 @@ def test_inverted_kernel_takes_plus_however_written():
     assert len(cuda_compile.compile_kernel(cuda_source.render_pairwise_inverted(sr))) > 0
 
 
-# The CSR + COO kernel of the ``coo`` and ``hash`` strategies: a union and an intersection semiring (and a
-# structural one, and a user-defined union) over every table, pass, mask and type pair.
-COO_SEMIRINGS = [
-    semiring.plus_times,
-    semiring.max_absdiff,
-    semiring.plus_pair,
-    semiring.Semiring(semiring.monoid.min, semiring.binary_op("abs(x - y) / (1.0 + abs(y))")),
-]
+# The CSR + COO kernel of the ``coo`` and ``hash`` strategies: an intersection, a union and a structural
+# semiring over every table, stream, pass, mask and type pair (rows held per block is a constant of the
+# source, so only the most is compiled).
+COO_SEMIRINGS = [semiring.plus_times, semiring.max_absdiff, semiring.plus_pair]
 INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64")]
 
 
@@ -158,7 +154,7 @@ INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64"
 @pytest.mark.parametrize("masked", [False, True])
 def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
     passes = (False, True) if sr.is_union else (False,)
-    rows = (1,) if table == "dense" or masked else (1, hash_source.MAX_ROWS)
+    rows = (1,) if table == "dense" or masked else (hash_source.MAX_ROWS,)
     streams = ("coo",) if masked else hash_source.STREAMS
     for second in passes:
         for r in rows:
