@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import launch
 from .launch import DeviceCSR
-from .source import rowvec_shared_bytes
+from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins", "coo", "hash")
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,9 @@ class Settings:
     ``strategy``: ``"auto"`` lets :func:`decide` choose; any other of
     ``STRATEGIES`` forces that strategy where it applies (and turns off the
     choices only ``auto`` makes: margins, dense GEMM, the inverted kernel by
-    its cost, merging a union of short rows); where it does not apply the
-    product runs as for ``"rowvec"``.
+    its cost, the cheapest kernel by the cost model); where it does not apply
+    the product runs as for ``"rowvec"`` (``"coo"`` as ``"hash"`` when a dense
+    row does not fit).
     """
 
     strategy: str = "auto"
@@ -78,6 +79,34 @@ DENSE_GEMM_DENSITY = 0.03
 INVERTED_COST = 8
 INVERTED_MAX_COLUMNS = 1 << 24
 
+# The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
+# shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
+# dense shared row by ``rowvec`` (about 1.3 ps on an H200), fitted to the H200 runs of
+# ``benchmarks/strategy_bench.py`` (``docs/cuda.md``, "Strategy choice"):
+#   rowvec           per held row: every streamed entry, plus ROWVEC_ROW_COST per streamed row (a lane group's
+#                    reduction and store, and the idle lanes of a group longer than its row)
+#   rowvec-compact   its entries × COMPACT_COST (Y's columns renumbered per batch of held rows); nytimes-like
+#   coo              per held row: every streamed entry × COO_COST (its row index, the segmented scan: five
+#                    shuffles an entry) and COO_ROW_COST per streamed row (a segment's write)
+#   hash             per block of HASH_ROWS held rows: every streamed entry once (HASH_STREAM_COST), and per
+#                    held row HASH_PROBE_COST an entry (the hash and the probes) and ROWVEC_ROW_COST a row
+#   merge            per output entry: both rows' stored entries × MERGE_COST
+ROWVEC_ROW_COST = 20.0
+COMPACT_COST = 1.7
+COO_COST = 4.2
+COO_ROW_COST = 15.0
+HASH_STREAM_COST = 1.0
+HASH_PROBE_COST = 2.6
+HASH_ROWS = 8  # held rows per block of the hash kernel on the datasets' rows (``strategies.hash_layout``)
+MERGE_COST = 2.9
+# So fitted, neither ``coo`` nor ``hash`` is the cheapest on the four datasets: the warp scan and the
+# hash and probes cost more than rowvec's reduction per row and its dense lookups (nytimes-like cosine:
+# rowvec-compact 37.5 ms, hash 51.4 ms, coo 81.0 ms; movielens-like: rowvec 12.5, hash 36.7, coo 49.6).
+# Where the hash kernel does win is a margin split's cross op of a costly union op (Jensen–Shannon's
+# logs, canberra's divisions) over a space too wide for a dense row: there it evaluates the op once per
+# pair, its margins once per stored entry, where the others evaluate it three times a pair
+# (nytimes-like Jensen–Shannon: margins + hash 131.8 ms, margins + rowvec-compact 140.4 ms).
+
 Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
 
 
@@ -102,33 +131,55 @@ class Facts:
     annihilates: bool  # 0 ⊗ y = x ⊗ 0 = 0 (for finite values)
     plus: bool  # the add monoid is plus
     plus_times: bool  # plus and times: a dense matrix product
+    x_rows: int = 0
+    x_stored: int = 0  # stored entries of X
+    costly_split: bool = False  # the cross op of a margin split whose union op is costly (logs, divisions)
     margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data)
     finite: Lazy = True  # every value of X and Y is finite
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
 
 
-def choose_family(settings: Settings, facts: Facts) -> str:
-    """The strategy of the shared-memory family, or merge.
+def family_costs(facts: Facts) -> dict[str, float]:
+    """The cost model's estimate for each kernel that applies (``rowvec`` where a dense row fits,
+    ``rowvec-compact`` where it does not; ``coo``, ``hash`` and ``merge`` always), in the units above."""
 
-    * ``"rowvec"`` — a row of the whole column space fits in shared memory (with
-      the bitmap unions and structural semirings need);
-    * ``"rowvec-compact"`` — it does not (or it is forced), so the columns are
-      renumbered onto those a batch of X rows stores, batches sized to fit;
-    * ``"merge"`` — forced, no columns at all, or a union whose rows are short
-      (``mean_degree``, the two inputs' mean stored values per row added, below
-      ``UNION_MERGE_BELOW_DEGREE``).
+    def passes(entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
+        held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
+        held_y = facts.y_rows / rows_per_block * (entry_cost * facts.x_stored + row_cost * facts.x_rows)
+        return held_x + (held_y if facts.union else 0.0)
+
+    outputs = facts.x_rows * facts.y_rows
+    costs = {
+        "hash": passes(HASH_STREAM_COST, 0.0, HASH_ROWS) + passes(HASH_PROBE_COST, ROWVEC_ROW_COST),
+        "coo": passes(COO_COST, COO_ROW_COST),
+        "merge": MERGE_COST * outputs * (facts.mean_degree or 0.0),
+    }
+    if _known(facts.rowvec_fits):
+        costs["rowvec"] = passes(1.0, ROWVEC_ROW_COST)
+    else:
+        costs["rowvec-compact"] = passes(COMPACT_COST, ROWVEC_ROW_COST)
+    return costs
+
+
+def choose_family(settings: Settings, facts: Facts) -> str:
+    """The kernel that streams one matrix past rows of the other held in shared memory, or merge.
+
+    Forced: ``"merge"``, ``"hash"``, ``"coo"`` (its rows dense where a
+    dense row fits, else hashed), ``"rowvec-compact"``; anything else
+    ``"rowvec"`` where a dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
+    by :func:`family_costs` (merge also when there are no columns).
     """
     forced = settings.strategy
     if forced == "merge" or facts.ncols == 0:
         return "merge"
-    if (
-        forced == "auto"
-        and facts.union
-        and facts.mean_degree is not None
-        and facts.mean_degree < UNION_MERGE_BELOW_DEGREE
-    ):
-        return "merge"
+    if forced in ("hash", "coo"):
+        return forced
+    if forced == "auto":
+        if facts.costly_split and not _known(facts.rowvec_fits):
+            return "hash"  # its margins once per stored entry: f once a pair, not three times (COSTLY_SPLIT_TO_HASH)
+        costs = family_costs(facts)
+        return min(costs, key=costs.get)
     if forced == "rowvec-compact":
         return "rowvec-compact"
     return "rowvec" if _known(facts.rowvec_fits) else "rowvec-compact"
@@ -139,27 +190,32 @@ def decide(settings: Settings, facts: Facts) -> str:
 
     ``"margins"`` (a plus-monoid union split into row margins and one
     intersection), ``"dense-gemm"``, ``"inverted"``, or :func:`choose_family`'s
-    ``"rowvec"``/``"rowvec-compact"``/``"merge"``.  A forced setting other
-    than ``auto`` turns the first three off except the one it names, which
-    then runs wherever it applies.
+    kernel.  A forced setting other than ``auto`` turns the first three off
+    except the one it names, which then runs wherever it applies.
 
     >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
-    ...               annihilates=True, plus=True, plus_times=True)
-    >>> decide(Settings(), facts), decide(Settings("merge"), facts)
-    ('dense-gemm', 'merge')
+    ...               annihilates=True, plus=True, plus_times=True, x_rows=10, x_stored=500)
+    >>> decide(Settings(), facts), decide(Settings("merge"), facts), decide(Settings("hash"), facts)
+    ('dense-gemm', 'merge', 'hash')
     """
     forced = settings.strategy
     auto = forced == "auto"
     if facts.union and (auto or forced == "margins") and _known(facts.margins):
         return "margins"
     strategy = choose_family(settings, facts)
-    if facts.annihilates and not _known(facts.finite):
-        return "merge"  # rowvec skips zero entries, exact only where 0 ⊗ y is 0
+    if facts.annihilates and strategy != "hash" and not _known(facts.finite):
+        return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
     if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
         return "dense-gemm"
     if inverted_applies(facts) and (forced == "inverted" or (auto and _known(facts.inverted_pays))):
         return "inverted"
     return strategy
+
+
+def decide_masked(settings: Settings) -> str:
+    """The kernel of a masked product: ``"merge"`` (one thread per mask entry), or, forced, ``"hash"`` or
+    ``"coo"`` (rows in hash tables, or dense where they fit) walking each held row's mask entries."""
+    return settings.strategy if settings.strategy in ("hash", "coo") else "merge"
 
 
 def _dense_pays(facts: Facts, auto: bool) -> bool:
@@ -174,16 +230,30 @@ def inverted_applies(facts: Facts) -> bool:
 # --------------------------------------------------------------------------- the facts of device matrices
 
 
-def plan(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None, settings=None):
+def plan(
+    sr,
+    X: DeviceCSR,
+    Y: DeviceCSR,
+    xv=None,
+    yv=None,
+    margins: bool = True,
+    nonnegative=None,
+    settings=None,
+    split_of=None,
+):
     """The strategy of the dense product of device matrices X and Y (see :func:`decide`).
 
     ``xv``/``yv`` are their values in the accumulation type (by default their
     own); ``margins=False`` rules the margin split out; ``nonnegative``
     (whether all values are), when the caller knows it, spares looking again;
-    ``settings`` default to :meth:`Settings.from_env`.
+    ``settings`` default to :meth:`Settings.from_env`; ``split_of``: ``sr`` is
+    the cross op of this (union semiring, margin split).
     """
     settings = Settings.from_env() if settings is None else settings
-    return decide(settings, facts(sr, X, Y, xv, yv, margins, nonnegative))
+    known = facts(sr, X, Y, xv, yv, margins, nonnegative)
+    if split_of is not None:
+        known = replace(known, costly_split=_costly(split_of[0].mult.tree))
+    return decide(settings, known)
 
 
 def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:
@@ -205,18 +275,35 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
         annihilates=sr.annihilates,
         plus=sr.add.kind == "plus",
         plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+        x_rows=X.shape[0],
+        x_stored=X.indices.size,
         margins=margin_split_applies if margins else False,
         finite=lambda: _finite(xv, yv),
-        rowvec_fits=lambda: rowvec_shared_bytes(X.shape[1], value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+        rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: _inverted_pays(X, Y),
     )
 
 
+def _rowvec_fits(sr, ncols: int, value_type: str) -> bool:
+    return rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes()
+
+
 def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None = None, settings=None) -> str:
-    """:func:`choose_family` for a semiring over ``ncols`` columns of ``value_type`` on this device."""
+    """The shared-memory family by shape alone (no cost model): ``rowvec`` where a dense row of ``ncols``
+    columns of ``value_type`` fits this device's shared memory, else ``rowvec-compact``; ``merge`` for no
+    columns or a union of rows shorter than ``UNION_MERGE_BELOW_DEGREE`` on average."""
     settings = Settings.from_env() if settings is None else settings
+    if settings.strategy == "merge" or ncols == 0:
+        return "merge"
+    if (
+        settings.strategy == "auto"
+        and sr.is_union
+        and mean_degree is not None
+        and mean_degree < UNION_MERGE_BELOW_DEGREE
+    ):
+        return "merge"
     return choose_family(
-        settings,
+        Settings("rowvec-compact" if settings.strategy == "rowvec-compact" else "rowvec"),
         Facts(
             ncols=ncols,
             y_rows=0,
@@ -226,7 +313,7 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
             annihilates=sr.annihilates,
             plus=sr.add.kind == "plus",
             plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
-            rowvec_fits=lambda: rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes(),
+            rowvec_fits=lambda: _rowvec_fits(sr, ncols, value_type),
         ),
     )
 

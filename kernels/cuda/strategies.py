@@ -1,11 +1,13 @@
 """The executors of a product on the GPU, one per strategy, and the dispatch to them.
 
-:func:`product` asks :mod:`.planner` which strategy runs a dense product and
+:func:`product` asks :mod:`.planner` which strategy runs a product and
 runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
-over columns renumbered per batch of rows), ``merge`` (one thread per output
-entry), ``inverted`` (Y's postings walked per stored entry of X), ``dense-gemm``
-(cuBLAS over densified chunks of columns) and ``margins`` (a plus-monoid union
-as row margins and one intersection).  Masked products always merge.
+over columns renumbered per batch of rows), ``coo`` and ``hash`` (the paper's
+load-balanced CSR + COO kernel, rows held dense or in hash tables), ``merge``
+(one thread per output entry), ``inverted`` (Y's postings walked per stored
+entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns) and
+``margins`` (a plus-monoid union as row margins and one intersection).
+Masked products merge, or run the ``hash``/``coo`` kernel over the mask's entries.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
-from . import launch, planner, rowops, source
+from . import hash_source, launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
 from .planner import Settings
 
@@ -31,11 +33,21 @@ DENSE_CHUNK_BYTES = 128 * 2**20
 MARGIN_RECOMPUTE_BYTES = 1 << 30
 
 
-def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = None, settings: Settings | None = None):
+def product(
+    X: DeviceCSR,
+    Y: DeviceCSR,
+    sr,
+    out_dtype,
+    mask: Entries | None = None,
+    settings: Settings | None = None,
+    split_of=None,
+):
     """Dense ``(m, p)`` result, or the values at ``mask`` on the device, in its order.
 
     ``settings`` (read once by the engine's entry; by default from the
-    environment) choose the strategy of a dense product.
+    environment) choose the strategy of a dense product.  ``split_of``: ``sr``
+    is the ``cross`` of this (union semiring, ``MarginSplit``), so the hash
+    kernel may evaluate the margins once per stored entry.
     """
     import cupy
 
@@ -47,7 +59,7 @@ def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = No
         index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
         m, p = X.shape[0], Y.shape[0]
         nonnegative = sr.is_union and planner.all_nonnegative(xv, yv)  # only a union's margin split asks
-        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings)
+        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings, split_of=split_of)
         if strategy == "margins":
             done = union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype, settings)
             if done is not None:
@@ -62,12 +74,32 @@ def product(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = No
             rowvec(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy == "rowvec-compact":
             rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
+        elif strategy in ("coo", "hash"):
+            tab, stream = layout(strategy, sr, value_name, X.shape[1])
+            margins = entry_margins(split_of, value_name, xv, yv) if split_of and tab == "hash" else None
+            coo(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, tab, stream, margins)
         else:
             merge(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
         return out
     rows, cols = mask
     index_type, (xp, xi, yp, yi, rows, cols) = common_index(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
     out = cupy.empty(rows.size, dtype=T)
+    settings = Settings.from_env() if settings is None else settings
+    strategy = planner.decide_masked(settings)
+    if strategy != "merge":
+        coo_masked(
+            sr,
+            value_name,
+            index_type,
+            (xp, xi, xv),
+            (yp, yi, yv),
+            (rows, cols),
+            X.shape[1],
+            start,
+            out,
+            layout(strategy, sr, value_name, X.shape[1])[0],
+        )
+        return out
     kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=True)
     launch.launch(
         kernel,
@@ -95,7 +127,7 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     (nx, ax), (ny, ay) = norms
     if not bool(cupy.isfinite(ax).all()) or not bool(cupy.isfinite(ay).all()):
         return None
-    out = product(X, Y, split.cross, out_dtype, settings=settings)
+    out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
     none = np.zeros(0)
     rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
     # Cancelling entries are recomputed all at once when their coordinates and values (24 bytes each) fit the
@@ -269,6 +301,175 @@ def rowvec_compact(sr, value_name, index_type, held, streamed, ncols, start, out
             batch = (xp[r0 : r1 + 1] - k0, renumber[xi[k0:k1]], xv[k0:k1])
             rowvec(sr, value_name, index_type, batch, (yp, renumber[yi], yv), int(used.size) + 1, start, out[r0:r1])
         r0 = r1
+
+
+def layout(strategy: str, sr, value_name: str, ncols: int) -> tuple[str, str]:
+    """(table, stream) of ``render_pairwise_coo`` for a strategy: ``hash`` holds rows in hash tables and
+    streams Y's rows to lane groups; ``coo`` deals Y's entries evenly to warps, rows held dense where a row
+    of the column space fits shared memory, else hashed."""
+    if strategy == "hash":
+        return "hash", "rows"
+    fits = source.rowvec_shared_bytes(ncols, value_name, sr, sr.is_union) <= launch.max_shared_bytes()
+    return ("dense" if fits else "hash"), "coo"
+
+
+# A block's hash tables take at most half the shared memory one block may opt in to, so two blocks of
+# 1,024 threads share a multiprocessor.
+HASH_BLOCKS_PER_SM = 2
+MIN_SLOTS = 16
+
+
+def _parts(ap, part: int):
+    """Held rows cut by column range into parts of at most ``part`` stored entries, each part one item:
+    (row, first entry, end entry) per item, and the count of items."""
+    import cupy
+
+    m = ap.size - 1
+    if m == 0:
+        return ap[:0], ap[:0], ap[:0], 0
+    deg = cupy.diff(ap)
+    nparts = cupy.maximum(1, (deg + part - 1) // part)
+    ends = cupy.cumsum(nparts)
+    n = int(ends[-1])
+    if n == m:  # every row fits: one item per row
+        return cupy.arange(m, dtype=ap.dtype), ap[:-1], ap[1:], m
+    size = (deg + nparts - 1) // nparts  # a heavy row is cut into parts of equal size
+    item = cupy.arange(n, dtype=ends.dtype)
+    row = cupy.searchsorted(ends, item, side="right")
+    k0 = ap[row] + (item - (ends[row] - nparts[row])) * size[row]
+    k1 = cupy.minimum(ap[row + 1], k0 + size[row])
+    return row.astype(ap.dtype), k0.astype(ap.dtype), k1.astype(ap.dtype), n
+
+
+def hash_layout(
+    ap, value_name: str, index_type: str, max_rows: int = hash_source.MAX_ROWS, split: bool = False
+) -> tuple[int, int]:
+    """(slots of one row's table, rows held per block) for held rows with pointers ``ap``.
+
+    Each block streams all of B once for the rows it holds, so the layout that
+    needs the fewest blocks wins: small tables hold more rows per block (up to
+    ``max_rows``), large ones cut fewer heavy rows into parts.  Reads only a
+    histogram of the rows' degrees (by powers of two) from the device.
+    """
+    import cupy
+
+    slot_bytes = hash_source.table_slot_bytes(value_name, index_type, split)
+    budget = launch.max_shared_bytes() // HASH_BLOCKS_PER_SM
+    deg = cupy.diff(ap)
+    if deg.size == 0:
+        return MIN_SLOTS, 1
+    bits = cupy.ceil(cupy.log2(cupy.maximum(deg, 1).astype(np.float64))).astype(np.int64)
+    hist = cupy.bincount(bits).get()  # rows by ceil(log2(degree)): at most 64 bins
+    best = None
+    slots = MIN_SLOTS
+    while slots * slot_bytes <= budget:
+        rows = max(1, min(max_rows, budget // (slots * slot_bytes)))
+        items = sum(int(h) * max(1, (1 << j) // (slots // 2)) for j, h in enumerate(hist))
+        blocks = -(-items // rows)
+        cost = items + 2 * blocks  # a lookup per item and entry; a block's streaming of an entry costs ~2
+        if best is None or cost < best[0]:
+            best = (cost, slots, rows)
+        slots *= 2
+    return best[1], best[2]
+
+
+def _coo_pass(
+    sr, value_name, index_type, held, streamed, ncols, out, tab, second_pass, masked=None, margins=None, stream="coo"
+):
+    """One pass of ``render_pairwise_coo``: the held rows (in parts) against the streamed entries (with
+    ``margins`` — the union semiring and its entries' margins — the margin split's cross op)."""
+    import cupy
+
+    ap, ai, av = held
+    bp, bi, bv = streamed
+    m_a, m_b = ap.size - 1, bp.size - 1
+    nnz_b = bi.size
+    if m_a == 0 or m_b == 0:
+        return
+    if tab == "dense":
+        slots, rows = ncols, 1
+        shared = source.rowvec_shared_bytes(ncols, value_name, sr, second_pass)
+        part = max(1, int(ap[-1]))  # never cut: the whole column space is held
+    else:
+        most = 1 if masked is not None else hash_source.MAX_ROWS
+        slots, rows = hash_layout(ap, value_name, index_type, most, margins is not None)
+        shared = rows * slots * hash_source.table_slot_bytes(value_name, index_type, margins is not None)
+        part = slots // 2
+    item_row, item_k0, item_k1, n_items = _parts(ap, part)
+    group = _group_size(bp, m_b) if masked is not None or stream == "rows" else 8
+    union = margins[0] if margins else None
+    kernel = hash_source.render_pairwise_coo(
+        sr, value_name, index_type, tab, second_pass, masked is not None, rows, group, union, stream
+    )
+    fn = launch.function(kernel)
+    launch.allow_shared(fn, shared)
+    head = (ap, ai, av, item_row, item_k0, item_k1, np.int64(n_items), bp, bi, bv)
+    head = (*head, np.int64(slots), np.int64(ncols), device_params(sr.params), *(margins[1:] if margins else ()))
+    blocks = -(-n_items // rows)
+    if masked is not None:
+        eptr, other, slot = masked
+        launch.run(fn, (blocks,), (hash_source.BLOCK_THREADS,), (*head, eptr, other, slot, out), shared)
+        return
+    sms = launch.multiprocessor_count()
+    stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
+    if stream == "rows":
+        groups = hash_source.BLOCK_THREADS // group
+        grid_y = max(1, min(-(-m_b // groups), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
+        args = (*head, np.int64(m_b), np.int64(stride_a), np.int64(stride_b), out)
+        launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
+        return
+    brow = (cupy.searchsorted(bp, cupy.arange(nnz_b, dtype=bp.dtype), side="right") - 1).astype(bp.dtype)
+    per_block = hash_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
+    grid_y = max(1, min(-(-nnz_b // per_block), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
+    args = (*head, brow, np.int64(nnz_b), np.int64(stride_a), np.int64(stride_b), out)
+    launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
+
+
+# A block's share of B's entries is at least this many per thread, so filling its tables pays; blocks are
+# split over B's entries until about this many per multiprocessor run.
+COO_ENTRIES_PER_THREAD = 16
+COO_BLOCKS_PER_SM = 8
+
+
+def coo(sr, value_name, index_type, held, streamed, ncols, start, out, tab, stream, margins=None):
+    """``render_pairwise_coo`` over all rows: X's rows held in ``tab`` tables, Y streamed by ``stream`` (its
+    entries dealt evenly to warps, or its rows to lane groups); a union adds its second pass with the roles
+    swapped.  ``margins`` (:func:`entry_margins`): ``sr`` is that union's margin split, its margins given
+    per stored entry."""
+    out.fill(start)
+    _coo_pass(sr, value_name, index_type, held, streamed, ncols, out, tab, False, None, margins, stream)
+    if sr.is_union:
+        _coo_pass(sr, value_name, index_type, streamed, held, ncols, out, tab, True, None, None, stream)
+
+
+def entry_margins(split_of, value_name: str, xv, yv):
+    """(the union semiring, ``f(x, 0)`` of each stored entry of X, ``f(0, y)`` of each of Y): the margin
+    split's one-sided terms, evaluated once per entry rather than once per pair of rows."""
+    import cupy
+
+    union, split = split_of
+    margins = []
+    for label, tree, values in (("x", split.x_margin, xv), ("y", split.y_margin, yv)):
+        kernel = hash_source.render_entrywise(tree, f"{union.name}_{label}_margin", value_name)
+        out = cupy.empty_like(values)
+        launch.launch(kernel, values.size, (values, np.int64(values.size), out))
+        margins.append(out)
+    return (union, *margins)
+
+
+def coo_masked(sr, value_name, index_type, held, streamed, mask, ncols, start, out, tab):
+    """The CSR + COO kernel at the mask's entries: each held row's entries listed, one lane group per entry."""
+    import cupy
+
+    rows, cols = mask
+    out.fill(start)
+    passes = [(held, streamed, rows, cols, False)]
+    if sr.is_union:  # the columns only X stores: Y's rows held, their entries' X rows streamed
+        passes.append((streamed, held, cols, rows, True))
+    for a, b, key, other, second in passes:
+        order = cupy.argsort(key).astype(key.dtype)
+        eptr = cupy.searchsorted(key[order], cupy.arange(a[0].size, dtype=key.dtype), side="left").astype(key.dtype)
+        _coo_pass(sr, value_name, index_type, a, b, ncols, out, tab, second, masked=(eptr, other[order], order))
 
 
 def _group_size(indptr, rows: int) -> int:

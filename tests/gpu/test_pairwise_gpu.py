@@ -17,7 +17,7 @@ import semiring
 from semiring import Monoid, Semiring, binary_op, distances, monoid
 from semiring.distances.specs import DISTANCES
 
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins")
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins", "coo", "hash")
 
 
 @pytest.fixture(params=STRATEGIES)
@@ -30,7 +30,8 @@ def strategy(request, monkeypatch):
     applies, whatever the shapes: ``rowvec`` (unions in two passes),
     ``rowvec-compact`` (columns renumbered per batch), ``merge``, ``inverted``
     (Y's postings, plus-monoid intersections), ``dense-gemm`` (plus_times),
-    ``margins`` (plus-monoid unions); elsewhere the product runs as under ``rowvec``.
+    ``margins`` (plus-monoid unions), ``coo``/``hash`` (the CSR + COO kernel, rows
+    held dense or hashed; masked products too); elsewhere as under ``rowvec``.
     """
     from semiring.kernels.cuda import planner
 

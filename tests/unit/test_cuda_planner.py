@@ -7,6 +7,8 @@ validation, and that ops are recognised by what they compute, not their spelling
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import semiring
@@ -17,15 +19,16 @@ from semiring.kernels.cuda.planner import (
     INVERTED_MAX_COLUMNS,
     STRATEGIES,
     STRATEGY_ENV,
-    UNION_MERGE_BELOW_DEGREE,
     Facts,
     Settings,
     decide,
 )
 
 
-def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=64.0, **lazy) -> Facts:
+def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=None, x_rows=100, x_stored=1000, **lazy) -> Facts:
     """Facts as ``planner.facts`` derives them from a semiring, with the data-dependent ones given."""
+    if mean_degree is None:
+        mean_degree = x_stored / max(1, x_rows) + y_stored / max(1, y_rows)
     return Facts(
         ncols=ncols,
         y_rows=y_rows,
@@ -35,8 +38,15 @@ def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=64.0, **lazy
         annihilates=sr.annihilates,
         plus=sr.add.kind == "plus",
         plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
+        x_rows=x_rows,
+        x_stored=x_stored,
         **lazy,
     )
+
+
+def cheapest(facts: Facts) -> str:
+    costs = planner.family_costs(facts)
+    return min(costs, key=costs.get)
 
 
 def never():
@@ -50,23 +60,82 @@ DENSE = {"y_stored": int(DENSE_GEMM_DENSITY * 100 * 1000)}
 def test_auto_choices():
     auto = Settings()
     assert decide(auto, facts_of(semiring.plus_times, **DENSE)) == "dense-gemm"
-    assert decide(auto, facts_of(semiring.plus_times, **SPARSE)) == "rowvec"
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True)) == "inverted"
-    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, rowvec_fits=False)) == "rowvec-compact"
     assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"  # 0 × inf must be NaN
     assert decide(auto, facts_of(semiring.plus_absdiff, margins=True)) == "margins"
-    assert decide(auto, facts_of(semiring.plus_absdiff, margins=False)) == "rowvec"
-    short = UNION_MERGE_BELOW_DEGREE - 1
-    assert decide(auto, facts_of(semiring.plus_absdiff, mean_degree=short)) == "merge"
-    assert decide(auto, facts_of(semiring.plus_times, mean_degree=short, **SPARSE)) == "rowvec"  # intersections stay
     assert decide(auto, facts_of(semiring.min_plus, ncols=0, rowvec_fits=never)) == "merge"
-    assert decide(auto, facts_of(semiring.min_plus, inverted_pays=True)) == "rowvec"  # not a plus monoid
+    plain = facts_of(semiring.min_plus, inverted_pays=True)  # not a plus monoid: no inverted kernel
+    assert decide(auto, plain) == cheapest(plain)
+
+
+# The four paper-shaped datasets' facts (2,048 query rows against all rows, ``benchmarks/datasets.py``),
+# for an intersection (plus_times) and a union (max_absdiff, which has no margin split).
+DATASETS = {
+    "movielens": {"ncols": 20_000, "x_rows": 2048, "x_stored": 2048 * 100, "y_rows": 40_000, "y_stored": 4_019_628},
+    "nytimes": {"ncols": 100_000, "x_rows": 2048, "x_stored": 2048 * 200, "y_rows": 40_000, "y_stored": 8_004_552},
+    "scrna": {"ncols": 26_000, "x_rows": 2048, "x_stored": 2048 * 1605, "y_rows": 16_000, "y_stored": 25_678_285},
+    "edgar": {"ncols": 858_000, "x_rows": 2048, "x_stored": 2048 * 6, "y_rows": 100_000, "y_stored": 604_181},
+}
+FITS = {"movielens": True, "nytimes": False, "scrna": True, "edgar": False}  # a dense float32 row in 227 KiB
+
+
+@pytest.mark.parametrize("sr", [semiring.plus_times, semiring.max_absdiff, semiring.plus_absdiff], ids=str)
+@pytest.mark.parametrize("name", DATASETS)
+def test_auto_takes_the_cheapest_kernel_of_the_cost_model(name, sr):
+    facts = facts_of(sr, rowvec_fits=FITS[name], margins=False, inverted_pays=False, **DATASETS[name])
+    costs = planner.family_costs(facts)
+    assert set(costs) == {"rowvec" if FITS[name] else "rowvec-compact", "coo", "hash", "merge"}
+    if not (sr.add.kind == "plus" and sr.mult.kind == "times" and name == "scrna"):  # else dense GEMM
+        assert decide(Settings(), facts) == min(costs, key=costs.get)
+
+
+def test_hash_runs_a_costly_margin_split_where_no_dense_row_fits():
+    """A margin split's cross op of a costly union op (Jensen–Shannon's logs): the hash kernel, which
+    evaluates the op once per pair, where no dense row fits (nytimes-like); elsewhere the cost model."""
+    js = facts_of(semiring.plus_times, rowvec_fits=False, inverted_pays=False, **DATASETS["nytimes"])
+    assert decide(Settings(), replace(js, costly_split=True)) == "hash"
+    assert decide(Settings(), js) == "rowvec-compact"  # the measured cheapest without the split's saving
+    fits = facts_of(semiring.plus_pair, rowvec_fits=True, inverted_pays=False, **DATASETS["movielens"])
+    assert decide(Settings(), replace(fits, costly_split=True)) == "rowvec"
+    assert decide(Settings("rowvec"), replace(js, costly_split=True)) == "rowvec-compact"  # auto only
+
+
+def test_the_measured_cheapest_on_the_datasets():
+    """The fitted model's picks on the four datasets' shapes: rowvec where a dense row fits, rowvec-compact
+    on nytimes-like rows, merge for a union of EDGAR-like short rows (coo and hash lose there: docs/cuda.md)."""
+    want = {"movielens": "rowvec", "nytimes": "rowvec-compact", "scrna": "rowvec"}
+    for name, kernel in want.items():
+        for sr in (semiring.plus_pair, semiring.max_absdiff):
+            assert cheapest(facts_of(sr, rowvec_fits=FITS[name], **DATASETS[name])) == kernel, (name, sr)
+    assert cheapest(facts_of(semiring.max_absdiff, rowvec_fits=False, **DATASETS["edgar"])) == "merge"
+
+
+def test_hash_is_the_cheapest_nowhere_by_the_model_alone():
+    """Over a grid of shapes the fitted model never prefers hash (it runs when forced or for a costly margin
+    split), coo only where the streamed rows hold about one entry; rowvec, rowvec-compact and merge each win
+    somewhere."""
+    shapes = [
+        {"rowvec_fits": fits, "ncols": 1000, "x_rows": m, "y_rows": p, "x_stored": m * dx, "y_stored": p * dy}
+        for fits in (True, False)
+        for m in (1, 64, 2048)
+        for p in (10, 1000, 100_000)
+        for dx in (1, 8, 100, 1000)
+        for dy in (1, 8, 100, 1000)
+    ]
+    reached = {
+        cheapest(facts_of(sr, **shape)) for shape in shapes for sr in (semiring.plus_times, semiring.max_absdiff)
+    }
+    assert reached <= {"rowvec", "rowvec-compact", "merge", "coo"}
+    assert {"rowvec", "rowvec-compact", "merge"} <= reached
+    single = {"ncols": 1000, "x_rows": 64, "y_rows": 100_000, "x_stored": 64_000, "y_stored": 100_000}
+    assert cheapest(facts_of(semiring.plus_times, **single)) == "coo"
 
 
 def test_costly_facts_are_asked_only_when_needed():
     # an intersection never asks about margins; a finite-only check only for annihilating ops
     assert decide(Settings(), facts_of(semiring.plus_times, margins=never, **DENSE)) == "dense-gemm"
-    assert decide(Settings(), facts_of(semiring.max_absdiff, finite=never, margins=False)) == "rowvec"
+    assert decide(Settings("rowvec"), facts_of(semiring.max_absdiff, finite=never, margins=False)) == "rowvec"
+    assert decide(Settings("hash"), facts_of(semiring.plus_times, finite=never, **SPARSE)) == "hash"  # exact anyway
     assert decide(Settings("merge"), facts_of(semiring.plus_absdiff, margins=never, rowvec_fits=never)) == "merge"
     assert decide(Settings("rowvec"), facts_of(semiring.plus_times, inverted_pays=never, **SPARSE)) == "rowvec"
 
@@ -92,12 +161,30 @@ def test_inverted_only_within_its_column_limit():
         ("margins", semiring.plus_absdiff, "margins"),
         ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)
+        ("coo", semiring.plus_times, "coo"),
+        ("coo", semiring.max_absdiff, "coo"),
+        ("hash", semiring.plus_times, "hash"),
+        ("hash", semiring.plus_absdiff, "hash"),
+        ("hash", semiring.plus_pair, "hash"),
     ],
 )
 def test_forced_strategy_runs_where_it_applies(forced, sr, want):
     margins = sr.add.kind == "plus" and sr.is_union
     short_rows = facts_of(sr, mean_degree=2.0, margins=margins, inverted_pays=False, **SPARSE)
     assert decide(Settings(forced), short_rows) == want  # forcing also turns off auto's union-of-short-rows merge
+
+
+def test_forced_coo_and_hash_run_whether_or_not_a_dense_row_fits():
+    for fits in (True, False):
+        for forced in ("coo", "hash"):
+            assert decide(Settings(forced), facts_of(semiring.plus_times, rowvec_fits=fits, **SPARSE)) == forced
+
+
+def test_masked_products_merge_unless_a_table_is_forced():
+    assert planner.decide_masked(Settings()) == "merge"
+    assert planner.decide_masked(Settings("rowvec")) == "merge"
+    assert planner.decide_masked(Settings("hash")) == "hash"
+    assert planner.decide_masked(Settings("coo")) == "coo"
 
 
 def test_every_gpu_strategy_can_be_forced():
