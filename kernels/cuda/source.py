@@ -290,8 +290,9 @@ def render_postings(value_type: str = "float32", index_type: str = "int32") -> K
 
     A counting sort with no work buffer: ``cursor`` starts at each column's first position in the slab
     (from the column counts), so the slab costs only its own entries.  The order within a column is that of
-    the atomics; the inverted kernel adds along it with atomics anyway.  Rows' indices are sorted, so the
-    slab's first entry is found by bisection.
+    the atomics, not the rows': the inverted kernel's sums are the same, its atomics less coalesced than
+    along a sorted transpose (docs/cuda.md, Memory).  Rows' indices are sorted, so the slab's first entry
+    is found by bisection.
     """
     T, I = _types(value_type, index_type)
     name = f"sr_postings_{value_type}_{index_type}"
