@@ -35,8 +35,10 @@ def test_empty_slot_is_the_shared_vocabulary():
     assert f"#define SR_EMPTY {TOPK_EMPTY}LL" in cuda_topk_source.render_topk("float32", 8).source
 
 
-@pytest.mark.parametrize("name", [d.name for d in DISTANCES if d.refine is None])
-@pytest.mark.parametrize("value_type", ["float32", "float64"])
+FUSED = [(d.name, "float32") for d in DISTANCES if d.refine is None] + [("jensenshannon", "float64")]
+
+
+@pytest.mark.parametrize("name, value_type", FUSED)
 def test_fused_expansion_kernels_compile(name, value_type):
     """Every measure the selection fuses (no entry recomputed) renders its expansion into the kernel."""
     spec = get_metric(name)
