@@ -107,6 +107,8 @@ class NearestNeighbors:
         Show a progress bar (tqdm) for runs longer than half a second, when
         standard error is a terminal.
 
+    Notes
+    -----
     Results are sorted best first: smallest distance first or, for a
     similarity (``inner_product``), largest value first.  Equal values are
     ordered by index; NaN (e.g. cosine of an empty row) comes after every
