@@ -89,11 +89,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every engine (default: all cores)")
     p.add_argument(
         "--datasets",
-        nargs="+",
+        nargs="*",
         choices=DATASETS,
         default=list(DATASETS),
         metavar="NAME",
-        help=f"subset of {', '.join(DATASETS)}",
+        help=f"subset of {', '.join(DATASETS)} (none after --datasets: the graphs only)",
     )
     p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
     p.add_argument(

@@ -179,8 +179,8 @@ class CpuGraphEngine:
         return _graph.expand(tree, rows, cols, c, norms)
 
     def triangle_count_total(self, G, by_degree: bool) -> int:
-        lp, li, _ = _graph.orient(G.indptr, G.indices, by_degree)
-        return _graph.triangle_total(lp, li) if li.size else 0
+        L = _graph.orient(G.indptr, G.indices, by_degree)
+        return _graph.triangle_total(L.lp, L.li) if L.li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
         """Each triangle found once on the oriented graph and counted at its three edges."""

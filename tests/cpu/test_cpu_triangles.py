@@ -32,6 +32,6 @@ def test_triangle_count_of_hub_graphs_matches_networkx(order, seed):
     assert want > 0
     assert graph.triangle_count(sp.csr_matrix(A), order=order, backend="cpu") == want
     if order == "id":  # some edge u → v has N⁺(v) more than SKEW times N⁺(u): the galloping branch runs
-        lp, li, _ = cpu_graph.orient(A.indptr, A.indices, False)
+        lp, li, _, _ = cpu_graph.orient(A.indptr, A.indices, False)
         length = np.diff(lp)
         assert length[1] > cpu_graph.SKEW * length[0] and 1 in li[lp[0] : lp[1]]
