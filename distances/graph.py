@@ -482,10 +482,9 @@ def scan_similarity(A, *, normalize: bool = False, backend: str = "auto"):
 def common_neighbors(A, *, normalize: bool = False, backend: str = "auto"):
     """|N(u) ∩ N(v)| at every edge, a sparse matrix with A's pattern (int64 values; float64 for CuPy).
 
-    Each undirected edge is intersected once (at u < v) and the count written to
-    both of its entries; the intersection merges lists of similar length and
-    searches the longer list otherwise, so a hub's neighbour list is not walked
-    once per neighbour.
+    An edge's common neighbours are its triangles: each triangle is found once,
+    on the degree-oriented graph, and counted at its three edges, so a hub's
+    neighbour list is not walked once per neighbour.
     """
     if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
         from . import dask as _dask

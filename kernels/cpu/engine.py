@@ -163,10 +163,8 @@ class CpuGraphEngine:
         return _rowops.row_norm(G, tree)
 
     def common_neighbor_counts(self, G) -> np.ndarray:
-        out = np.zeros(G.nnz, np.int64)
-        if G.nnz:
-            _graph.common_neighbors(G.indptr, G.indices, out)
-        return out
+        """The triangles through each edge (``edge_triangles``, degree order): each counted once."""
+        return _graph.edge_support(G.indptr, G.indices, True)
 
     def edge_measure(self, G, tree) -> np.ndarray:
         return _graph.expand(tree, self.edge_rows(G), G.indices, self.common_neighbor_counts(G), self.degrees(G))

@@ -6,17 +6,18 @@ symmetric pattern without self-loops; ``distances.graph`` checks that first
 kernel keeps its memory O(vertices + edges): intersections walk the stored
 neighbour lists, nothing enumerates wedges.
 
-* :func:`intersect_count` — ``|N(u) ∩ N(v)|`` of two sorted lists: a merge when
-  the lengths are within ``SKEW`` of each other, else each element of the
-  shorter list is found in the longer by galloping (doubling then binary
-  search, the search start moving forward), so the cost follows the shorter list
-  (seed 001's MPS with pivot skip).
-* :func:`common_neighbors` — every undirected edge once (``u < v``) and the
-  count written to both of its stored entries (symmetric assignment).
-* :func:`orient` + :func:`triangle_total` — the edges ``u → v`` with
-  ``u ≺ v`` in a total order (degree then id, or id), so each triangle is found
-  exactly once, at its two lowest vertices: ``Σ_(u,v) |N⁺(u) ∩ N⁺(v)|``, each
-  u's out-list in a per-thread byte map, vertices in chunks of equal work.
+* :func:`orient` — the edges ``u → v`` with u ranked below v (by degree, ties
+  by id, or by id), vertices renamed by rank so that the lists of high-degree
+  vertices lie together; each triangle is found exactly once, at its two lowest
+  vertices: ``Σ_(u,v) |N⁺(u) ∩ N⁺(v)|``.
+* :func:`triangle_total`, :func:`edge_support` — u's out-list marked in a
+  per-thread map, each out-neighbour's list counted against it (or, when it is
+  more than ``SKEW`` times longer, u's list looked up in it by binary search);
+  vertices in chunks of equal estimated work.  Per edge, each triangle counts
+  at its three edges, an atomic add for the one another thread owns; these are
+  also the common-neighbour counts (an edge's support is ``|N(u) ∩ N(v)|``).
+* :func:`peel` — truss numbers and k-trusses from those supports, lowered as
+  edges go (merge or galloping intersections of the surviving lists).
 """
 
 from __future__ import annotations
@@ -85,34 +86,6 @@ def _gallop(indices, lo, hi, x):
     return lower_bound(indices, lo, min(hi, lo + step + 1), x)
 
 
-@njit(inline="always", **JIT)
-def intersect_count(a_idx, a, ae, b_idx, b, be):
-    """``|a_idx[a:ae] ∩ b_idx[b:be]|`` of two sorted lists; merge or gallop by their skew."""
-    if ae - a > be - b:
-        a_idx, a, ae, b_idx, b, be = b_idx, b, be, a_idx, a, ae
-    count = 0
-    if (be - b) > SKEW * (ae - a):
-        for k in range(a, ae):
-            b = _gallop(b_idx, b, be, a_idx[k])
-            if b == be:
-                break
-            if b_idx[b] == a_idx[k]:
-                count += 1
-                b += 1
-        return count
-    while a < ae and b < be:
-        x, y = a_idx[a], b_idx[b]
-        if x == y:
-            count += 1
-            a += 1
-            b += 1
-        elif x < y:
-            a += 1
-        else:
-            b += 1
-    return count
-
-
 @njit(parallel=True, **JIT)
 def _check(indptr, indices, data, weighted, upper_only):
     """Counts of (self-loops, entries whose reverse is missing, reverse present with another weight, entries
@@ -151,20 +124,6 @@ def check(indptr, indices, data, weighted: bool) -> tuple[int, int, int]:
         loops, missing, unequal, _, _ = _check(indptr, indices, data, weighted, False)
         return loops, missing, unequal
     return loops, 0, 2 * unequal  # each unequal pair is two stored entries
-
-
-@njit(parallel=True, **JIT)
-def common_neighbors(indptr, indices, out):
-    """``out[k] = |N(u) ∩ N(v)|`` for every stored ``(u, v)``: computed at ``u < v``, mirrored to ``(v, u)``."""
-    n = indptr.size - 1
-    for u in prange(n):
-        for k in range(indptr[u], indptr[u + 1]):
-            v = indices[k]
-            if v <= u:
-                continue
-            c = intersect_count(indices, indptr[u], indptr[u + 1], indices, indptr[v], indptr[v + 1])
-            out[k] = c
-            out[find(indices, indptr[v], indptr[v + 1], u)] = c
 
 
 @njit(**JIT)
