@@ -192,6 +192,7 @@ class Oriented(NamedTuple):
     li: np.ndarray
     position: np.ndarray
     vertex: np.ndarray
+    rank: np.ndarray  # rank[vertex[r]] == r
 
 
 def orient(indptr, indices, by_degree: bool) -> Oriented:
@@ -218,24 +219,39 @@ def orient(indptr, indices, by_degree: bool) -> Oriented:
     if li.size:
         keys = np.empty(li.size, np.int64)  # scratch of the long rows' sort: only their pages are touched
         _fill_ranked(indptr, indices, rank, lp, li, position, keys)
-    return Oriented(lp, li, position, vertex)
+    return Oriented(lp, li, position, vertex, rank)
+
+
+@njit(inline="always", **JIT)
+def _find_out(li, lo, hi, x):
+    """Position of ``x`` in the out-list ``li[lo:hi]`` (present): binary search in a long, sorted row, else a
+    scan of the short one."""
+    if hi - lo > 2 * SKEW:
+        return find(li, lo, hi, x)
+    for t in range(lo, hi):
+        if li[t] == x:
+            return t
+    return -1
 
 
 @njit(parallel=True, **JIT)
-def _fill_edge_ids(indptr, indices, lp, position, vertex, edge):
+def _fill_edge_ids(indptr, indices, lp, li, position, rank, edge):
     for r in prange(lp.size - 1):
-        u = vertex[r]
         for t in range(lp[r], lp[r + 1]):
-            v = indices[position[t]]
             edge[position[t]] = t
-            edge[find(indices, indptr[v], indptr[v + 1], u)] = t
+    for v in prange(indptr.size - 1):  # (v, u) with u ranked lower: found in u's out-list, short by the order
+        rv = rank[v]
+        for k in range(indptr[v], indptr[v + 1]):
+            ru = rank[indices[k]]
+            if ru < rv:
+                edge[k] = _find_out(li, lp[ru], lp[ru + 1], rv)
 
 
 def edge_ids(indptr, indices, L: Oriented) -> np.ndarray:
     """The undirected edge (L's entry) of each stored entry of G: ``(u, v)`` and ``(v, u)`` share one."""
     edge = np.empty(indices.size, np.int64)
     if L.li.size:
-        _fill_edge_ids(indptr, indices, L.lp, L.position, L.vertex, edge)
+        _fill_edge_ids(indptr, indices, L.lp, L.li, L.position, L.rank, edge)
     return edge
 
 
