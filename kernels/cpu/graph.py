@@ -36,7 +36,8 @@ from semiring.engine import GRAPH_EXPANSION_VARIABLES
 from .jit import JIT
 from .rowops import expression_kernels
 
-# Merge while the longer list is at most SKEW times the shorter (seed 001 switches at ~50).
+# Walk the longer list (merge, or count it against the marks) while it is at most SKEW times the shorter;
+# search it beyond (seed 001 switches at ~50).
 SKEW = 32
 
 
