@@ -20,7 +20,13 @@ setting of the first ``--queries`` rows (2048 at scale 1) against every row:
   ``mxm`` as is: both results sparse, checked for the same pattern and values;
 * ``semiring.distances.graph.triangle_count(A, backend="cpu")`` on R-MAT graphs
   (``--rmat-scales``, Graph500 parameters, seeded) against python-graphblas's
-  masked ``plus_pair`` product, the counts compared.
+  masked ``plus_pair`` product, the counts compared: the total (``C⟨L⟩ = L
+  plus.pair Uᵀ`` summed) and per edge (``per="edge"`` against ``C⟨A⟩ = A
+  plus.pair Aᵀ``);
+* ``graph.ktruss(A, k, backend="cpu")`` on R-MAT graphs (``--ktruss-scales``,
+  ``--ktruss-k``) against ``networkx.k_truss``, one call in a subprocess cut
+  off after ``--ktruss-timeout`` seconds (networkx is single-threaded, and
+  recounts every support each round); the edge sets compared.
 
 Every call is timed by wall clock, best of ``--repeats`` after one warm-up call;
 the warm-up ("first call") time is reported separately because for our engine it
@@ -83,17 +89,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every engine (default: all cores)")
     p.add_argument(
         "--datasets",
-        nargs="+",
+        nargs="*",
         choices=DATASETS,
         default=list(DATASETS),
         metavar="NAME",
-        help=f"subset of {', '.join(DATASETS)}",
+        help=f"subset of {', '.join(DATASETS)} (none after --datasets: the graphs only)",
     )
     p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
     p.add_argument(
         "--rmat-scales",
         default="16,18",
         help="R-MAT scales for the triangle count against python-graphblas, comma-separated; '' skips (default 16,18)",
+    )
+    p.add_argument(
+        "--ktruss-scales",
+        default="12",
+        help="R-MAT scales for the k-truss against networkx, comma-separated; '' skips (default 12)",
+    )
+    p.add_argument("--ktruss-k", type=int, default=5, help="k of the k-truss against networkx (default 5)")
+    p.add_argument(
+        "--ktruss-timeout", type=float, default=60.0, help="seconds networkx's k_truss may take (default 60)"
     )
     p.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
@@ -331,7 +346,8 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
 
 def bench_triangles(scale: int, args, engines) -> list[dict]:
     """The public ``graph.triangle_count(A, backend="cpu")`` (input checks and orientation included) against
-    python-graphblas ``C⟨L⟩ = L plus.pair Uᵀ`` summed (its L and U made outside the timing), on R-MAT."""
+    python-graphblas ``C⟨L⟩ = L plus.pair Uᵀ`` summed (its L and U made outside the timing), and
+    ``per="edge"`` against ``C⟨A⟩ = A plus.pair Aᵀ``, on R-MAT."""
     import scipy.sparse as sp
     from graph_bench import rmat
 
@@ -349,6 +365,12 @@ def bench_triangles(scale: int, args, engines) -> list[dict]:
         C(L.S) << L.mxm(U.T, gb.semiring.plus_pair)
         return int(C.reduce_scalar().value or 0)
 
+    def peer_edges():
+        C = gb.Matrix(gb.dtypes.INT64, n, n)
+        C(M.S) << M.mxm(M.T, gb.semiring.plus_pair)
+        return C
+
+    rows = []
     ours_t, ours = timed(lambda: graph.triangle_count(A, backend="cpu"), args.repeats)
     peer_t, ref = timed(peer, args.repeats)
     status = "CORRECT" if int(ours) == ref else "MISMATCH"
@@ -356,9 +378,76 @@ def bench_triangles(scale: int, args, engines) -> list[dict]:
         f"  triangles ours {ours_t['best_ms']:9.1f} ms   graphblas {peer_t['best_ms']:9.1f} ms   {status}: {ours} vs {ref}"
     )
     check = {"status": status, "ours": int(ours), "peer": ref}
-    speedup = peer_t["best_ms"] / ours_t["best_ms"]
     row = {"dataset": f"rmat{scale}", "measure": "triangle count", "peer": "graphblas", "ours": ours_t}
-    return [{**row, "peer_timing": peer_t, "check": check, "speedup": speedup}]
+    rows.append({**row, "peer_timing": peer_t, "check": check, "speedup": peer_t["best_ms"] / ours_t["best_ms"]})
+
+    ours_t, ours = timed(lambda: graph.triangle_count(A, per="edge", backend="cpu"), args.repeats)
+    peer_t, ref = timed(peer_edges, args.repeats)
+    ours = ours.copy()
+    ours.eliminate_zeros()  # the peer stores no entry where the count is 0
+    check = compare_sparse(ours, gb.io.to_scipy_sparse(ref))
+    print(f"  triangles per edge ours {ours_t['best_ms']:9.1f} ms   graphblas {peer_t['best_ms']:9.1f} ms   {check}")
+    row = {"dataset": f"rmat{scale}", "measure": "triangles per edge", "peer": "graphblas", "ours": ours_t}
+    rows.append({**row, "peer_timing": peer_t, "check": check, "speedup": peer_t["best_ms"] / ours_t["best_ms"]})
+    return rows
+
+
+def networkx_ktruss(path: str, k: int) -> None:
+    """Subprocess: ``networkx.k_truss`` of the saved graph, timed; its edges and seconds saved next to it."""
+    import networkx as nx
+    import scipy.sparse as sp
+
+    A = sp.load_npz(path)
+    G = nx.from_scipy_sparse_array(A)
+    t0 = time.perf_counter()
+    H = nx.k_truss(G, k)
+    seconds = time.perf_counter() - t0
+    edges = np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2)
+    np.savez(path + ".out.npz", edges=edges, seconds=seconds)
+
+
+def bench_ktruss(scale: int, args, engines) -> list[dict]:
+    """The public ``graph.ktruss(A, k, backend="cpu")`` against ``networkx.k_truss(G, k)`` (its graph made
+    outside the timing; one call, in a subprocess cut off after ``--ktruss-timeout`` s), on R-MAT."""
+    import subprocess
+    import tempfile
+
+    import scipy.sparse as sp
+    from graph_bench import rmat
+
+    from semiring.distances import graph
+
+    k = args.ktruss_k
+    indptr, indices, n = rmat(scale, seed=args.seed)
+    A = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+    print(f"\n## R-MAT {scale}: {n} vertices, {A.nnz // 2} undirected edges; the {k}-truss", flush=True)
+    ours_t, ours = timed(lambda: graph.ktruss(A, k, backend="cpu"), args.repeats)
+    ours_edges = {(int(u), int(v)) for u, v in zip(*sp.triu(ours, 1).nonzero())}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "graph.npz")
+        sp.save_npz(path, A)
+        code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import cpu_engine; cpu_engine.networkx_ktruss({path!r}, {k})"
+        try:
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=args.ktruss_timeout)
+            with np.load(path + ".out.npz") as out:
+                peer_ms, peer_edges = 1e3 * float(out["seconds"]), out["edges"]
+        except subprocess.TimeoutExpired:
+            peer_ms, peer_edges = None, None
+    if peer_edges is None:
+        print(f"  {k}-truss ours {ours_t['best_ms']:9.1f} ms   networkx: over {args.ktruss_timeout:.0f} s, cut off")
+        check = {"status": "PEER TIMED OUT", "ours_edges": len(ours_edges)}
+        peer_ms = 1e3 * args.ktruss_timeout  # at least: the speedup is a lower bound
+        peer_t = {"best_ms": peer_ms, "cpu_ms": peer_ms, "first_ms": peer_ms, "all_ms": [], "others_cpu": None}
+    else:
+        want = {(int(min(u, v)), int(max(u, v))) for u, v in peer_edges}
+        status = "CORRECT" if ours_edges == want else "MISMATCH"
+        check = {"status": status, "ours_edges": len(ours_edges), "peer_edges": len(want)}
+        print(
+            f"  {k}-truss ours {ours_t['best_ms']:9.1f} ms   networkx {peer_ms:9.1f} ms   {status}: {len(want)} edges"
+        )
+        peer_t = {"best_ms": peer_ms, "cpu_ms": peer_ms, "first_ms": peer_ms, "all_ms": [peer_ms], "others_cpu": None}
+    row = {"dataset": f"rmat{scale}", "measure": f"{k}-truss", "peer": "networkx", "ours": ours_t}
+    return [{**row, "peer_timing": peer_t, "check": check, "speedup": peer_t["best_ms"] / ours_t["best_ms"]}]
 
 
 # --------------------------------------------------------------------------- report
@@ -507,6 +596,8 @@ def main(argv=None) -> int:
         rows.extend(r)
     for scale in [int(x) for x in args.rmat_scales.split(",") if x.strip()]:
         rows.extend(bench_triangles(scale, args, engines))
+    for scale in [int(x) for x in args.ktruss_scales.split(",") if x.strip()]:
+        rows.extend(bench_ktruss(scale, args, engines))
     total_s = time.perf_counter() - start
     others_total = _others_share(busy_start, _system_busy_s(), time.process_time() - own_start, total_s)
 

@@ -6,7 +6,8 @@ For each scale it times (CUDA events, median of repeats, device-resident input,
 the public ``distances.graph`` call including its input checks):
 
 * ours: ``triangle_count`` (degree order, and vertex-id order), ``jaccard`` at
-  every edge, ``common_neighbors``; peak GPU memory each call allocates;
+  every edge, ``common_neighbors``; peak GPU memory one call allocates, its
+  result included (``measure.PeakMemory``);
 * cuSPARSE SpGEMM through cupyx: ``(L·L)∘L`` (triangles) and ``(A·A)∘A``
   (triangles ×6 and per-edge common neighbours), their answers checked;
 * python-graphblas (SuiteSparse) on all CPU cores, in a subprocess with a time
@@ -31,7 +32,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
+import measure
 import numpy as np
 
 GRAPH500 = {"a": 0.57, "b": 0.19, "c": 0.19}
@@ -61,56 +64,11 @@ def rmat(scale: int, edge_factor: int = 16, seed: int = 0, xp=np):
     return indptr, cols.astype(np.int32), n
 
 
-class PeakMemory:
-    """Bytes CuPy's pool hands out during a block, at most (beyond what was held at its start)."""
-
-    def __init__(self):
-        import cupy
-
-        class Hook(cupy.cuda.MemoryHook):
-            name = "peak"
-
-            def __init__(self):
-                self.now = self.peak = 0
-
-            def malloc_postprocess(self, **kw):
-                self.now += kw["mem_size"]
-                self.peak = max(self.peak, self.now)
-
-            def free_postprocess(self, **kw):
-                self.now -= kw["mem_size"]
-
-        self.hook = Hook()
-
-    def __enter__(self):
-        self.hook.now = self.hook.peak = 0
-        self.hook.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.hook.__exit__(*exc)
-
-    @property
-    def peak(self) -> int:
-        return self.hook.peak
-
-
 def timed(fn, repeats: int):
-    """(median ms, peak extra bytes, result) over ``repeats`` runs after a warm-up."""
-    import cupy
-
-    result = fn()
-    cupy.cuda.Device().synchronize()
-    times = []
-    with PeakMemory() as mem:
-        for _ in range(repeats):
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            result = fn()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times)), mem.peak, result
+    """(median ms between CUDA events after a warm-up, peak bytes one more call allocates, its result included,
+    result): ``measure.timed`` and ``measure.PeakMemory``."""
+    ms, result = measure.timed(fn, repeats)
+    return ms, round(measure.PeakMemory().peak_mib(fn) * measure.MIB), result
 
 
 def cusparse(name: str, fn, repeats: int):
@@ -185,7 +143,7 @@ def run_gpu(scale: int, repeats: int, seed: int, gb_timeout: float) -> dict:
                 total[...] = 0
                 cuda_graph.intersect("total", lp, li, lr, total)
 
-        phases[label] = timed(fn, repeats)[0]
+        phases[label] = measure.timed(fn, repeats)[0]
     ours["triangle_phases_ms"] = phases
     res["ours"] = ours
 
@@ -288,7 +246,7 @@ def markdown(results: list[dict], device: str, cpu_cores: int) -> str:
     lines = [
         (
             f"GPU: {device}; python-graphblas on {cpu_cores} CPU cores. Times in ms (median); "
-            "memory: peak GPU pool allocation during the call beyond the input graph."
+            "memory: peak GPU allocation of one call (its result included) beyond the input graph."
         ),
         "",
         (

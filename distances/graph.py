@@ -34,8 +34,9 @@ Definitions (N(u) the neighbours of u, d(u) = |N(u)|, c = |N(u) ∩ N(v)|):
   u → v when u precedes v in a total order (``order="degree"``: by degree,
   ties by id; ``order="id"``), and Σ over u → v of |N⁺(u) ∩ N⁺(v)| counts each
   triangle at its two lowest vertices.
-* ``ktruss`` / ``truss_decomposition`` — support counting on the surviving
-  edges, removing those in fewer than k − 2 triangles until none is removed.
+* ``ktruss`` / ``truss_decomposition`` — the supports (triangles per edge)
+  peeled: the edges in fewer than k − 2 triangles removed, and the supports of
+  the edges that shared a triangle with them lowered, until none is removed.
 
 Input rules: ``A`` must be square and symmetric (structurally; also in its
 values for ``weighted=True``) without self-loops; otherwise a ``ValueError``
@@ -481,10 +482,9 @@ def scan_similarity(A, *, normalize: bool = False, backend: str = "auto"):
 def common_neighbors(A, *, normalize: bool = False, backend: str = "auto"):
     """|N(u) ∩ N(v)| at every edge, a sparse matrix with A's pattern (int64 values; float64 for CuPy).
 
-    Each undirected edge is intersected once (at u < v) and the count written to
-    both of its entries; the intersection merges lists of similar length and
-    searches the longer list otherwise, so a hub's neighbour list is not walked
-    once per neighbour.
+    An edge's common neighbours are its triangles: each triangle is found once,
+    on the degree-oriented graph, and counted at its three edges, so a hub's
+    neighbour list is not walked once per neighbour.
     """
     if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
         from . import dask as _dask
@@ -504,10 +504,9 @@ def triangle_count(A, per: str = "total", *, order: str = "degree", normalize: b
     Each triangle is found once, at its two lowest vertices in the total order
     ``order`` (``"degree"``: by degree, ties by vertex id — it bounds every
     vertex's out-degree by O(sqrt(edges)); ``"id"``: by vertex id).  The counts
-    do not depend on the order, only the work does.  The CPU engine derives the
-    per-edge and per-vertex counts from the common-neighbour counts (an edge's
-    support is |N(u) ∩ N(v)|); the GPU engine scatters each oriented triangle to
-    its three edges or vertices with atomics.
+    do not depend on the order, only the work does.  Both engines scatter each
+    oriented triangle to its three edges or vertices (atomics where another
+    thread owns the entry).
     """
     if _sdask.is_dask(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
         from . import dask as _dask
@@ -535,10 +534,12 @@ def _check_k(k) -> int:
 def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
     """The k-truss: the largest subgraph in which every edge lies in at least k − 2 of its triangles.
 
-    Support counting on the surviving edges, removing those below k − 2, until
-    none is removed (the masked ``C⟨S⟩ = S plus.pair Sᵀ`` loop).  A sparse
-    matrix of A's shape holding A's values at the surviving edges; vertices
-    keep their ids.
+    The edges in fewer than k − 2 triangles are removed, and with them their
+    triangles, until none is left to remove.  The CPU engine counts the supports
+    once and peels them, updating the supports of the edges that lose a
+    triangle; the GPU engine recounts the supports of the surviving edges each
+    round (the masked ``C⟨S⟩ = S plus.pair Sᵀ`` loop).  A sparse matrix of A's
+    shape holding A's values at the surviving edges; vertices keep their ids.
     """
     if _sdask.is_dask(A):
         from . import dask as _dask
@@ -546,13 +547,9 @@ def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
         _dask.not_at_scale("ktruss")
     k = _check_k(k)
     g = _graph(A, backend, normalize=normalize)
-    eng, S = g.engine, g.G
-    while eng.nnz(S):
-        support = eng.edge_triangles(S, True)
-        keep = support >= k - 2
-        if bool(keep.all()):
-            break
-        S, _ = eng.compact_graph(S, keep)
+    S = g.G
+    if g.engine.nnz(S):  # an empty graph is its own k-truss
+        S, _ = g.engine.compact_graph(S, g.engine.ktruss_keep(S, k))
     return g.sparse(S.data, S)
 
 
@@ -562,29 +559,18 @@ def truss_decomposition(A, *, normalize: bool = False, backend: str = "auto"):
     Peeling by levels: at level k the edges of the (k−1)-truss with support
     below k − 2 are removed, repeatedly, and get truss number k − 1; once none
     is, the survivors form the k-truss and the smallest support s among them
-    makes it the (s + 2)-truss too, so the next level tried is s + 3.  A sparse
-    matrix with A's pattern (int64 values; float64 for CuPy).
+    makes it the (s + 2)-truss too, so the next level tried is s + 3.  The CPU
+    engine counts supports once and updates them as edges go (each removed edge
+    takes its surviving triangles from the other two edges, a level's removals in
+    parallel rounds); the GPU engine recounts them on the surviving edges.  A
+    sparse matrix with A's pattern (int64 values; float64 for CuPy).
     """
     if _sdask.is_dask(A):
         from . import dask as _dask
 
         _dask.not_at_scale("truss_decomposition")
     g = _graph(A, backend, normalize=normalize)
-    eng, S = g.engine, g.G
-    xp = eng.xp
-    truss = xp.full(eng.nnz(S), 2, dtype=xp.int64)
-    where = xp.arange(eng.nnz(S))  # the entries of S in A
-    k = 3
-    while eng.nnz(S):
-        support = eng.edge_triangles(S, True)
-        low = support < k - 2
-        if bool(low.any()):
-            truss[where[low]] = k - 1
-            S, kept = eng.compact_graph(S, ~low)
-            where = where[kept]
-        else:
-            k = int(support.min()) + 3
-    return g.sparse(truss)
+    return g.sparse(g.engine.truss_numbers(g.G))
 
 
 __all__ = [

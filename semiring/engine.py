@@ -222,6 +222,12 @@ class GraphEngine(Protocol):
     def vertex_triangles(self, G, by_degree: bool) -> Any:
         """Triangles at each vertex."""
 
+    def truss_numbers(self, G) -> Any:
+        """The truss number of each stored entry (the largest k whose k-truss holds its edge), int64, CSR order."""
+
+    def ktruss_keep(self, G, k: int) -> Any:
+        """Whether each stored entry's edge is in the k-truss (k ≥ 2), a boolean array in CSR order."""
+
     def compact_graph(self, G, keep) -> tuple[Any, Any]:
         """G with only the stored entries where ``keep`` holds, and the positions in G of those kept."""
 

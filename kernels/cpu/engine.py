@@ -115,9 +115,9 @@ class CpuEngine:
 class CpuGraphEngine:
     """Graph measures on all cores (numba), on host CSR matrices ``G``.
 
-    Triangles per edge and per vertex come from the common-neighbour counts (an
-    edge's support is ``|N(u) ∩ N(v)|``): numba has no atomics for scattering one
-    triangle to three edges from parallel loops.
+    Triangles per edge and per vertex are enumerated once on the oriented graph, each
+    counted at its three edges (one of them another thread's: an atomic add), and the
+    truss numbers peel those supports, updating them as edges go.
     """
 
     name = "cpu"
@@ -164,10 +164,8 @@ class CpuGraphEngine:
         return _rowops.row_norm(G, tree)
 
     def common_neighbor_counts(self, G) -> np.ndarray:
-        out = np.zeros(G.nnz, np.int64)
-        if G.nnz:
-            _graph.common_neighbors(G.indptr, G.indices, out)
-        return out
+        """The triangles through each edge (``edge_triangles``, degree order): each counted once."""
+        return _graph.edge_support(G.indptr, G.indices, True)
 
     def edge_measure(self, G, tree) -> np.ndarray:
         return _graph.expand(tree, self.edge_rows(G), G.indices, self.common_neighbor_counts(G), self.degrees(G))
@@ -180,17 +178,26 @@ class CpuGraphEngine:
         return _graph.expand(tree, rows, cols, c, norms)
 
     def triangle_count_total(self, G, by_degree: bool) -> int:
-        lp, li = _graph.orient(G.indptr, G.indices, by_degree)
-        return _graph.triangle_total(lp, li) if li.size else 0
+        L = _graph.orient(G.indptr, G.indices, by_degree)
+        return _graph.triangle_total(L.lp, L.li) if L.li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
-        return self.common_neighbor_counts(G)
+        """Each triangle found once on the oriented graph and counted at its three edges."""
+        return _graph.edge_support(G.indptr, G.indices, by_degree)
 
     def vertex_triangles(self, G, by_degree: bool) -> np.ndarray:
         out = np.zeros(G.shape[0], np.int64)
         if G.shape[0]:
-            _graph.row_sums(G.indptr, self.common_neighbor_counts(G), out)
+            _graph.row_sums(G.indptr, self.edge_triangles(G, by_degree), out)
         return out // 2  # a vertex's triangle is counted at both of its edges in the triangle
+
+    def truss_numbers(self, G) -> np.ndarray:
+        """Peeling with supports updated as edges go (``graph.peel``)."""
+        return _graph.peel(G.indptr, G.indices)[0]
+
+    def ktruss_keep(self, G, k: int) -> np.ndarray:
+        """Peeling of the one level k − 3 (``graph.peel``)."""
+        return _graph.peel(G.indptr, G.indices, k)[1]
 
     def compact_graph(self, G, keep) -> tuple[sp.csr_matrix, np.ndarray]:
         """The subgraph of the kept entries (G's matrix type), and their positions in G."""

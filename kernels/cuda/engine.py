@@ -166,5 +166,11 @@ class CudaGraphEngine:
     def vertex_triangles(self, G: DeviceCSR, by_degree: bool) -> Any:
         return graph.vertex_triangles(G, by_degree)
 
+    def truss_numbers(self, G: DeviceCSR) -> Any:
+        return graph.truss_numbers(G)
+
+    def ktruss_keep(self, G: DeviceCSR, k: int) -> Any:
+        return graph.ktruss_keep(G, k)
+
     def compact_graph(self, G: DeviceCSR, keep) -> tuple[Any, Any]:
         return graph.compact_graph(G, keep)

@@ -173,6 +173,44 @@ def vertex_triangles(G: DeviceCSR, by_degree: bool):
     return counts.astype(np.int64)
 
 
+def ktruss_keep(G: DeviceCSR, k: int):
+    """Whether each entry's edge is in the k-truss: supports recounted on the surviving edges, those below
+    k − 2 removed, until none is."""
+    import cupy
+
+    S, where = G, cupy.arange(nnz(G))  # the entries of S in G
+    while nnz(S):
+        keep = edge_triangles(S, True) >= k - 2
+        if bool(keep.all()):
+            break
+        S, kept = compact_graph(S, keep)
+        where = where[kept]
+    out = cupy.zeros(nnz(G), bool)
+    out[where] = True
+    return out
+
+
+def truss_numbers(G: DeviceCSR):
+    """Peeling by levels, supports recounted on the surviving edges each round: at level k the edges with
+    support below k − 2 get truss number k − 1 and go; once none does, the least support s of the survivors
+    makes them the (s + 2)-truss, so the next level tried is s + 3."""
+    import cupy
+
+    truss = cupy.full(nnz(G), 2, dtype=cupy.int64)
+    S, where = G, cupy.arange(nnz(G))
+    k = 3
+    while nnz(S):
+        support = edge_triangles(S, True)
+        low = support < k - 2
+        if bool(low.any()):
+            truss[where[low]] = k - 1
+            S, kept = compact_graph(S, ~low)
+            where = where[kept]
+        else:
+            k = int(support.min()) + 3
+    return truss
+
+
 # How the per-edge counts behind common neighbours and the edge similarities are found:
 # "oriented" — on the degree-oriented graph L, each triangle once, scattered to its three edges
 # (atomics) and mirrored; "direct" — each undirected edge u < v intersects its full lists.
