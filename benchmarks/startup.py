@@ -8,7 +8,8 @@ Run from the repository root (the project installed, ``pip install -e .``)::
 Every probe runs in a new Python process whose kernel cache (``$SEMIRING_CACHE_DIR``) is a folder of this run
 (``--cache-dir``, else a fresh temporary one): the first process of each probe finds the cache empty and
 compiles (``cold``), the next ``--repeats`` find the kernels on disk (``warm``, the median reported), as a user's
-second session on the machine would.  For a measure, a process times its imports, the first call (the kernels
+second session on the machine would.  ``numba floor`` is numba's own share: importing it and the first call of a
+one-loop kernel from its disk cache.  For a measure, a process times its imports, the first call (the kernels
 loaded from the cache, or compiled) and the same call again (the work alone); the start-up overhead of the call is
 the difference of the two.  ``semiring knn`` is timed from outside, as the shell would (the wall clock of the
 whole process).  The JSON records every figure, the command line and the commit.
@@ -62,6 +63,36 @@ call()
 t4 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "first_call_s": t3 - t2, "again_s": t4 - t3,
                   "numba_threads": __import__("numba").get_num_threads()}))
+"""
+
+# numba's own floor: a new process imports it and calls a one-loop function from its disk cache (numba sets up its
+# typing and target contexts on the first call of any kernel, whatever the kernel).
+FLOOR_MODULE = """
+import numba
+
+@numba.njit(cache=True, nogil=True)
+def total(a):
+    s = 0.0
+    for x in a:
+        s += x
+    return s
+"""
+FLOOR_CHILD = """
+import time, json, sys
+t0 = time.perf_counter()
+import numpy as np, scipy.sparse
+t1 = time.perf_counter()
+import numba
+t2 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+import startup_floor_probe as probe
+a = np.ones(8)
+t3 = time.perf_counter()
+probe.total(a)
+t4 = time.perf_counter()
+probe.total(a)
+t5 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "numba_import_s": t2 - t1, "first_call_s": t4 - t3, "again_s": t5 - t4}))
 """
 
 IMPORT_CHILD = """
@@ -124,6 +155,17 @@ def main(argv=None) -> int:
     env["SEMIRING_CACHE_DIR"] = str(cache)
     results: dict[str, dict] = {}
 
+    floor = cache / "startup_floor"
+    floor.mkdir(parents=True, exist_ok=True)
+    (floor / "startup_floor_probe.py").write_text(FLOOR_MODULE)
+    r = results["numba floor"] = probe([sys.executable, "-c", FLOOR_CHILD, str(floor)], env, args.repeats)
+    w = r["warm_median"]
+    w["floor_s"] = w["numba_import_s"] + w["first_call_s"]
+    print(
+        f"numba floor: import numba {w['numba_import_s']:.3f} s + first call of a cached one-loop kernel "
+        f"{w['first_call_s']:.3f} s = {w['floor_s']:.3f} s (numpy + scipy.sparse imports {w['import_s']:.3f} s)",
+        flush=True,
+    )
     results["import semiring"] = probe([sys.executable, "-c", IMPORT_CHILD], env, args.repeats)
     print(f"import semiring: {results['import semiring']['warm_median']['import_s']:.3f} s", flush=True)
     for measure in args.measures.split(","):

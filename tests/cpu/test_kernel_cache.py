@@ -1,5 +1,6 @@
 """CPU kernels are compiled once per machine: a second process loads them from the disk cache (numba's cache
-statistics, not wall-clock time, say so); generated kernel files are content-addressed and written once."""
+statistics, not wall-clock time, say so); generated kernel files are content-addressed and written once; importing
+the package and the command's module loads no engine and no library a call may not need."""
 
 from __future__ import annotations
 
@@ -71,3 +72,18 @@ def test_constants_keep_numpy_semantics_in_generated_kernels(tmp_path, monkeypat
     sr = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("x * y * (1 / 0)", name="inf_probe"))
     X = sp.csr_matrix(np.array([[1.0, 2.0]]))
     np.testing.assert_array_equal(semiring.pairwise(X, X, sr), [[np.inf]])
+
+
+# What a new process must not pay for before a call needs it: numba (the CPU engine, loaded by the first CPU call),
+# GPU libraries, and the peers and plotting libraries (oracles, benchmarks).  scipy.spatial comes with cdist, which
+# the command imports only to check a result.
+NOT_AT_IMPORT = ("numba", "semiring.kernels.cpu", "cupy", "scipy.spatial", "sklearn", "pandas", "matplotlib", "dask")
+
+
+def test_importing_the_package_and_the_command_loads_no_engine():
+    code = (
+        "import json, sys, semiring, semiring.distances, semiring.distances.cli\n"
+        f"print(json.dumps([m for m in {NOT_AT_IMPORT!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout) == []
