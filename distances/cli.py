@@ -61,6 +61,11 @@ def _seconds(t: float) -> str:
     return f"{t * 1e3:.1f} ms" if t < 1 else f"{t:.2f} s"
 
 
+def _preparing(seconds: float) -> str:
+    """The time of the first call apart: the kernels are compiled on the machine's first run, loaded after."""
+    return f"(+ {_seconds(seconds)} preparing the kernels: compiled once per machine, then loaded)"
+
+
 def _describe(A, name: str) -> str:
     rows, cols = A.shape
     return f"{name}: {rows:,} x {cols:,} sparse, {A.nnz:,} stored values, {A.dtype}"
@@ -261,7 +266,7 @@ def run_knn(args) -> int:
     queries = X.shape[0] if Q is None else Q.shape[0]
     print(
         f"knn: the {args.k} nearest of {queries:,} {'rows' if names is None else 'modules'} by {args.metric} "
-        f"in {_seconds(seconds)} on {engine} (+ {_seconds(compiling)} loading the kernels, compiled once per machine)"
+        f"in {_seconds(seconds)} on {engine} {_preparing(compiling)}"
     )
     if names is None:
         shown = np.arange(min(args.show, queries))
@@ -367,7 +372,7 @@ def run_pairwise(args) -> int:
     stats = f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}" if finite.size else ""
     print(
         f"pairwise {args.semiring or args.metric}: {D.shape[0]:,} x {D.shape[1]:,} in {_seconds(seconds)} on {engine} "
-        f"(+ {_seconds(compiling)} loading the kernels, compiled once per machine); {stats or 'no finite values'}"
+        f"{_preparing(compiling)}; {stats or 'no finite values'}"
     )
     verdict = ""
     if args.check:
@@ -406,8 +411,7 @@ def run_graph(args) -> int:
         result = compute(A)
         seconds = time.perf_counter() - start
     print(
-        f"{args.measure}: {measure.summarize(args, result)} in {_seconds(seconds)} on {engine} "
-        f"(+ {_seconds(compiling)} loading the kernels, compiled once per machine)"
+        f"{args.measure}: {measure.summarize(args, result)} in {_seconds(seconds)} on {engine} {_preparing(compiling)}"
     )
     if args.output:
         io.write_array(args.output, result, measure.result, stdout=args.data_stream)
