@@ -22,6 +22,7 @@ import re
 import sys
 import sysconfig
 import tempfile
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +176,7 @@ def stdlib_tfidf(root: str | None = None, min_words: int = 20, cache: str | os.P
         with np.load(path, allow_pickle=False) as saved:
             X = sp.csr_matrix((saved["data"], saved["indices"], saved["indptr"]), shape=tuple(saved["shape"]))
             return Corpus(X, saved["names"].tolist(), saved["vocabulary"].tolist())
-    except (OSError, KeyError, ValueError):  # not made yet, or unreadable: build it (again)
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # not made yet, or unreadable: build it
         pass
     corpus = _build(files, root, min_words)
     _save(path, corpus)
