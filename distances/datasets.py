@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import ast
 import gc
+import hashlib
 import os
 import re
+import sys
 import sysconfig
+import tempfile
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -151,18 +156,63 @@ def tfidf(documents: list[list[str]], min_df: int = 2, max_df: float = 0.5) -> t
     return X, vocabulary
 
 
-def stdlib_tfidf(root: str | None = None, min_words: int = 20) -> Corpus:
+def stdlib_tfidf(root: str | None = None, min_words: int = 20, cache: str | os.PathLike | None = None) -> Corpus:
     """TF-IDF rows of the standard library's public modules with at least ``min_words`` words of docstrings.
 
-    Deterministic for a given Python installation; takes a second or two (parsing ~400 files).
+    Deterministic for a given Python installation; parsing ~400 files takes a second or two.  With ``cache`` (a
+    folder), the corpus is kept there and read back by the next call, in any process, in milliseconds: the file's
+    name is a digest of everything the corpus depends on (this module's code, the Python version, ``min_words``,
+    and each source file's path, size and time stamp), so a changed source makes a new one.
     """
+    files = module_files(root)
+    if cache is None:
+        return _build(files, root, min_words)
+    h = hashlib.sha256(f"{sys.version}\0{min_words}\0".encode() + Path(__file__).read_bytes())
+    for name, path in files.items():
+        st = os.stat(path)
+        h.update(f"\0{name}\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    path = Path(cache) / f"stdlib_tfidf_{h.hexdigest()[:32]}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            X = sp.csr_matrix((saved["data"], saved["indices"], saved["indptr"]), shape=tuple(saved["shape"]))
+            return Corpus(X, saved["names"].tolist(), saved["vocabulary"].tolist())
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # not made yet, or unreadable: build it
+        pass
+    corpus = _build(files, root, min_words)
+    _save(path, corpus)
+    return corpus
+
+
+def _save(path: Path, corpus: Corpus) -> None:
+    """Write the corpus atomically (a temporary file, then a rename); a cache that cannot be written is skipped."""
+    X = corpus.X
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", suffix=".npz", delete=False) as tmp:
+            np.savez(
+                tmp,
+                data=X.data,
+                indices=X.indices,
+                indptr=X.indptr,
+                shape=np.array(X.shape),
+                names=np.array(corpus.names, dtype=str),
+                vocabulary=np.array(corpus.vocabulary, dtype=str),
+            )
+        os.replace(tmp.name, path)
+    except OSError:
+        if tmp is not None and os.path.exists(tmp.name):
+            os.unlink(tmp.name)
+
+
+def _build(files: dict[str, str], root: str | None, min_words: int) -> Corpus:
     names, documents = [], []
     # Syntax trees are many small objects the cycle collector keeps rescanning, to no use: they are
     # freed by reference counting. Pausing it halves the time.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for name, path in module_files(root).items():
+        for name, path in files.items():
             words = tokens(docstrings(path))
             if len(words) >= min_words:
                 names.append(name)

@@ -11,18 +11,24 @@ array([[0., 6.],
        [6., 0.]])
 """
 
-from importlib import metadata as _metadata
-
 from .api import pairwise
 from .backend import available_backends
 from .ops import BINARY_OPS, BUILTIN_SEMIRINGS, BinaryOp, Monoid, Semiring, binary_op, monoid
 
 globals().update(BUILTIN_SEMIRINGS)
 
-try:
-    __version__ = _metadata.version("sparse-semirings")
-except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str):
+    # importlib.metadata reads the installed distributions: paid only by a caller asking for the version.
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            return metadata.version("sparse-semirings")
+        except metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+            return "0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [  # noqa: PLE0604 - the built-in semirings' names are strings
     "__version__",

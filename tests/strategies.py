@@ -17,11 +17,11 @@ _MAGNITUDES = st.one_of(st.sampled_from([1.0, 0.5, 2.0, 3.0]), st.floats(1e-3, 1
 
 
 @st.composite
-def sparse_pair(draw, *, nonnegative: bool = False, max_rows: int = 7, max_cols: int = 9, dtype=None):
+def sparse_pair(draw, *, nonnegative: bool = False, max_rows: int = 7, max_cols: int = 9, dtype=None, index=None):
     """(X, Y) canonical CSR matrices of one width, plus their dense float64 forms."""
     n = draw(st.integers(1, max_cols))
     dtype = dtype or draw(st.sampled_from([np.float64, np.float32]))
-    index = draw(st.sampled_from([np.int32, np.int64]))
+    index = index or draw(st.sampled_from([np.int32, np.int64]))
     mats = [draw(_csr(n, max_rows, nonnegative, dtype, index)) for _ in range(2)]
     if draw(st.booleans()) and mats[0].shape[0] and mats[1].shape[0]:
         # share a row so that identical rows (distance 0) are always exercised

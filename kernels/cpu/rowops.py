@@ -47,7 +47,10 @@ def row_norm(A: sp.csr_matrix, tree: _expr.Node, dtype=np.float64) -> np.ndarray
 
 def _operands(terms, xnorms, ynorms, m: int, p: int) -> list:
     """c0, c1, nx0, nx1, ny0, ny1 for an expansion; zeros stand for those a measure lacks."""
-    c = list(terms) + [np.broadcast_to(np.zeros((1, 1)), (m, p))] * (2 - len(terms))
+    # A missing c1 (c0, the measure's product, is always given) is a zero-stride view of at least 2 x 2, of which
+    # the kernels read the first m x p: numba types a 1 x 1 view as C-contiguous, a larger one as of any layout,
+    # and each type is one more compile of every expansion.
+    c = list(terms) + [np.broadcast_to(np.zeros((1, 1)), (max(m, 2), max(p, 2)))] * (2 - len(terms))
     nx = list(xnorms) + [np.zeros(m)] * (2 - len(xnorms))
     ny = list(ynorms) + [np.zeros(p)] * (2 - len(ynorms))
     return [*c, *nx, *ny]

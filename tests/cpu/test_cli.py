@@ -110,16 +110,50 @@ def test_stdlib_reading_without_imports(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return datasets.stdlib_tfidf()
+def corpus_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("corpus")
 
 
-def test_stdlib_corpus_is_deterministic_and_normalised(corpus):
-    a, b = corpus, datasets.stdlib_tfidf()
-    assert a.names == b.names and a.vocabulary == b.vocabulary
-    assert (a.X != b.X).nnz == 0
-    assert len(a.names) > 100 and "json" in a.names and not any(n.startswith("test") for n in a.names)
-    np.testing.assert_allclose(sp.linalg.norm(a.X, axis=1)[a.X.getnnz(axis=1) > 0], 1.0)
+@pytest.fixture(scope="module")
+def corpus(corpus_cache):
+    return datasets.stdlib_tfidf(cache=corpus_cache)  # built, and kept in the folder
+
+
+def same_corpus(a, b) -> bool:
+    return a.names == b.names and a.vocabulary == b.vocabulary and a.X.shape == b.X.shape and (a.X != b.X).nnz == 0
+
+
+def test_stdlib_corpus_is_deterministic_and_normalised(corpus, corpus_cache, monkeypatch):
+    assert same_corpus(corpus, datasets.stdlib_tfidf())  # built again, without the cache
+    assert len(corpus.names) > 100 and "json" in corpus.names and not any(n.startswith("test") for n in corpus.names)
+    np.testing.assert_allclose(sp.linalg.norm(corpus.X, axis=1)[corpus.X.getnnz(axis=1) > 0], 1.0)
+    monkeypatch.setattr(datasets, "docstrings", None)  # a second call reads the kept corpus: no file is parsed
+    again = datasets.stdlib_tfidf(cache=corpus_cache)
+    assert same_corpus(corpus, again) and again.X.dtype == np.float64 and again.X.indices.dtype == np.int32
+
+
+def test_stdlib_corpus_cache_follows_the_sources(tmp_path):
+    """A changed source file makes a new corpus; the cache folder holds whole files only (written atomically)."""
+    root, cache = tmp_path / "lib", tmp_path / "cache"
+    root.mkdir()
+    texts = {"a": "red", "b": "red", "c": "", "d": "", "e": "blue"}  # a word is a column when in 2 of 5 documents
+
+    def write(name, extra):
+        (root / f"{name}.py").write_text(f'"""{extra} {" ".join(f"{name}word{i}" for i in range(25))}"""\n')
+
+    for name, extra in texts.items():
+        write(name, extra)
+    first = datasets.stdlib_tfidf(str(root), cache=cache)
+    assert first.vocabulary == ["red"] and same_corpus(first, datasets.stdlib_tfidf(str(root), cache=cache))
+    write("c", "blue")
+    changed = datasets.stdlib_tfidf(str(root), cache=cache)
+    assert changed.vocabulary == ["blue", "red"]
+    assert same_corpus(changed, datasets.stdlib_tfidf(str(root)))  # as built without the cache
+    kept = sorted(cache.iterdir())
+    assert len(kept) == 2 and all(p.name.startswith("stdlib_tfidf_") and p.suffix == ".npz" for p in kept)
+    for p in kept:
+        p.write_bytes(p.read_bytes()[:100])  # a damaged file is built again, not an error
+    assert same_corpus(changed, datasets.stdlib_tfidf(str(root), cache=cache))
 
 
 def test_stdlib_corpus_refuses_an_empty_folder(tmp_path):
@@ -132,7 +166,7 @@ def test_stdlib_corpus_refuses_an_empty_folder(tmp_path):
 
 def test_knn_bundled_default(corpus, tmp_path, capsys, monkeypatch):
     """The README's first command: neighbours from the bundled data, equal to scikit-learn's brute force."""
-    monkeypatch.setattr(datasets, "stdlib_tfidf", lambda: corpus)  # built once for the module (and tested above)
+    monkeypatch.setattr(datasets, "stdlib_tfidf", lambda **_: corpus)  # built once for the module (and tested above)
     out = tmp_path / "nn.npz"
     status, text, err = run(["knn", "-o", out], capsys)
     assert status == 0, err

@@ -1,5 +1,6 @@
 """CPU kernels are compiled once per machine: a second process loads them from the disk cache (numba's cache
-statistics, not wall-clock time, say so); generated kernel files are content-addressed and written once."""
+statistics, not wall-clock time, say so); generated kernel files are content-addressed and written once; importing
+the package and the command's module loads no engine and no library a call may not need."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 
 import semiring
-from semiring.kernels.cpu import jit
+from semiring import expr
+from semiring.engine import EXPANSION_VARIABLES
+from semiring.kernels.cpu import jit, rowops
 
 # One process: a semiring of its own (so the kernel is compiled in the test's cache folder, not found elsewhere),
 # its product checked against NumPy, and the cache statistics of the kernel that ran.
@@ -71,3 +74,31 @@ def test_constants_keep_numpy_semantics_in_generated_kernels(tmp_path, monkeypat
     sr = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("x * y * (1 / 0)", name="inf_probe"))
     X = sp.csr_matrix(np.array([[1.0, 2.0]]))
     np.testing.assert_array_equal(semiring.pairwise(X, X, sr), [[np.inf]])
+
+
+# What a new process must not pay for before a call needs it: numba (the CPU engine, loaded by the first CPU call),
+# GPU libraries, and the peers and plotting libraries (oracles, benchmarks).  scipy.spatial comes with cdist, which
+# the command imports only to check a result.
+NOT_AT_IMPORT = ("numba", "semiring.kernels.cpu", "cupy", "scipy.spatial", "sklearn", "pandas", "matplotlib", "dask")
+
+
+def test_importing_the_package_and_the_command_loads_no_engine():
+    code = (
+        "import json, sys, semiring, semiring.distances, semiring.distances.cli\n"
+        f"print(json.dumps([m for m in {NOT_AT_IMPORT!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout) == []
+
+
+def test_an_expansion_is_compiled_once_whatever_the_output_shape(tmp_path, monkeypatch):
+    """A measure of one term gets a zero view for its second, of one numba type whatever the output's shape (a 1 x 1
+    view was typed apart: one more compile of every expansion, for every small input)."""
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    tree, _ = expr.parse("nx0 + ny0 - 2.0 * c0 + c1 + 0.125", EXPANSION_VARIABLES)
+    rng = np.random.default_rng(0)
+    for m, p in ((3, 4), (1, 1), (1, 5), (4, 1)):
+        c0, nx, ny = rng.random((m, p)), rng.random(m), rng.random(p)
+        out = rowops.expand(tree, (), np.zeros(0), [c0], [nx], [ny], 7, np.empty((m, p)))
+        np.testing.assert_allclose(out, nx[:, None] + ny[None, :] - 2.0 * c0 + 0.125, rtol=1e-15)
+    assert len(rowops.expression_kernels(tree, EXPANSION_VARIABLES, ()).expand.signatures) == 1
