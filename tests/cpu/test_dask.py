@@ -37,7 +37,10 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client():
+    # No work stealing: a worker still compiling its first kernels would otherwise lose a shard's query to an
+    # idle one, which copies the shard (a cold-cache run failed "a shard was copied" that way).
     with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
