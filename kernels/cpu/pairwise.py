@@ -197,8 +197,14 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | 
     return out
 
 
-# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot.
+# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot; a value
+# (float64) and a bit per column of the dense accumulator.
 SPARSE_SLOT_BYTES = 16
+SPARSE_DENSE_BYTES = 8 + 1 / 8
+# A row of a sparse result accumulates in p-long arrays (a value and a bit per Y row) once its products are at
+# least p / SPARSE_DENSE_ROW: reading its entries back in order then costs p/64 bitmap words, less than sorting
+# them (semiring_kernels.sparse_fill).
+SPARSE_DENSE_ROW = 32
 
 
 @njit(parallel=True, **JIT)
@@ -216,10 +222,10 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
 
     An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
     ``semiring_kernels``): Gustavson's row-by-row product with a hash
-    accumulator, no dense ``m × p`` pass (rows with products ≥ p/16 accumulate in
-    p-long arrays instead).  Memory: Y indexed by column (``O(nnz(Y) +
+    accumulator, no dense ``m × p`` pass (rows with products ≥ p/``SPARSE_DENSE_ROW``
+    accumulate in p-long arrays and a bitmap instead).  Memory: Y indexed by column (``O(nnz(Y) +
     columns)``), the result, and per worker a table of 16 bytes × 2 min(products
-    of a row, p) (plus 16 bytes × p where some row is dense); workers are as many as the scratch budget
+    of a row, p) (plus 8⅛ bytes × p where some row is dense); workers are as many as the scratch budget
     (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  Indices are
     int32 where they fit (SciPy's rule), sorted within each row.
     """
@@ -232,7 +238,7 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
-    dense = 16 * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row), the others hashed
+    dense = SPARSE_DENSE_ROW * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row), the others hashed
     hashed_max = int(flops[~dense].max(initial=0))
     table = 2
     while table < 2 * min(hashed_max, p):
@@ -241,7 +247,7 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     workers = max(1, min(m, numba.get_num_threads()))
     budget = SCRATCH_BUDGET.get()
     if budget is not None:
-        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * (table + dense_width))))
+        workers = max(1, min(workers, int(budget // (SPARSE_SLOT_BYTES * table + SPARSE_DENSE_BYTES * dense_width))))
     counts = np.zeros(m, np.int64)
     if m and p:
         kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)

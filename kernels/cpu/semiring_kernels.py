@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from semiring.kernels.cpu.jit import JIT
-from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
+from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, X_BLOCK, Y_TILE, invert_rows
 
 # <ops> replaced in each generated copy; as written: plus_times (an intersection)
 UNION = False
@@ -165,10 +165,15 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
 # --------------------------------------------------------------------------- sparse results (intersection only)
 #
 # C = X ⊕.⊗ Yᵀ keeping only the pairs that share a stored column, as GraphBLAS mxm does: Gustavson's row-by-row
-# product with a hash accumulator.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the
-# Y rows holding their column, and the products are summed per Y row j in an open-addressing table of
-# 2^b >= 2 min(flops[i], p) slots, so scratch follows the row's work, never p.  Two passes: count the entries of
-# each row, then fill them (sorted by j).  Workers take rows w, w + workers, …; each owns one table.
+# product.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the Y rows holding their
+# column, and the products are summed per Y row j in one of two accumulators, chosen per row by its products
+# (flops[i]) against p (``pairwise.SPARSE_DENSE_ROW``):
+# * many products: p-long values and a p-bit bitmap of the j met; the row's entries come out sorted by walking
+#   the bitmap's set bits (p/64 words, then one step per entry), no sort and no p-long scan;
+# * few: an open-addressing table of 2^b >= 2 min(flops[i], p) slots, read back and sorted; scratch follows the
+#   row's work, never p.
+# Two passes: count the entries of each row (the bitmap or the keys only), then fill them.  Workers take rows
+# w, w + workers, …; each owns one accumulator of each kind.
 
 
 @njit(inline="always", **JIT)
@@ -190,9 +195,27 @@ def _table_mask(flops_i, p):
 
 @njit(inline="always", **JIT)
 def _dense_row(flops_i, p):
-    # A row with many products relative to p accumulates in p-long arrays (no probing, no reset, a row's
-    # entries found in order by a scan); the others in a hash table sized by their products.
-    return 16 * flops_i >= p
+    return SPARSE_DENSE_ROW * flops_i >= p
+
+
+# The lowest set bit's position: de Bruijn multiplication (numba has no count-trailing-zeros).
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array(
+    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
+     18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
+     14, 19, 9, 13, 8, 7, 6],
+    np.int64,
+)
+
+
+@njit(inline="always", **JIT)
+def _set_bit(bits, j):
+    # Mark j in the bitmap; True where it was not marked yet.
+    w, b = j >> 6, np.uint64(1) << np.uint64(j & 63)
+    if bits[w] & b:
+        return False
+    bits[w] |= b
+    return True
 
 
 @njit(parallel=True, **JIT)
@@ -200,16 +223,15 @@ def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, co
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
-        mark = np.full(dense_width, -1, np.int64)
+        bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         for i in range(w, m, workers):
             n = 0
             if _dense_row(flops[i], p):
                 for k in range(xp[i], xp[i + 1]):
                     c = xi[k]
                     for q in range(colptr[c], colptr[c + 1]):
-                        if mark[crow[q]] != i:
-                            mark[crow[q]] = i
-                            n += 1
+                        n += _set_bit(bits, np.int64(crow[q]))
+                bits[:] = 0
             else:
                 mask = _table_mask(flops[i], p)
                 keys[: mask + 1] = -1
@@ -228,36 +250,34 @@ def sparse_fill(
     xp, xi, xv, colptr, crow, cval, flops, p, table, dense_width, workers, start, params, indptr, indices, data
 ):
     m = xp.size - 1
+    one = np.uint64(1)
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         vals = np.empty(table, np.float64)
-        mark = np.full(dense_width, -1, np.int64)
+        bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         dvals = np.empty(dense_width, np.float64)
         for i in range(w, m, workers):
             a, b = indptr[i], indptr[i + 1]
             if _dense_row(flops[i], p):
-                t = a
                 for k in range(xp[i], xp[i + 1]):
                     c = xi[k]
                     x = np.float64(xv[k])
                     for q in range(colptr[c], colptr[c + 1]):
-                        j = crow[q]
-                        if mark[j] != i:
-                            mark[j] = i
+                        j = np.int64(crow[q])
+                        if _set_bit(bits, j):
                             dvals[j] = start
-                            indices[t] = j
-                            t += 1
                         dvals[j] = add(dvals[j], mult(x, cval[q], params), params)
-                if 16 * (b - a) >= p:  # many entries: a scan of the marks gives them in order
-                    t = a
-                    for j in range(p):
-                        if mark[j] == i:
-                            indices[t] = j
-                            t += 1
-                else:
-                    indices[a:b] = np.sort(indices[a:b])
-                for t in range(a, b):
-                    data[t] = dvals[indices[t]]
+                t = a
+                for v in range(bits.size):
+                    word = bits[v]
+                    while word:
+                        low = word & (~word + one)
+                        j = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                        indices[t] = j
+                        data[t] = dvals[j]
+                        t += 1
+                        word ^= low
+                    bits[v] = 0
             else:
                 mask = _table_mask(flops[i], p)
                 keys[: mask + 1] = -1
