@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from semiring import monoid
 from semiring.engine import SCRATCH_BUDGET, Entries
 
 from .jit import JIT, generate, scalar_source
@@ -72,16 +73,26 @@ def invert_rows(xp, xi, xv, x0, x1, ncols):
         colptr[xi[k] + 1] += 1
     for c in range(ncols):
         colptr[c + 1] += colptr[c]
-    fill = colptr[:-1].copy()
     crow = np.empty(xp[x1] - xp[x0], np.int32)
     cval = np.empty(xp[x1] - xp[x0], np.float64)
+    # Each column's next free position: int32 where it fits, a quarter of the time of int64 on EDGAR-like data
+    # (858,000 columns: the positions are read and written at random).
+    if xp[x1] - xp[x0] < 2**31:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].astype(np.int32), crow, cval)
+    else:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].copy(), crow, cval)
+    return colptr, crow, cval
+
+
+@njit(**JIT)
+def _place_by_column(xp, xi, xv, x0, x1, fill, crow, cval):
     for i in range(x0, x1):
         for k in range(xp[i], xp[i + 1]):
-            pos = fill[xi[k]]
+            c = xi[k]
+            pos = fill[c]
             crow[pos] = i - x0
             cval[pos] = xv[k]
-            fill[xi[k]] += 1
-    return colptr, crow, cval
+            fill[c] = pos + 1
 
 
 def compacted_width(X: sp.csr_matrix, Y: sp.csr_matrix) -> int:
@@ -133,26 +144,43 @@ UNION_SCRATCH_BYTES_PER_COLUMN = 24
 # Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
 # (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
 MERGE_MIN_MEAN_ROW = 512
-UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "merge" or "scatter" forces one (tests run each path)
+UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "margins", "merge" or "scatter" forces one (tests run each path)
+UNION_STRATEGIES = ("auto", "margins", "merge", "scatter")
 
 
-def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None) -> tuple[str, int]:
-    """("merge" | "scatter", scatter workers) for a union product, from the rows' lengths and the scratch budget.
+def splits_by_margins(sr, X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
+    """Whether this union product can run as margins + an intersection (``Semiring.margin_split``, on these data's
+    signs): a plus monoid, and an op whose cross term annihilates and whose margins bound it."""
+    if sr.add.key != monoid.plus.key:
+        return False
+    nonnegative = not ((X.data[: X.indptr[-1]] < 0).any() or (Y.data[: Y.indptr[-1]] < 0).any())
+    return sr.margin_split(nonnegative) is not None
 
-    Merging walks both rows of every pair (cost ∝ their lengths, sequential, no
-    scratch); scattering puts an X row in a dense vector once and streams Y rows
-    through it (cost ∝ Y's row plus a second pass over X's, random access into
-    ``ncols``-long scratch per worker): cheaper per entry on short rows, dearer on
-    long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
-    (``working_memory``) allows, at most two per thread; none fit: merge.
+
+def union_strategy(
+    X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None, splittable: bool = False
+) -> tuple[str, int]:
+    """("margins" | "merge" | "scatter", scatter workers) for a union product: a cost model of the three.
+
+    * margins (``splittable``: see ``splits_by_margins``): cost ∝ the products of shared columns, as an
+      intersection (``inverted_kernel``), plus one merge per entry that cancels; no per-column scratch beyond a
+      block of X's rows by column.  Taken whenever the split holds: the shared columns are at most every column
+      a merge or a scatter walks, and are walked from a cache-resident tile.
+    * merge: walks both rows of every pair (cost ∝ their lengths, sequential, no scratch);
+    * scatter: puts an X row in a dense vector once and streams Y rows through it (cost ∝ Y's row plus a
+      second pass over X's, random access into ``ncols``-long scratch per worker): cheaper per entry on short
+      rows, dearer on long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
+      (``working_memory``) allows, at most two per thread; none fit: merge.
     """
+    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
+    if forced not in UNION_STRATEGIES:
+        raise ValueError(f"${UNION_STRATEGY_ENV} must be one of {', '.join(map(repr, UNION_STRATEGIES))}, got {forced!r}")
+    if splittable and forced in ("auto", "margins"):
+        return "margins", 0
     per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
     workers = min(X.shape[0], 2 * numba.get_num_threads())
     if budget is not None:
         workers = min(workers, budget // per_worker)
-    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
-    if forced not in ("auto", "merge", "scatter"):
-        raise ValueError(f"${UNION_STRATEGY_ENV} must be 'auto', 'merge' or 'scatter', got {forced!r}")
     if forced == "scatter":
         return "scatter", max(1, workers)  # forced: even past the budget (tests of the path)
     if forced == "merge" or workers < 1:
@@ -180,11 +208,17 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | 
             args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
             kernels.inverted_kernel(*args, start, sr.params, out)
             return out
-        strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get())
+        splittable = splits_by_margins(sr, X, Y)
+        strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get(), splittable)
         if strategy == "merge":
             kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
             return out
         xi, yi, ncols = compact_columns(X, Y)
+        if strategy == "margins":
+            xmax = int(np.diff(X.indptr).max(initial=0))
+            args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads(), xmax)
+            kernels.margins_kernel(*args, start, sr.params, out)
+            return out
         args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
         kernels.dense_kernel(*args, start, sr.params, out)
         return out

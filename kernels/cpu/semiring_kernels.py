@@ -139,6 +139,55 @@ def merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params):
 
 
 @njit(parallel=True, **JIT)
+def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, out):
+    # A plus-monoid union (Semiring.margin_split): Σ_{X_i} f(x, 0) + Σ_{Y_j} f(0, y) + Σ_{X_i ∩ Y_j} [f(x, y) −
+    # f(x, 0) − f(0, y)], the last an intersection formed as in inverted_kernel, so only products that exist are
+    # computed.  Where the sum cancels to at most 1/8 of the margins' magnitudes (or anything is not finite),
+    # the entry is recomputed exactly by merging its rows (merge_pair), in the kernel, while its rows are hot.
+    m, p = xp.size - 1, yp.size - 1
+    nx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
+    for i in prange(m):
+        s, a = 0.0, 0.0
+        for k in range(xp[i], xp[i + 1]):
+            f = mult(np.float64(xv[k]), 0.0, params)
+            s += f
+            a += abs(f)
+        nx[i], ax[i] = s, a
+    for x0 in range(0, m, X_BLOCK):
+        x1 = min(m, x0 + X_BLOCK)
+        colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+        ntiles = (p + Y_TILE - 1) // Y_TILE
+        nchunks = min(ntiles, 8 * nthreads)
+        for chunk in prange(nchunks):
+            acc = np.empty((Y_TILE, x1 - x0), np.float64)
+            ny, ay = np.empty(Y_TILE, np.float64), np.empty(Y_TILE, np.float64)
+            pending = np.empty(xmax, np.int64)
+            for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
+                j0 = tile * Y_TILE
+                nj = min(Y_TILE, p - j0)
+                acc[:nj] = 0.0
+                for jj in range(nj):
+                    s, a = 0.0, 0.0
+                    for t in range(yp[j0 + jj], yp[j0 + jj + 1]):
+                        c = yi[t]
+                        y = np.float64(yv[t])
+                        f0y = mult(0.0, y, params)
+                        s += f0y
+                        a += abs(f0y)
+                        for q in range(colptr[c], colptr[c + 1]):
+                            r = crow[q]
+                            acc[jj, r] += mult(cval[q], y, params) - mult(cval[q], 0.0, params) - f0y
+                    ny[jj], ay[jj] = s, a
+                for r in range(x1 - x0):
+                    i = x0 + r
+                    for jj in range(nj):
+                        v = acc[jj, r] + nx[i] + ny[jj]
+                        if not abs(v) > 0.125 * (ax[i] + ay[jj]):  # cancels, or not finite: exactly
+                            v = merge_pair(i, j0 + jj, xp, xi, xv, yp, yi, yv, pending, start, params)
+                        out[i, j0 + jj] = v
+
+
+@njit(parallel=True, **JIT)
 def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, xmax, nthreads, start, params, out):
     # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
     # consecutive s (in CSR order, consecutive rows), several per thread.
