@@ -17,7 +17,9 @@ from numba import njit, prange
 from semiring.kernels.cpu.jit import JIT
 from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, X_BLOCK, Y_TILE, invert_rows
 
-# <ops> replaced in each generated copy; as written: plus_times (an intersection)
+# <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
+# its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
+# refine (a measure's test of the entries it recomputes exactly)
 UNION = False
 
 
@@ -29,6 +31,16 @@ def add(x, y, params):
 @njit(inline="always", **JIT)
 def mult(x, y, params):
     return x * y
+
+
+@njit(inline="always", **JIT)
+def expansion(c0, c1, nx0, nx1, ny0, ny1, n, params):
+    return c0
+
+
+@njit(inline="always", **JIT)
+def refine_when(c0, c1, nx0, nx1, ny0, ny1, n, params):
+    return np.float64(0.0)
 
 
 # </ops>
@@ -56,12 +68,27 @@ def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, para
     return acc
 
 
+@njit(inline="always", **JIT)
+def _flag(c0, i, j, xn, yn, n, eparams, flagged, chunk):
+    # flagged[chunk]: [count, i0, j0, i1, j1, …]; entries past its room are counted, not kept (the caller
+    # then recomputes the whole product apart).
+    if refine_when(c0, 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams) != 0.0:
+        k = flagged[chunk, 0]
+        if 2 * k + 2 < flagged.shape[1]:
+            flagged[chunk, 2 * k + 1] = i
+            flagged[chunk, 2 * k + 2] = j
+        flagged[chunk, 0] = k + 1
+
+
 @njit(parallel=True, **JIT)
-def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, out):
+def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, yn, n, eparams, flagged, out):
     # Intersection only: each product x*y of a shared column is formed once
     # (as in SpGEMM), by walking, for each nonzero of a Y row, the X rows
     # holding that column.  The index is built per block of X rows, so its
     # memory stays bounded; Y is streamed as stored, never transposed.
+    # Each entry is written as expansion(c0, 0, xn[:, i], yn[:, j], n, eparams): the product itself, or a
+    # one-term measure of it and its rows' norms (xn, yn: 2 × rows), with no m × p temporary; entries where
+    # refine_when holds are listed per chunk (``_flag``) for the caller to recompute.
     m, p = xp.size - 1, yp.size - 1
     for x0 in range(0, m, X_BLOCK):
         x1 = min(m, x0 + X_BLOCK)
@@ -82,8 +109,11 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, out)
                             r = crow[q]
                             acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
                 for r in range(x1 - x0):
+                    i = x0 + r
                     for jj in range(nj):
-                        out[x0 + r, j0 + jj] = acc[jj, r]
+                        j = j0 + jj
+                        out[i, j] = expansion(acc[jj, r], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                        _flag(acc[jj, r], i, j, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)
@@ -139,20 +169,21 @@ def merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params):
 
 
 @njit(parallel=True, **JIT)
-def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, out):
+def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, xn, yn, n, eparams, flagged, out):
     # A plus-monoid union (Semiring.margin_split): Σ_{X_i} f(x, 0) + Σ_{Y_j} f(0, y) + Σ_{X_i ∩ Y_j} [f(x, y) −
     # f(x, 0) − f(0, y)], the last an intersection formed as in inverted_kernel, so only products that exist are
     # computed.  Where the sum cancels to at most 1/8 of the margins' magnitudes (or anything is not finite),
     # the entry is recomputed exactly by merging its rows (merge_pair), in the kernel, while its rows are hot.
+    # Entries are written through expansion, as in inverted_kernel.
     m, p = xp.size - 1, yp.size - 1
-    nx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
+    mx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
     for i in prange(m):
         s, a = 0.0, 0.0
         for k in range(xp[i], xp[i + 1]):
             f = mult(np.float64(xv[k]), 0.0, params)
             s += f
             a += abs(f)
-        nx[i], ax[i] = s, a
+        mx[i], ax[i] = s, a
     for x0 in range(0, m, X_BLOCK):
         x1 = min(m, x0 + X_BLOCK)
         colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
@@ -160,7 +191,7 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
         nchunks = min(ntiles, 8 * nthreads)
         for chunk in prange(nchunks):
             acc = np.empty((Y_TILE, x1 - x0), np.float64)
-            ny, ay = np.empty(Y_TILE, np.float64), np.empty(Y_TILE, np.float64)
+            my, ay = np.empty(Y_TILE, np.float64), np.empty(Y_TILE, np.float64)
             pending = np.empty(xmax, np.int64)
             for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
                 j0 = tile * Y_TILE
@@ -177,14 +208,16 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]
                             acc[jj, r] += mult(cval[q], y, params) - mult(cval[q], 0.0, params) - f0y
-                    ny[jj], ay[jj] = s, a
+                    my[jj], ay[jj] = s, a
                 for r in range(x1 - x0):
                     i = x0 + r
                     for jj in range(nj):
-                        v = acc[jj, r] + nx[i] + ny[jj]
+                        j = j0 + jj
+                        v = acc[jj, r] + mx[i] + my[jj]
                         if not abs(v) > 0.125 * (ax[i] + ay[jj]):  # cancels, or not finite: exactly
-                            v = merge_pair(i, j0 + jj, xp, xi, xv, yp, yi, yv, pending, start, params)
-                        out[i, j0 + jj] = v
+                            v = merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params)
+                        out[i, j] = expansion(v, 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                        _flag(v, i, j, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)
@@ -250,9 +283,72 @@ def _dense_row(flops_i, p):
 # The lowest set bit's position: de Bruijn multiplication (numba has no count-trailing-zeros).
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _DEBRUIJN_TABLE = np.array(
-    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
-     18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
-     14, 19, 9, 13, 8, 7, 6],
+    [
+        0,
+        1,
+        48,
+        2,
+        57,
+        49,
+        28,
+        3,
+        61,
+        58,
+        50,
+        42,
+        38,
+        29,
+        17,
+        4,
+        62,
+        55,
+        59,
+        36,
+        53,
+        51,
+        43,
+        22,
+        45,
+        39,
+        33,
+        30,
+        24,
+        18,
+        12,
+        5,
+        63,
+        47,
+        56,
+        27,
+        60,
+        41,
+        37,
+        16,
+        54,
+        35,
+        52,
+        21,
+        44,
+        32,
+        23,
+        11,
+        46,
+        26,
+        40,
+        15,
+        34,
+        20,
+        31,
+        10,
+        25,
+        14,
+        19,
+        9,
+        13,
+        8,
+        7,
+        6,
+    ],
     np.int64,
 )
 
@@ -348,3 +444,54 @@ def sparse_fill(
                 indices[a:b] = np.sort(indices[a:b])
                 for t in range(a, b):
                     data[t] = vals[_slot(keys, np.int64(indices[t]), mask)]
+
+
+# When X has fewer rows than Y (queries against a collection), the product runs down Y's rows instead: for each
+# Y row j, its entries walk the X rows holding their column (X indexed by column, relative rows r), and the sums
+# per X row r live in an m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j
+# touched.  Y's rows are cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range
+# gives row r, so each range writes its entries of row r at its own offset (``starts``) in increasing j: rows
+# come out sorted with no sort.
+
+
+@njit(parallel=True, **JIT)
+def sparse_count_by_columns(yp, yi, colptr, crow, m, nchunks, counts):
+    p = yp.size - 1
+    for chunk in prange(nchunks):
+        mark = np.full(m, -1, np.int64)
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    if mark[r] != j:
+                        mark[r] = j
+                        counts[chunk, r] += 1
+
+
+@njit(parallel=True, **JIT)
+def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+    p = yp.size - 1
+    for chunk in prange(nchunks):
+        mark = np.full(m, -1, np.int64)
+        acc = np.empty(m, np.float64)
+        touched = np.empty(m, np.int64)
+        pos = starts[chunk].copy()
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            n = 0
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                y = np.float64(yv[t])
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    if mark[r] != j:
+                        mark[r] = j
+                        acc[r] = start
+                        touched[n] = r
+                        n += 1
+                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+            for u in range(n):
+                r = touched[u]
+                indices[pos[r]] = j
+                data[pos[r]] = acc[r]
+                pos[r] += 1

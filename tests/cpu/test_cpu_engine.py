@@ -365,3 +365,68 @@ def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(index_dtype,
     rows, cols = np.nonzero(np.ones(results["merge"].shape, bool))
     masked = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64, mask=Entries(rows, cols))
     np.testing.assert_array_equal(masked, results["merge"][rows, cols])
+
+
+# --------------------------------------------------------------------------- expansion in the product kernel
+
+
+@pytest.mark.parametrize(
+    ("metric", "index_dtype"), [("cosine", np.int32), ("cityblock", np.int64), ("euclidean", np.int32)]
+)
+def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metric, index_dtype, monkeypatch):
+    """A one-term measure expanded as the inverted (cosine, euclidean) or margins (cityblock) kernel writes it
+    is SciPy's, in the result's type, and euclidean's near-duplicates (listed by the kernel) are recomputed
+    exactly (identical rows at 0); other products (chebyshev's max) and small results expand apart."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.distances import pairwise_distances
+    from semiring.distances.measure import BoundMeasure
+    from semiring.distances.specs import expression, resolve_metric
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(29)
+    X = random_csr(rng, 13, 20, 0.3, index_dtype, np.float32)
+    X.data = (X.data * 1e3).astype(np.float32)  # large norms: identical rows cancel to rounding, refined to 0
+    Y = sp.vstack([random_csr(rng, 17, 20, 0.3, index_dtype, np.float32), X[:6]], format="csr")
+    spec, values = resolve_metric(metric, {})
+    bound = BoundMeasure(ENGINE, spec, values, np.float32)
+    Xr, Yr = bound.prepare(X), bound.prepare(Y)
+    when = None if spec.refine is None else expression(spec.refine.when, EXPANSION_VARIABLES)
+    expansion = (spec.expansion_tree, tuple(spec.param_names), bound.param_array, Xr.norms, Yr.norms, 20, when)
+    assert ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion) is None  # small
+    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    fused, flagged = ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion)
+    assert fused.dtype == np.float32
+    got = pairwise_distances(X, Y, metric=metric, backend="cpu")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = cdist(dense(X), dense(Y), metric)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * np.nanmax(ref))
+    if metric == "euclidean":
+        listed = set(zip(flagged.rows.tolist(), flagged.cols.tolist()))
+        stored = [i for i in range(6) if X.indptr[i + 1] > X.indptr[i]]  # empty rows (0, 5) need no refining
+        assert len(stored) == 4 and {(i, 17 + i) for i in stored} <= listed  # each row against its copy
+        np.testing.assert_array_equal(got[np.arange(6), 17 + np.arange(6)], 0.0)
+    else:
+        assert flagged is None
+        np.testing.assert_array_equal(got, fused)
+    cheb, _ = resolve_metric("chebyshev", {})
+    chebyshev = (cheb.expansion_tree, (), np.zeros(0), [], [], 20, None)
+    assert ENGINE.pairwise_expanded(X, Y, semiring.max_absdiff, np.float32, chebyshev) is None
+
+
+def test_expanded_product_with_more_flagged_entries_than_room_falls_back(monkeypatch):
+    """Refined entries beyond the kernel's room give None (the measure then selects them from the product),
+    and the measure's result is still SciPy's."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.distances import pairwise_distances
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(31)
+    X = random_csr(rng, 30, 12, 0.4, np.int64, np.float64)
+    Y = sp.vstack([X] * 50, format="csr")  # 1,500 near-duplicates per chunk room of 1,024 at most
+    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(cpu_pairwise, "FLAGGED_SHARE", 10**9)
+    got = pairwise_distances(X, Y, metric="euclidean", backend="cpu")
+    np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "euclidean"), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(got[:, :30].diagonal(), 0.0)

@@ -52,10 +52,14 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
     np.testing.assert_array_equal(dense[outside], sr.add.identity)  # no shared column: the identity, not stored
 
 
-def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory():
-    """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, on both
-    accumulators: hashed rows (few products), and p-long arrays read back through a bitmap (many)."""
-    from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW
+@pytest.mark.parametrize("strategy", ["rows", "columns"])
+def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, monkeypatch):
+    """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
+    on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many) and
+    down Y's rows (sorted by construction), each forced."""
+    from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
+
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
 
     rng = np.random.default_rng(3)
     p, n = 3000, 1_000_000
@@ -98,3 +102,14 @@ def test_sparse_result_refusals_name_the_rule():
         semiring.pairwise(X, X, semiring.plus_times, sparse=True, mask=X)
     with pytest.raises(TypeError, match="sparse must be True or False, got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse="yes")
+
+
+def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monkeypatch):
+    from semiring.kernels.cpu.pairwise import SPARSE_STRATEGY_ENV, sparse_strategy
+
+    assert sparse_strategy(512, 100_000) == "columns" and sparse_strategy(100_000, 512) == "rows"
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")
+    assert sparse_strategy(512, 100_000) == "rows"
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "diagonal")
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE must be 'auto', 'rows' or 'columns', got 'diagonal'"):
+        sparse_strategy(1, 1)
