@@ -97,6 +97,7 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
         nchunks = min(ntiles, 8 * nthreads)
         for chunk in prange(nchunks):
             acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
+            row = np.empty(Y_TILE, np.float64)
             for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
                 j0 = tile * Y_TILE
                 nj = min(Y_TILE, p - j0)
@@ -110,10 +111,13 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
                             acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
                 for r in range(x1 - x0):
                     i = x0 + r
+                    for jj in range(nj):  # one X row's sums, contiguous: the expansion below vectorises
+                        row[jj] = acc[jj, r]
                     for jj in range(nj):
                         j = j0 + jj
-                        out[i, j] = expansion(acc[jj, r], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
-                        _flag(acc[jj, r], i, j, xn, yn, n, eparams, flagged, chunk)
+                        out[i, j] = expansion(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                    for jj in range(nj):
+                        _flag(row[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)
