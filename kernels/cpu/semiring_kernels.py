@@ -68,6 +68,18 @@ def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, para
     return acc
 
 
+@njit(**JIT)
+def _held_columns(colptr):
+    # A bit per column, set where the block of X rows holds it: a Y entry of a column no X row holds is skipped
+    # on a read of this bitmap (ncols / 8 bytes, cache-resident) instead of colptr (8 bytes a column).
+    ncols = colptr.size - 1
+    held = np.zeros((ncols + 63) >> 6, np.uint64)
+    for c in range(ncols):
+        if colptr[c + 1] > colptr[c]:
+            held[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    return held
+
+
 @njit(inline="always", **JIT)
 def _flag(c0, i, j, xn, yn, n, eparams, flagged, chunk):
     # flagged[chunk]: [count, i0, j0, i1, j1, …]; entries past its room are counted, not kept (the caller
@@ -93,6 +105,7 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
     for x0 in range(0, m, X_BLOCK):
         x1 = min(m, x0 + X_BLOCK)
         colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+        held = _held_columns(colptr)
         ntiles = (p + Y_TILE - 1) // Y_TILE
         nchunks = min(ntiles, 8 * nthreads)
         for chunk in prange(nchunks):
@@ -105,6 +118,8 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
                 for jj in range(nj):
                     for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
                         c = yi[s]
+                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                            continue
                         y = np.float64(yv[s])
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]
@@ -191,6 +206,7 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
     for x0 in range(0, m, X_BLOCK):
         x1 = min(m, x0 + X_BLOCK)
         colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+        held = _held_columns(colptr)
         ntiles = (p + Y_TILE - 1) // Y_TILE
         nchunks = min(ntiles, 8 * nthreads)
         for chunk in prange(nchunks):
@@ -209,6 +225,8 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
                         f0y = mult(0.0, y, params)
                         s += f0y
                         a += abs(f0y)
+                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                            continue
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]
                             acc[jj, r] += mult(cval[q], y, params) - mult(cval[q], 0.0, params) - f0y
