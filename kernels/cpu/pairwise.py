@@ -415,7 +415,8 @@ SPARSE_CHUNKS_PER_THREAD = 4
 
 
 def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
-    """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``)."""
+    """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
+    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``)."""
     m, p = X.shape[0], Y.shape[0]
     nchunks = max(1, min(p, SPARSE_CHUNKS_PER_THREAD * numba.get_num_threads()))
     if budget is not None:
@@ -424,10 +425,56 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     colptr, crow, cval = invert_rows(X.indptr, xi, X.data, 0, m, ncols)
-    kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
+    bitmaps = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], m, budget)
+    if bitmaps is None:
+        kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
+    else:
+        kernels.sparse_count_by_bitmaps(Y.indptr, yi, *bitmaps, nchunks, counts)
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
-        args = (Y.indptr, yi, Y.data, colptr, crow, cval, m, nchunks, sr.start(X.shape[1]), sr.params, starts)
-        kernels.sparse_fill_by_columns(*args, indices, data)
+        if bitmaps is None:
+            args = (Y.indptr, yi, Y.data, colptr, crow, cval, m, nchunks, sr.start(X.shape[1]), sr.params, starts)
+            kernels.sparse_fill_by_columns(*args, indices, data)
+        else:
+            args = (Y.indptr, yi, Y.data, colptr, crow, cval, *bitmaps, m, nchunks, sr.start(X.shape[1]), sr.params)
+            kernels.sparse_fill_by_bitmaps(*args, starts, indices, data)
     return indptr, indices, data
+
+
+# Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget).
+SPARSE_BITMAPS_BYTES = 64 * 2**20
+SPARSE_BITMAPS_ENV = "SEMIRING_CPU_SPARSE_BITMAPS"  # "1" or "0" forces them or not (tests run each path)
+
+
+def _row_bitmaps(colptr, crow, yi, m: int, budget):
+    """``(cslot, rowbits)``: for each column X holds, a slot, and the m-bit bitmap of its X rows; or None where
+    a Y entry's postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
+    held = np.flatnonzero(np.diff(colptr))
+    words = (m + 63) // 64
+    forced = os.environ.get(SPARSE_BITMAPS_ENV, "auto")
+    if forced not in ("auto", "0", "1"):
+        raise ValueError(f"${SPARSE_BITMAPS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    if forced == "0":
+        return None
+    if forced == "auto":
+        limit = SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget)
+        if held.size * words * 8 > limit:
+            return None
+        postings = np.diff(colptr)[yi]  # the X rows each Y entry meets
+        if postings.sum() < words * np.count_nonzero(postings):
+            return None
+    cslot = np.full(colptr.size - 1, -1, np.int32)
+    cslot[held] = np.arange(held.size, dtype=np.int32)
+    rowbits = np.zeros((held.size, words), np.uint64)
+    _fill_row_bitmaps(colptr, crow, cslot, rowbits)
+    return cslot, rowbits
+
+
+@njit(**JIT)
+def _fill_row_bitmaps(colptr, crow, cslot, rowbits):
+    for c in range(colptr.size - 1):
+        s = cslot[c]
+        for q in range(colptr[c], colptr[c + 1]):
+            r = crow[q]
+            rowbits[s, r >> 6] |= np.uint64(1) << np.uint64(r & 63)

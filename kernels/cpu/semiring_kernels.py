@@ -517,3 +517,70 @@ def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, pa
                 indices[pos[r]] = j
                 data[pos[r]] = acc[r]
                 pos[r] += 1
+
+
+# The same down Y's rows, where the X rows holding a column are many against m/64: each held column's X rows as
+# an m-bit bitmap (``rowbits[cslot[c]]``), ORed over a Y row's columns, give the X rows it meets, so the count
+# costs m/64 words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per
+# product (its accumulators are reset, and read back, through the bits).
+
+
+@njit(inline="always", **JIT)
+def _meets(yp, yi, cslot, rowbits, j, seen):
+    seen[:] = 0
+    for t in range(yp[j], yp[j + 1]):
+        s = cslot[yi[t]]
+        if s >= 0:
+            for w in range(seen.size):
+                seen[w] |= rowbits[s, w]
+
+
+@njit(parallel=True, **JIT)
+def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, nchunks, counts):
+    p = yp.size - 1
+    one = np.uint64(1)
+    for chunk in prange(nchunks):
+        seen = np.empty(rowbits.shape[1], np.uint64)
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            _meets(yp, yi, cslot, rowbits, j, seen)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    counts[chunk, (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] += 1
+                    word ^= low
+
+
+@njit(parallel=True, **JIT)
+def sparse_fill_by_bitmaps(
+    yp, yi, yv, colptr, crow, cval, cslot, rowbits, m, nchunks, start, params, starts, indices, data
+):
+    p = yp.size - 1
+    one = np.uint64(1)
+    for chunk in prange(nchunks):
+        seen = np.empty(rowbits.shape[1], np.uint64)
+        acc = np.empty(m, np.float64)
+        pos = starts[chunk].copy()
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            _meets(yp, yi, cslot, rowbits, j, seen)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    acc[(v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] = start
+                    word ^= low
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                y = np.float64(yv[t])
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    r = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                    indices[pos[r]] = j
+                    data[pos[r]] = acc[r]
+                    pos[r] += 1
+                    word ^= low

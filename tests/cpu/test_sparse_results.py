@@ -52,14 +52,15 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
     np.testing.assert_array_equal(dense[outside], sr.add.identity)  # no shared column: the identity, not stored
 
 
-@pytest.mark.parametrize("strategy", ["rows", "columns"])
-def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, monkeypatch):
+@pytest.mark.parametrize(("strategy", "bitmaps"), [("rows", "auto"), ("columns", "0"), ("columns", "1")])
+def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, monkeypatch):
     """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
     on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many) and
-    down Y's rows (sorted by construction), each forced."""
-    from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
+    down Y's rows (sorted by construction) walking postings or ORing row bitmaps, each forced."""
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
 
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
 
     rng = np.random.default_rng(3)
     p, n = 3000, 1_000_000
@@ -105,7 +106,7 @@ def test_sparse_result_refusals_name_the_rule():
 
 
 def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monkeypatch):
-    from semiring.kernels.cpu.pairwise import SPARSE_STRATEGY_ENV, sparse_strategy
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV, sparse_strategy
 
     assert sparse_strategy(512, 100_000) == "columns" and sparse_strategy(100_000, 512) == "rows"
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")
@@ -113,3 +114,8 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "diagonal")
     with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE must be 'auto', 'rows' or 'columns', got 'diagonal'"):
         sparse_strategy(1, 1)
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, "yes")
+    X = sp.csr_matrix(np.eye(3))
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
+        semiring.pairwise(X, X, semiring.plus_times, sparse=True)
