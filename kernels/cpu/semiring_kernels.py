@@ -81,6 +81,15 @@ def _held_columns(colptr):
 
 
 @njit(inline="always", **JIT)
+def _any_flagged(row, nj, i, j0, xn, yn, n, eparams):
+    hit = False
+    for jj in range(nj):
+        j = j0 + jj
+        hit |= refine_when(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams) != 0.0
+    return hit
+
+
+@njit(inline="always", **JIT)
 def _flag(c0, i, j, xn, yn, n, eparams, flagged, chunk):
     # flagged[chunk]: [count, i0, j0, i1, j1, …]; entries past its room are counted, not kept (the caller
     # then recomputes the whole product apart).
@@ -131,8 +140,9 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
                     for jj in range(nj):
                         j = j0 + jj
                         out[i, j] = expansion(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
-                    for jj in range(nj):
-                        _flag(row[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
+                    if _any_flagged(row, nj, i, j0, xn, yn, n, eparams):  # a test that vectorises, then the rare list
+                        for jj in range(nj):
+                            _flag(row[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)
