@@ -1,12 +1,13 @@
-"""The CPU engine's two union kernels, forced in turn, against scikit-learn's manhattan: the data behind
-``MERGE_MIN_MEAN_ROW`` (``semiring.kernels.cpu.pairwise.union_strategy``).
+"""The CPU engine's three union kernels, forced in turn, against scikit-learn's manhattan: the data behind the
+cost model of ``semiring.kernels.cpu.pairwise.union_strategy`` (margins where the split holds, else merge or
+scatter by ``MERGE_MIN_MEAN_ROW``).
 
 Run from the repository root::
 
     python benchmarks/cpu_union_strategies.py --seed 0 --threads 2 --json union.json
 
-``semiring.pairwise(Q, X, plus_absdiff)`` (cityblock) with ``$SEMIRING_CPU_UNION`` set to ``merge`` then
-``scatter``, the first ``--queries`` rows against all rows of seeded datasets shaped like the benchmark's
+``semiring.pairwise(Q, X, plus_absdiff)`` (cityblock) with ``$SEMIRING_CPU_UNION`` set to ``margins``,
+``merge`` then ``scatter``, the first ``--queries`` rows against all rows of seeded datasets shaped like the benchmark's
 (``benchmarks/datasets.py``), best of ``--repeats`` after a warm-up; scikit-learn ``pairwise_distances(...,
 metric="manhattan", n_jobs=threads)`` in the same run.  The JSON records the command and the commit.
 """
@@ -58,14 +59,17 @@ def main(argv=None) -> int:
 
     numba.set_num_threads(args.threads)
     rows = []
-    print("| dataset | rows × cols | mean entries a row | merge ms | scatter ms | scikit-learn ms | auto picks |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print(
+        "| dataset | rows × cols | mean entries a row | margins ms | merge ms | scatter ms | scikit-learn ms "
+        "| auto picks |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for name, scale in SCALES.items():
         X = make_dataset(name, scale * args.scale, args.seed)
         Q = X[: args.queries]
         ms = {}
         results = {}
-        for strategy in ("merge", "scatter"):
+        for strategy in ("margins", "merge", "scatter"):
             os.environ[cpu_pairwise.UNION_STRATEGY_ENV] = strategy
             ms[strategy] = best_ms(lambda Q=Q, X=X: semiring.pairwise(Q, X, semiring.plus_absdiff), args.repeats)
             results[strategy] = semiring.pairwise(Q, X, semiring.plus_absdiff)
@@ -74,7 +78,8 @@ def main(argv=None) -> int:
         sk = best_ms(lambda Q=Q, X=X: pairwise_distances(Q, X, metric="manhattan", n_jobs=args.threads), args.repeats)
         agree = all(bool(np.allclose(r, ref, rtol=1e-4, atol=1e-3)) for r in results.values())
         mean = (Q.nnz + X.nnz) / (Q.shape[0] + X.shape[0])
-        picks = cpu_pairwise.union_strategy(Q, X, cpu_pairwise.compacted_width(Q, X), None)[0]
+        splittable = cpu_pairwise.splits_by_margins(semiring.plus_absdiff, Q, X)
+        picks = cpu_pairwise.union_strategy(Q, X, cpu_pairwise.compacted_width(Q, X), None, splittable)[0]
         rows.append(
             {
                 "dataset": name,
@@ -87,7 +92,8 @@ def main(argv=None) -> int:
             }
         )
         print(
-            f"| {name} | {X.shape[0]:,} × {X.shape[1]:,} | {mean:.0f} | {ms['merge']:.0f} | {ms['scatter']:.0f} "
+            f"| {name} | {X.shape[0]:,} × {X.shape[1]:,} | {mean:.0f} | {ms['margins']:.0f} | {ms['merge']:.0f} "
+            f"| {ms['scatter']:.0f} "
             f"| {sk:.0f} | {picks} |{'' if agree else ' MISMATCH'}"
         )
     if args.json:

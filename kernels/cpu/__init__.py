@@ -12,9 +12,10 @@ One concern a module:
   (``generate``) and the fork guard;
 * ``semiring_kernels``, ``expansion_kernels`` — the templates: one semiring's
   products; the kernels applying one expression;
-* ``pairwise`` — the products: inverted (intersection, dense result), merge or
-  scatter (union, dense result), masked (a product at given ``Entries``),
-  sparse result, and ``compact_columns`` for column spaces much wider than the data;
+* ``pairwise`` — the products: inverted (intersection, dense result), margins,
+  merge or scatter (union, dense result), a one-term measure expanded as it is
+  written, masked (a product at given ``Entries``), sparse result, and
+  ``compact_columns`` for column spaces much wider than the data;
 * ``rowops`` — row norms, expansions, selection of entries, scatter;
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);

@@ -78,6 +78,12 @@ class CpuEngine:
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
         return _pairwise.pairwise(X, Y, sr, dtype, mask)
 
+    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
+        """A one-term measure expanded as the product kernel writes it, with the entries its refinement
+        recomputes; or None: expand apart (``pairwise.pairwise_expanded``; optional, engines without it always
+        expand apart)."""
+        return _pairwise.pairwise_expanded(X, Y, sr, dtype, expansion)
+
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Gustavson's product with a hash accumulator per row (see ``pairwise.pairwise_sparse``)."""
         return _pairwise.pairwise_sparse(X, Y, sr, dtype)

@@ -11,15 +11,21 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   indexed by column (bounded memory: one block at a time), then each Y row's
   nonzeros walk the X rows sharing their column, so only products that exist
   are formed, as in SpGEMM, and sums land in a cache-resident tile.
-* union, dense result — long rows: every pair merges its two sorted rows
+* union with a plus monoid, dense result — ``margins_kernel`` where the split
+  ``Semiring.margin_split`` holds: row margins Σ f(x, 0), Σ f(0, y) and the
+  intersection of f(x, y) − f(x, 0) − f(0, y), formed as in the inverted kernel;
+  entries that cancel are recomputed by merging their rows in the kernel.
+* other unions, dense result — long rows: every pair merges its two sorted rows
   (``merge_kernel``, no scratch); short rows: a worker scatters one X row into a
   dense scratch vector indexed by column (values, plus a stamp saying "stored
   in row i", so explicitly stored zeros count as stored) and streams Y rows
   through it, then makes a second pass over the X row for the columns the Y
   row did not hit (by structure, so a stored zero is counted once); workers
   within the working-memory budget (``union_strategy``).
-* intersection, sparse result — Gustavson's product with a hash accumulator
-  per row, only the pairs that meet stored (``pairwise_sparse``).
+* a one-term measure — the inverted and margins kernels apply its expansion as
+  they write each entry (``pairwise_expanded``): no float64 m × p temporary.
+* intersection, sparse result — Gustavson's product, only the pairs that meet
+  stored, along the longer side (``pairwise_sparse``, ``sparse_strategy``).
 * masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
   ``Entries``, in any order) merges its two sorted rows: no per-column scratch,
   so the cost follows the mask.
@@ -40,20 +46,31 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from semiring.engine import SCRATCH_BUDGET, Entries
+from semiring import expr as _expr
+from semiring import monoid
+from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from .jit import JIT, generate, scalar_source
 
 
 @cache
-def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
-    """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops."""
+def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...], expansion=None):
+    """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops.
+
+    ``expansion``: None, or ``(tree, parameter names, refine test)`` of a one-term measure's expansion applied
+    as the dense kernels write each entry (``pairwise_expanded``); a module of its own, so compiled only where
+    asked for.
+    """
+    never = _expr.Node("num", (0.0,))
+    tree, names, when = expansion if expansion is not None else (_expr.Node("var", ("c0",)), (), never)
     return generate(
         "semiring_kernels",
         {
             "UNION": f"UNION = {key[2] == 'union'}\n",
             "add": scalar_source("add", add_tree, ("x", "y"), ()),
             "mult": scalar_source("mult", mult_tree, ("x", "y"), param_names),
+            "expansion": scalar_source("expansion", tree, EXPANSION_VARIABLES, names),
+            "refine_when": scalar_source("refine_when", when if when is not None else never, EXPANSION_VARIABLES, ()),
         },
     )
 
@@ -72,16 +89,26 @@ def invert_rows(xp, xi, xv, x0, x1, ncols):
         colptr[xi[k] + 1] += 1
     for c in range(ncols):
         colptr[c + 1] += colptr[c]
-    fill = colptr[:-1].copy()
     crow = np.empty(xp[x1] - xp[x0], np.int32)
     cval = np.empty(xp[x1] - xp[x0], np.float64)
+    # Each column's next free position: int32 where it fits, a quarter of the time of int64 on EDGAR-like data
+    # (858,000 columns: the positions are read and written at random).
+    if xp[x1] - xp[x0] < 2**31:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].astype(np.int32), crow, cval)
+    else:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].copy(), crow, cval)
+    return colptr, crow, cval
+
+
+@njit(**JIT)
+def _place_by_column(xp, xi, xv, x0, x1, fill, crow, cval):
     for i in range(x0, x1):
         for k in range(xp[i], xp[i + 1]):
-            pos = fill[xi[k]]
+            c = xi[k]
+            pos = fill[c]
             crow[pos] = i - x0
             cval[pos] = xv[k]
-            fill[xi[k]] += 1
-    return colptr, crow, cval
+            fill[c] = pos + 1
 
 
 def compacted_width(X: sp.csr_matrix, Y: sp.csr_matrix) -> int:
@@ -133,26 +160,45 @@ UNION_SCRATCH_BYTES_PER_COLUMN = 24
 # Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
 # (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
 MERGE_MIN_MEAN_ROW = 512
-UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "merge" or "scatter" forces one (tests run each path)
+UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "margins", "merge" or "scatter" forces one (tests run each path)
+UNION_STRATEGIES = ("auto", "margins", "merge", "scatter")
 
 
-def union_strategy(X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None) -> tuple[str, int]:
-    """("merge" | "scatter", scatter workers) for a union product, from the rows' lengths and the scratch budget.
+def splits_by_margins(sr, X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
+    """Whether this union product can run as margins + an intersection (``Semiring.margin_split``, on these data's
+    signs): a plus monoid, and an op whose cross term annihilates and whose margins bound it."""
+    if sr.add.key != monoid.plus.key:
+        return False
+    nonnegative = not ((X.data[: X.indptr[-1]] < 0).any() or (Y.data[: Y.indptr[-1]] < 0).any())
+    return sr.margin_split(nonnegative) is not None
 
-    Merging walks both rows of every pair (cost ∝ their lengths, sequential, no
-    scratch); scattering puts an X row in a dense vector once and streams Y rows
-    through it (cost ∝ Y's row plus a second pass over X's, random access into
-    ``ncols``-long scratch per worker): cheaper per entry on short rows, dearer on
-    long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
-    (``working_memory``) allows, at most two per thread; none fit: merge.
+
+def union_strategy(
+    X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None, splittable: bool = False
+) -> tuple[str, int]:
+    """("margins" | "merge" | "scatter", scatter workers) for a union product: a cost model of the three.
+
+    * margins (``splittable``: see ``splits_by_margins``): cost ∝ the products of shared columns, as an
+      intersection (``inverted_kernel``), plus one merge per entry that cancels; no per-column scratch beyond a
+      block of X's rows by column.  Taken whenever the split holds: the shared columns are at most every column
+      a merge or a scatter walks, and are walked from a cache-resident tile.
+    * merge: walks both rows of every pair (cost ∝ their lengths, sequential, no scratch);
+    * scatter: puts an X row in a dense vector once and streams Y rows through it (cost ∝ Y's row plus a
+      second pass over X's, random access into ``ncols``-long scratch per worker): cheaper per entry on short
+      rows, dearer on long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
+      (``working_memory``) allows, at most two per thread; none fit: merge.
     """
+    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
+    if forced not in UNION_STRATEGIES:
+        raise ValueError(
+            f"${UNION_STRATEGY_ENV} must be one of {', '.join(map(repr, UNION_STRATEGIES))}, got {forced!r}"
+        )
+    if splittable and forced in ("auto", "margins"):
+        return "margins", 0
     per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
     workers = min(X.shape[0], 2 * numba.get_num_threads())
     if budget is not None:
         workers = min(workers, budget // per_worker)
-    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
-    if forced not in ("auto", "merge", "scatter"):
-        raise ValueError(f"${UNION_STRATEGY_ENV} must be 'auto', 'merge' or 'scatter', got {forced!r}")
     if forced == "scatter":
         return "scatter", max(1, workers)  # forced: even past the budget (tests of the path)
     if forced == "merge" or workers < 1:
@@ -169,36 +215,117 @@ def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | 
     ``(mask.rows[s], mask.cols[s])``, in its order.  A union's scratch stays
     within the driver's budget (``semiring.engine.SCRATCH_BUDGET``).
     """
-    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
-    start = sr.start(X.shape[1])
     if mask is None:
-        out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
-        if not out.size:
-            return out
-        if not sr.is_union:
-            xi, yi, ncols = compact_columns(X, Y)
-            args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
-            kernels.inverted_kernel(*args, start, sr.params, out)
-            return out
-        strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get())
-        if strategy == "merge":
-            kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
-            return out
-        xi, yi, ncols = compact_columns(X, Y)
-        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
-        kernels.dense_kernel(*args, start, sr.params, out)
-        return out
+        return _dense_product(X, Y, sr, out_dtype)
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     rows, cols = mask
     out = np.empty(len(rows), dtype=out_dtype)
     if out.size:
         args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
         xmax = int(np.diff(X.indptr).max(initial=0))
-        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), start, sr.params, out)
+        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), sr.start(X.shape[1]), sr.params, out)
     return out
 
 
-# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot.
+# A measure's expansion is applied in the product kernel (``pairwise_expanded``) from this many result entries:
+# below it the separate pass costs less than compiling a kernel of the semiring and the measure together.
+EXPANDED_MIN_ENTRIES = 1 << 20
+# Room for the entries a refinement recomputes (near-duplicates): 1/FLAGGED_SHARE of the result, at least 1,024
+# a chunk; more, and the product is recomputed apart (the refinement's selection then reads its terms).
+FLAGGED_SHARE = 64
+
+
+def pairwise_expanded(X, Y, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
+    """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``, each entry expanded as the
+    kernel writes it: no float64 ``m × p`` temporary, no second pass over it.  None where the product does not
+    run through the inverted or margins kernel, or is too small to be worth a kernel of its own
+    (``EXPANDED_MIN_ENTRIES``): the caller then expands apart.
+
+    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
+    them, ``when`` None or the measure's refinement test (without parameters), evaluated on each entry's
+    ``c0`` as it is written.  Returns ``(result, entries where when holds)``; also None where they outnumber
+    the room kept for them (``FLAGGED_SHARE``), so that the caller selects them from the product instead.
+    """
+    if X.shape[0] * Y.shape[0] < EXPANDED_MIN_ENTRIES:
+        return None
+    return _dense_product(X, Y, sr, out_dtype, expansion)
+
+
+def _norm_rows(norms, rows: int) -> np.ndarray:
+    """Up to two row norms as a 2 × rows float64 array (zeros for the ones a measure lacks)."""
+    out = np.zeros((2, rows), np.float64)
+    for k, norm in enumerate(norms):
+        out[k] = norm
+    return out
+
+
+def _dense_product(X, Y, sr, out_dtype, expansion=None):
+    """The dense ``(m, p)`` product, or ``(its one-term expansion, flagged entries)`` (``pairwise_expanded``;
+    None where a merge or a scatter would run it, those kernels writing the product only, or where the flagged
+    entries overflow their room)."""
+    m, p = X.shape[0], Y.shape[0]
+    chunks = 8 * numba.get_num_threads()  # the kernels' chunks at most
+    if expansion is None:
+        xn, yn, n, eparams, key = np.zeros((2, m)), np.zeros((2, p)), 0.0, np.zeros(0), None
+        flagged = np.zeros((chunks, 1), np.int64)
+    else:
+        tree, names, eparams, xnorms, ynorms, n, when = expansion
+        xn, yn, n, key = _norm_rows(xnorms, m), _norm_rows(ynorms, p), float(n), (tree, tuple(names), when)
+        room = 0 if when is None else max(1024, m * p // (FLAGGED_SHARE * chunks))
+        flagged = np.zeros((chunks, 1 + 2 * room), np.int64)
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names, key)
+    start = sr.start(X.shape[1])
+    expand = (xn, yn, n, np.asarray(eparams, np.float64), flagged)
+    out = np.empty((m, p), dtype=out_dtype)
+    if not out.size:
+        return out if expansion is None else (out, _flagged_entries(flagged))
+    if not sr.is_union:
+        xi, yi, ncols = compact_columns(X, Y)
+        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
+        kernels.inverted_kernel(*args, start, sr.params, *expand, out)
+        return out if expansion is None else _with_flagged(out, flagged)
+    splittable = splits_by_margins(sr, X, Y)
+    strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get(), splittable)
+    if expansion is not None and strategy != "margins":
+        return None
+    if strategy == "merge":
+        kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
+        return out
+    xi, yi, ncols = compact_columns(X, Y)
+    if strategy == "margins":
+        xmax = int(np.diff(X.indptr).max(initial=0))
+        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads(), xmax)
+        kernels.margins_kernel(*args, start, sr.params, *expand, out)
+        return out if expansion is None else _with_flagged(out, flagged)
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
+    kernels.dense_kernel(*args, start, sr.params, out)
+    return out
+
+
+def _with_flagged(out, flagged):
+    """(out, the flagged entries), or None where some chunk had more than its room."""
+    if (2 * flagged[:, 0] + 1 > flagged.shape[1]).any():
+        return None
+    return out, _flagged_entries(flagged)
+
+
+def _flagged_entries(flagged) -> Entries | None:
+    """The entries a kernel listed per chunk (``semiring_kernels._flag``), None where none was asked for."""
+    if flagged.shape[1] == 1:
+        return None
+    pairs = [flagged[c, 1 : 1 + 2 * flagged[c, 0]].reshape(-1, 2) for c in range(flagged.shape[0])]
+    both = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
+    return Entries(both[:, 0].copy(), both[:, 1].copy())
+
+
+# Scratch of a sparse-result worker: a key (int64) and a value (float64) per hash-table slot; a value
+# (float64) and a bit per column of the dense accumulator.
 SPARSE_SLOT_BYTES = 16
+SPARSE_DENSE_BYTES = 8 + 1 / 8
+# A row of a sparse result accumulates in p-long arrays (a value and a bit per Y row) once its products are at
+# least p / SPARSE_DENSE_ROW: reading its entries back in order then costs p/64 bitmap words, less than sorting
+# them (semiring_kernels.sparse_fill).
+SPARSE_DENSE_ROW = 32
 
 
 @njit(parallel=True, **JIT)
@@ -211,46 +338,143 @@ def _row_flops(xp, xi, colptr, flops):
         flops[i] = n
 
 
+SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"  # "rows" or "columns" forces one (tests run each path)
+
+
+def sparse_strategy(m: int, p: int) -> str:
+    """Down Y's rows ("columns", an m-long accumulator) when X has no more rows than Y, else down X's rows
+    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side."""
+    forced = os.environ.get(SPARSE_STRATEGY_ENV, "auto")
+    if forced not in ("auto", "rows", "columns"):
+        raise ValueError(f"${SPARSE_STRATEGY_ENV} must be 'auto', 'rows' or 'columns', got {forced!r}")
+    if forced != "auto":
+        return forced
+    return "columns" if m <= p else "rows"
+
+
 def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(indptr, indices, data)`` of ``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` at the pairs sharing a stored column only.
 
     An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
-    ``semiring_kernels``): Gustavson's row-by-row product with a hash
-    accumulator, no dense ``m × p`` pass (rows with products ≥ p/16 accumulate in
-    p-long arrays instead).  Memory: Y indexed by column (``O(nnz(Y) +
-    columns)``), the result, and per worker a table of 16 bytes × 2 min(products
-    of a row, p) (plus 16 bytes × p where some row is dense); workers are as many as the scratch budget
-    (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  Indices are
-    int32 where they fit (SciPy's rule), sorted within each row.
+    ``semiring_kernels``), no dense ``m × p`` pass, two passes (count, then fill), along the longer side
+    (``sparse_strategy``):
+
+    * "columns" (m ≤ p): down Y's rows, X indexed by column, sums in an m-long accumulator per range of Y
+      rows; memory: X's index, the result, 32 bytes × m per range, ranges within the scratch budget.
+    * "rows": Gustavson's row-by-row product, Y indexed by column (``O(nnz(Y) + columns)``), with a hash
+      accumulator (rows with products ≥ p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap
+      instead); per worker a table of 16 bytes × 2 min(products of a row, p) (plus 8⅛ bytes × p where some
+      row is dense); workers are as many as the scratch budget (``semiring.engine.SCRATCH_BUDGET``) allows,
+      at least one.
+
+    Indices are int32 where they fit (SciPy's rule), sorted within each row.
     """
     if sr.is_union:
         raise ValueError(f"a sparse result needs an intersection semiring; {sr.name!r} is a union")
     kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     m, p = X.shape[0], Y.shape[0]
     xi, yi, ncols = compact_columns(X, Y)
+    budget = SCRATCH_BUDGET.get()
+    if sparse_strategy(m, p) == "columns":
+        return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget)
     colptr, crow, cval = invert_rows(Y.indptr, yi, Y.data, 0, p, ncols)
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
-    dense = 16 * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row), the others hashed
+    dense = SPARSE_DENSE_ROW * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row)
     hashed_max = int(flops[~dense].max(initial=0))
     table = 2
     while table < 2 * min(hashed_max, p):
         table *= 2
     dense_width = p if dense.any() else 0
     workers = max(1, min(m, numba.get_num_threads()))
-    budget = SCRATCH_BUDGET.get()
     if budget is not None:
-        workers = max(1, min(workers, budget // (SPARSE_SLOT_BYTES * (table + dense_width))))
+        workers = max(1, min(workers, int(budget // (SPARSE_SLOT_BYTES * table + SPARSE_DENSE_BYTES * dense_width))))
     counts = np.zeros(m, np.int64)
     if m and p:
         kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)
-    nnz = int(counts.sum())
-    index_dtype = np.int32 if max(nnz, p) < 2**31 else np.int64
-    indptr = np.zeros(m + 1, index_dtype)
-    np.cumsum(counts, out=indptr[1:])
-    indices, data = np.empty(nnz, index_dtype), np.empty(nnz, out_dtype)
-    if nnz:
+    indptr, indices, data = _sparse_arrays(counts, p, out_dtype)
+    if indices.size:
         args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, dense_width, workers)
         kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
     return indptr, indices, data
+
+
+def _sparse_arrays(counts: np.ndarray, p: int, out_dtype):
+    """indptr from the entries of each row, and room for the indices and values (int32 where they fit)."""
+    nnz = int(counts.sum())
+    index_dtype = np.int32 if max(nnz, p) < 2**31 else np.int64
+    indptr = np.zeros(counts.size + 1, index_dtype)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, np.empty(nnz, index_dtype), np.empty(nnz, out_dtype)
+
+
+# A sparse result down Y's rows: per range of Y rows, a count of its entries in each X row (8 bytes × m) and an
+# m-long accumulator (24 bytes × m); ranges as many as SPARSE_CHUNKS_PER_THREAD per thread, within the budget.
+SPARSE_CHUNKS_PER_THREAD = 4
+
+
+def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
+    """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
+    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``)."""
+    m, p = X.shape[0], Y.shape[0]
+    nchunks = max(1, min(p, SPARSE_CHUNKS_PER_THREAD * numba.get_num_threads()))
+    if budget is not None:
+        nchunks = max(1, min(nchunks, budget // (32 * max(m, 1))))
+    counts = np.zeros((nchunks, m), np.int64)
+    if not (m and p):
+        return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
+    colptr, crow, cval = invert_rows(X.indptr, xi, X.data, 0, m, ncols)
+    bitmaps = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], m, budget)
+    if bitmaps is None:
+        kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
+    else:
+        kernels.sparse_count_by_bitmaps(Y.indptr, yi, *bitmaps, nchunks, counts)
+    indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
+    if indices.size:
+        starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
+        if bitmaps is None:
+            args = (Y.indptr, yi, Y.data, colptr, crow, cval, m, nchunks, sr.start(X.shape[1]), sr.params, starts)
+            kernels.sparse_fill_by_columns(*args, indices, data)
+        else:
+            args = (Y.indptr, yi, Y.data, colptr, crow, cval, *bitmaps, m, nchunks, sr.start(X.shape[1]), sr.params)
+            kernels.sparse_fill_by_bitmaps(*args, starts, indices, data)
+    return indptr, indices, data
+
+
+# Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget).
+SPARSE_BITMAPS_BYTES = 64 * 2**20
+SPARSE_BITMAPS_ENV = "SEMIRING_CPU_SPARSE_BITMAPS"  # "1" or "0" forces them or not (tests run each path)
+
+
+def _row_bitmaps(colptr, crow, yi, m: int, budget):
+    """``(cslot, rowbits)``: for each column X holds, a slot, and the m-bit bitmap of its X rows; or None where
+    a Y entry's postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
+    held = np.flatnonzero(np.diff(colptr))
+    words = (m + 63) // 64
+    forced = os.environ.get(SPARSE_BITMAPS_ENV, "auto")
+    if forced not in ("auto", "0", "1"):
+        raise ValueError(f"${SPARSE_BITMAPS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    if forced == "0":
+        return None
+    if forced == "auto":
+        limit = SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget)
+        if held.size * words * 8 > limit:
+            return None
+        postings = np.diff(colptr)[yi]  # the X rows each Y entry meets
+        if postings.sum() < words * np.count_nonzero(postings):
+            return None
+    cslot = np.full(colptr.size - 1, -1, np.int32)
+    cslot[held] = np.arange(held.size, dtype=np.int32)
+    rowbits = np.zeros((held.size, words), np.uint64)
+    _fill_row_bitmaps(colptr, crow, cslot, rowbits)
+    return cslot, rowbits
+
+
+@njit(**JIT)
+def _fill_row_bitmaps(colptr, crow, cslot, rowbits):
+    for c in range(colptr.size - 1):
+        s = cslot[c]
+        for q in range(colptr[c], colptr[c + 1]):
+            r = crow[q]
+            rowbits[s, r >> 6] |= np.uint64(1) << np.uint64(r & 63)

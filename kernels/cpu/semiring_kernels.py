@@ -15,9 +15,11 @@ import numpy as np
 from numba import njit, prange
 
 from semiring.kernels.cpu.jit import JIT
-from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
+from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, X_BLOCK, Y_TILE, invert_rows
 
-# <ops> replaced in each generated copy; as written: plus_times (an intersection)
+# <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
+# its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
+# refine (a measure's test of the entries it recomputes exactly)
 UNION = False
 
 
@@ -29,6 +31,16 @@ def add(x, y, params):
 @njit(inline="always", **JIT)
 def mult(x, y, params):
     return x * y
+
+
+@njit(inline="always", **JIT)
+def expansion(c0, c1, nx0, nx1, ny0, ny1, n, params):
+    return c0
+
+
+@njit(inline="always", **JIT)
+def refine_when(c0, c1, nx0, nx1, ny0, ny1, n, params):
+    return np.float64(0.0)
 
 
 # </ops>
@@ -56,20 +68,58 @@ def row_pair(i, j, xp, xi, xv, yp, yi, yv, dense, stamp, hit, token, start, para
     return acc
 
 
+@njit(**JIT)
+def _held_columns(colptr):
+    # A bit per column, set where the block of X rows holds it: a Y entry of a column no X row holds is skipped
+    # on a read of this bitmap (ncols / 8 bytes, cache-resident) instead of colptr (8 bytes a column).
+    ncols = colptr.size - 1
+    held = np.zeros((ncols + 63) >> 6, np.uint64)
+    for c in range(ncols):
+        if colptr[c + 1] > colptr[c]:
+            held[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    return held
+
+
+@njit(inline="always", **JIT)
+def _any_flagged(row, nj, i, j0, xn, yn, n, eparams):
+    hit = False
+    for jj in range(nj):
+        j = j0 + jj
+        hit |= refine_when(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams) != 0.0
+    return hit
+
+
+@njit(inline="always", **JIT)
+def _flag(c0, i, j, xn, yn, n, eparams, flagged, chunk):
+    # flagged[chunk]: [count, i0, j0, i1, j1, …]; entries past its room are counted, not kept (the caller
+    # then recomputes the whole product apart).
+    if refine_when(c0, 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams) != 0.0:
+        k = flagged[chunk, 0]
+        if 2 * k + 2 < flagged.shape[1]:
+            flagged[chunk, 2 * k + 1] = i
+            flagged[chunk, 2 * k + 2] = j
+        flagged[chunk, 0] = k + 1
+
+
 @njit(parallel=True, **JIT)
-def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, out):
+def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, yn, n, eparams, flagged, out):
     # Intersection only: each product x*y of a shared column is formed once
     # (as in SpGEMM), by walking, for each nonzero of a Y row, the X rows
     # holding that column.  The index is built per block of X rows, so its
     # memory stays bounded; Y is streamed as stored, never transposed.
+    # Each entry is written as expansion(c0, 0, xn[:, i], yn[:, j], n, eparams): the product itself, or a
+    # one-term measure of it and its rows' norms (xn, yn: 2 × rows), with no m × p temporary; entries where
+    # refine_when holds are listed per chunk (``_flag``) for the caller to recompute.
     m, p = xp.size - 1, yp.size - 1
     for x0 in range(0, m, X_BLOCK):
         x1 = min(m, x0 + X_BLOCK)
         colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+        held = _held_columns(colptr)
         ntiles = (p + Y_TILE - 1) // Y_TILE
         nchunks = min(ntiles, 8 * nthreads)
         for chunk in prange(nchunks):
             acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
+            row = np.empty(Y_TILE, np.float64)
             for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
                 j0 = tile * Y_TILE
                 nj = min(Y_TILE, p - j0)
@@ -77,13 +127,22 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, out)
                 for jj in range(nj):
                     for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
                         c = yi[s]
+                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                            continue
                         y = np.float64(yv[s])
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]
                             acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
                 for r in range(x1 - x0):
+                    i = x0 + r
+                    for jj in range(nj):  # one X row's sums, contiguous: the expansion below vectorises
+                        row[jj] = acc[jj, r]
                     for jj in range(nj):
-                        out[x0 + r, j0 + jj] = acc[jj, r]
+                        j = j0 + jj
+                        out[i, j] = expansion(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                    if _any_flagged(row, nj, i, j0, xn, yn, n, eparams):  # a test that vectorises, then the rare list
+                        for jj in range(nj):
+                            _flag(row[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)
@@ -139,6 +198,61 @@ def merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params):
 
 
 @njit(parallel=True, **JIT)
+def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, xn, yn, n, eparams, flagged, out):
+    # A plus-monoid union (Semiring.margin_split): Σ_{X_i} f(x, 0) + Σ_{Y_j} f(0, y) + Σ_{X_i ∩ Y_j} [f(x, y) −
+    # f(x, 0) − f(0, y)], the last an intersection formed as in inverted_kernel, so only products that exist are
+    # computed.  Where the sum cancels to at most 1/8 of the margins' magnitudes (or anything is not finite),
+    # the entry is recomputed exactly by merging its rows (merge_pair), in the kernel, while its rows are hot.
+    # Entries are written through expansion, as in inverted_kernel.
+    m, p = xp.size - 1, yp.size - 1
+    mx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
+    for i in prange(m):
+        s, a = 0.0, 0.0
+        for k in range(xp[i], xp[i + 1]):
+            f = mult(np.float64(xv[k]), 0.0, params)
+            s += f
+            a += abs(f)
+        mx[i], ax[i] = s, a
+    for x0 in range(0, m, X_BLOCK):
+        x1 = min(m, x0 + X_BLOCK)
+        colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+        held = _held_columns(colptr)
+        ntiles = (p + Y_TILE - 1) // Y_TILE
+        nchunks = min(ntiles, 8 * nthreads)
+        for chunk in prange(nchunks):
+            acc = np.empty((Y_TILE, x1 - x0), np.float64)
+            my, ay = np.empty(Y_TILE, np.float64), np.empty(Y_TILE, np.float64)
+            pending = np.empty(xmax, np.int64)
+            for tile in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
+                j0 = tile * Y_TILE
+                nj = min(Y_TILE, p - j0)
+                acc[:nj] = 0.0
+                for jj in range(nj):
+                    s, a = 0.0, 0.0
+                    for t in range(yp[j0 + jj], yp[j0 + jj + 1]):
+                        c = yi[t]
+                        y = np.float64(yv[t])
+                        f0y = mult(0.0, y, params)
+                        s += f0y
+                        a += abs(f0y)
+                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                            continue
+                        for q in range(colptr[c], colptr[c + 1]):
+                            r = crow[q]
+                            acc[jj, r] += mult(cval[q], y, params) - mult(cval[q], 0.0, params) - f0y
+                    my[jj], ay[jj] = s, a
+                for r in range(x1 - x0):
+                    i = x0 + r
+                    for jj in range(nj):
+                        j = j0 + jj
+                        v = acc[jj, r] + mx[i] + my[jj]
+                        if not abs(v) > 0.125 * (ax[i] + ay[jj]):  # cancels, or not finite: exactly
+                            v = merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params)
+                        out[i, j] = expansion(v, 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                        _flag(v, i, j, xn, yn, n, eparams, flagged, chunk)
+
+
+@njit(parallel=True, **JIT)
 def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, xmax, nthreads, start, params, out):
     # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
     # consecutive s (in CSR order, consecutive rows), several per thread.
@@ -165,10 +279,15 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
 # --------------------------------------------------------------------------- sparse results (intersection only)
 #
 # C = X ⊕.⊗ Yᵀ keeping only the pairs that share a stored column, as GraphBLAS mxm does: Gustavson's row-by-row
-# product with a hash accumulator.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the
-# Y rows holding their column, and the products are summed per Y row j in an open-addressing table of
-# 2^b >= 2 min(flops[i], p) slots, so scratch follows the row's work, never p.  Two passes: count the entries of
-# each row, then fill them (sorted by j).  Workers take rows w, w + workers, …; each owns one table.
+# product.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the Y rows holding their
+# column, and the products are summed per Y row j in one of two accumulators, chosen per row by its products
+# (flops[i]) against p (``pairwise.SPARSE_DENSE_ROW``):
+# * many products: p-long values and a p-bit bitmap of the j met; the row's entries come out sorted by walking
+#   the bitmap's set bits (p/64 words, then one step per entry), no sort and no p-long scan;
+# * few: an open-addressing table of 2^b >= 2 min(flops[i], p) slots, read back and sorted; scratch follows the
+#   row's work, never p.
+# Two passes: count the entries of each row (the bitmap or the keys only), then fill them.  Workers take rows
+# w, w + workers, …; each owns one accumulator of each kind.
 
 
 @njit(inline="always", **JIT)
@@ -190,9 +309,90 @@ def _table_mask(flops_i, p):
 
 @njit(inline="always", **JIT)
 def _dense_row(flops_i, p):
-    # A row with many products relative to p accumulates in p-long arrays (no probing, no reset, a row's
-    # entries found in order by a scan); the others in a hash table sized by their products.
-    return 16 * flops_i >= p
+    return SPARSE_DENSE_ROW * flops_i >= p
+
+
+# The lowest set bit's position: de Bruijn multiplication (numba has no count-trailing-zeros).
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array(
+    [
+        0,
+        1,
+        48,
+        2,
+        57,
+        49,
+        28,
+        3,
+        61,
+        58,
+        50,
+        42,
+        38,
+        29,
+        17,
+        4,
+        62,
+        55,
+        59,
+        36,
+        53,
+        51,
+        43,
+        22,
+        45,
+        39,
+        33,
+        30,
+        24,
+        18,
+        12,
+        5,
+        63,
+        47,
+        56,
+        27,
+        60,
+        41,
+        37,
+        16,
+        54,
+        35,
+        52,
+        21,
+        44,
+        32,
+        23,
+        11,
+        46,
+        26,
+        40,
+        15,
+        34,
+        20,
+        31,
+        10,
+        25,
+        14,
+        19,
+        9,
+        13,
+        8,
+        7,
+        6,
+    ],
+    np.int64,
+)
+
+
+@njit(inline="always", **JIT)
+def _set_bit(bits, j):
+    # Mark j in the bitmap; True where it was not marked yet.
+    w, b = j >> 6, np.uint64(1) << np.uint64(j & 63)
+    if bits[w] & b:
+        return False
+    bits[w] |= b
+    return True
 
 
 @njit(parallel=True, **JIT)
@@ -200,16 +400,15 @@ def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, co
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
-        mark = np.full(dense_width, -1, np.int64)
+        bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         for i in range(w, m, workers):
             n = 0
             if _dense_row(flops[i], p):
                 for k in range(xp[i], xp[i + 1]):
                     c = xi[k]
                     for q in range(colptr[c], colptr[c + 1]):
-                        if mark[crow[q]] != i:
-                            mark[crow[q]] = i
-                            n += 1
+                        n += _set_bit(bits, np.int64(crow[q]))
+                bits[:] = 0
             else:
                 mask = _table_mask(flops[i], p)
                 keys[: mask + 1] = -1
@@ -228,36 +427,34 @@ def sparse_fill(
     xp, xi, xv, colptr, crow, cval, flops, p, table, dense_width, workers, start, params, indptr, indices, data
 ):
     m = xp.size - 1
+    one = np.uint64(1)
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         vals = np.empty(table, np.float64)
-        mark = np.full(dense_width, -1, np.int64)
+        bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         dvals = np.empty(dense_width, np.float64)
         for i in range(w, m, workers):
             a, b = indptr[i], indptr[i + 1]
             if _dense_row(flops[i], p):
-                t = a
                 for k in range(xp[i], xp[i + 1]):
                     c = xi[k]
                     x = np.float64(xv[k])
                     for q in range(colptr[c], colptr[c + 1]):
-                        j = crow[q]
-                        if mark[j] != i:
-                            mark[j] = i
+                        j = np.int64(crow[q])
+                        if _set_bit(bits, j):
                             dvals[j] = start
-                            indices[t] = j
-                            t += 1
                         dvals[j] = add(dvals[j], mult(x, cval[q], params), params)
-                if 16 * (b - a) >= p:  # many entries: a scan of the marks gives them in order
-                    t = a
-                    for j in range(p):
-                        if mark[j] == i:
-                            indices[t] = j
-                            t += 1
-                else:
-                    indices[a:b] = np.sort(indices[a:b])
-                for t in range(a, b):
-                    data[t] = dvals[indices[t]]
+                t = a
+                for v in range(bits.size):
+                    word = bits[v]
+                    while word:
+                        low = word & (~word + one)
+                        j = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                        indices[t] = j
+                        data[t] = dvals[j]
+                        t += 1
+                        word ^= low
+                    bits[v] = 0
             else:
                 mask = _table_mask(flops[i], p)
                 keys[: mask + 1] = -1
@@ -279,3 +476,121 @@ def sparse_fill(
                 indices[a:b] = np.sort(indices[a:b])
                 for t in range(a, b):
                     data[t] = vals[_slot(keys, np.int64(indices[t]), mask)]
+
+
+# When X has fewer rows than Y (queries against a collection), the product runs down Y's rows instead: for each
+# Y row j, its entries walk the X rows holding their column (X indexed by column, relative rows r), and the sums
+# per X row r live in an m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j
+# touched.  Y's rows are cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range
+# gives row r, so each range writes its entries of row r at its own offset (``starts``) in increasing j: rows
+# come out sorted with no sort.
+
+
+@njit(parallel=True, **JIT)
+def sparse_count_by_columns(yp, yi, colptr, crow, m, nchunks, counts):
+    p = yp.size - 1
+    for chunk in prange(nchunks):
+        mark = np.full(m, -1, np.int64)
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    if mark[r] != j:
+                        mark[r] = j
+                        counts[chunk, r] += 1
+
+
+@njit(parallel=True, **JIT)
+def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+    p = yp.size - 1
+    for chunk in prange(nchunks):
+        mark = np.full(m, -1, np.int64)
+        acc = np.empty(m, np.float64)
+        touched = np.empty(m, np.int64)
+        pos = starts[chunk].copy()
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            n = 0
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                y = np.float64(yv[t])
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    if mark[r] != j:
+                        mark[r] = j
+                        acc[r] = start
+                        touched[n] = r
+                        n += 1
+                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+            for u in range(n):
+                r = touched[u]
+                indices[pos[r]] = j
+                data[pos[r]] = acc[r]
+                pos[r] += 1
+
+
+# The same down Y's rows, where the X rows holding a column are many against m/64: each held column's X rows as
+# an m-bit bitmap (``rowbits[cslot[c]]``), ORed over a Y row's columns, give the X rows it meets, so the count
+# costs m/64 words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per
+# product (its accumulators are reset, and read back, through the bits).
+
+
+@njit(inline="always", **JIT)
+def _meets(yp, yi, cslot, rowbits, j, seen):
+    seen[:] = 0
+    for t in range(yp[j], yp[j + 1]):
+        s = cslot[yi[t]]
+        if s >= 0:
+            for w in range(seen.size):
+                seen[w] |= rowbits[s, w]
+
+
+@njit(parallel=True, **JIT)
+def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, nchunks, counts):
+    p = yp.size - 1
+    one = np.uint64(1)
+    for chunk in prange(nchunks):
+        seen = np.empty(rowbits.shape[1], np.uint64)
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            _meets(yp, yi, cslot, rowbits, j, seen)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    counts[chunk, (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] += 1
+                    word ^= low
+
+
+@njit(parallel=True, **JIT)
+def sparse_fill_by_bitmaps(
+    yp, yi, yv, colptr, crow, cval, cslot, rowbits, m, nchunks, start, params, starts, indices, data
+):
+    p = yp.size - 1
+    one = np.uint64(1)
+    for chunk in prange(nchunks):
+        seen = np.empty(rowbits.shape[1], np.uint64)
+        acc = np.empty(m, np.float64)
+        pos = starts[chunk].copy()
+        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            _meets(yp, yi, cslot, rowbits, j, seen)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    acc[(v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] = start
+                    word ^= low
+            for t in range(yp[j], yp[j + 1]):
+                c = yi[t]
+                y = np.float64(yv[t])
+                for q in range(colptr[c], colptr[c + 1]):
+                    r = crow[q]
+                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+            for v in range(seen.size):
+                word = seen[v]
+                while word:
+                    low = word & (~word + one)
+                    r = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                    indices[pos[r]] = j
+                    data[pos[r]] = acc[r]
+                    pos[r] += 1
+                    word ^= low

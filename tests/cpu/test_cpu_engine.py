@@ -13,6 +13,8 @@ import inspect
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from strategies import sparse_pair
 
 import semiring
 from semiring import expr as _expr
@@ -230,7 +232,7 @@ def test_topk_empty_slots_are_nan_and_topk_empty():
 # --------------------------------------------------------------------------- union strategies
 
 
-@pytest.mark.parametrize("strategy", ["merge", "scatter"])
+@pytest.mark.parametrize("strategy", ["margins", "merge", "scatter"])
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_each_union_strategy_matches_scipy(strategy, index_dtype, monkeypatch):
     """Forced through $SEMIRING_CPU_UNION, each path gives SciPy's cityblock (stored zeros, empty rows, float32)."""
@@ -242,9 +244,60 @@ def test_each_union_strategy_matches_scipy(strategy, index_dtype, monkeypatch):
     rng = np.random.default_rng(17)
     X = random_csr(rng, 11, 9, 0.4, index_dtype, np.float32)
     Y = random_csr(rng, 8, 9, 0.4, index_dtype, np.float64)
-    assert cpu_pairwise.union_strategy(X, Y, 9, None)[0] == strategy
+    splittable = cpu_pairwise.splits_by_margins(semiring.plus_absdiff, X, Y)
+    assert splittable and cpu_pairwise.union_strategy(X, Y, 9, None, splittable)[0] == strategy
     got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
     np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["margins", "merge", "scatter"])
+@settings(max_examples=30, deadline=None)
+@given(pair=sparse_pair(max_rows=6, max_cols=7))
+def test_each_union_strategy_matches_cdist_on_awkward_inputs(strategy, pair):
+    """Empty rows and matrices, stored zeros, one column, int32/int64 indices, float32/float64: each forced path
+    is SciPy's cityblock on the densified input."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    X, Y = pair
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
+    assert got.shape == (X.shape[0], Y.shape[0])
+    if got.size:
+        np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-12, atol=1e-12)
+
+
+def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypatch):
+    """Where Σ|x−y| cancels against the margins Σ|x| + Σ|y| (near-identical rows), or a value is not finite,
+    the margins path merges the pair instead: those entries are the merge kernel's to the last bit (an identical
+    row is exactly 0), and inf/NaN land where SciPy puts them."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(23)
+    X = random_csr(rng, 12, 30, 0.5, np.int32, np.float64)
+    X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-6, 6, X.nnz)
+    near = X.copy()
+    near.data = near.data * (1 + 1e-9 * rng.normal(size=near.nnz))  # each row almost its X row
+    Y = sp.vstack([near, random_csr(rng, 5, 30, 0.5, np.int32, np.float64)], format="csr")
+    Y.data[Y.indptr[13]] = np.inf  # row 13: an infinite value; row 14: a NaN
+    Y.data[Y.indptr[14]] = np.nan
+    results = {}
+    for strategy in ("margins", "merge"):
+        monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
+    margins, merged = results["margins"], results["merge"]
+    ref = cdist(dense(X), dense(Y), "cityblock")
+    cancelling = np.abs(ref) <= 0.125 * (np.abs(dense(X)).sum(1)[:, None] + np.abs(dense(Y)).sum(1)[None, :])
+    assert cancelling[np.arange(12), np.arange(12)][np.diff(X.indptr) > 0].all()  # the near rows do cancel
+    np.testing.assert_array_equal(margins[cancelling], merged[cancelling])
+    np.testing.assert_array_equal(margins[:, 13:15], merged[:, 13:15])
+    np.testing.assert_array_equal(np.isnan(margins), np.isnan(ref))
+    np.testing.assert_allclose(margins, ref, rtol=1e-12)
+    np.testing.assert_array_equal(ENGINE.pairwise(X, X, semiring.plus_absdiff, np.float64).diagonal(), 0.0)
 
 
 def test_union_strategy_follows_row_length_and_the_scratch_budget():
@@ -253,6 +306,7 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
     short = sp.random(40, 2000, density=0.01, format="csr", random_state=1)
     long = sp.random(40, 2000, density=0.5, format="csr", random_state=1)
     assert cpu_pairwise.union_strategy(long, long, 2000, None)[0] == "merge"
+    assert cpu_pairwise.union_strategy(long, long, 2000, None, splittable=True)[0] == "margins"
     strategy, workers = cpu_pairwise.union_strategy(short, short, 2000, None)
     assert strategy == "scatter" and workers >= 1
     per_worker = cpu_pairwise.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
@@ -311,3 +365,68 @@ def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(index_dtype,
     rows, cols = np.nonzero(np.ones(results["merge"].shape, bool))
     masked = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64, mask=Entries(rows, cols))
     np.testing.assert_array_equal(masked, results["merge"][rows, cols])
+
+
+# --------------------------------------------------------------------------- expansion in the product kernel
+
+
+@pytest.mark.parametrize(
+    ("metric", "index_dtype"), [("cosine", np.int32), ("cityblock", np.int64), ("euclidean", np.int32)]
+)
+def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metric, index_dtype, monkeypatch):
+    """A one-term measure expanded as the inverted (cosine, euclidean) or margins (cityblock) kernel writes it
+    is SciPy's, in the result's type, and euclidean's near-duplicates (listed by the kernel) are recomputed
+    exactly (identical rows at 0); other products (chebyshev's max) and small results expand apart."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.distances import pairwise_distances
+    from semiring.distances.measure import BoundMeasure
+    from semiring.distances.specs import expression, resolve_metric
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(29)
+    X = random_csr(rng, 13, 20, 0.3, index_dtype, np.float32)
+    X.data = (X.data * 1e3).astype(np.float32)  # large norms: identical rows cancel to rounding, refined to 0
+    Y = sp.vstack([random_csr(rng, 17, 20, 0.3, index_dtype, np.float32), X[:6]], format="csr")
+    spec, values = resolve_metric(metric, {})
+    bound = BoundMeasure(ENGINE, spec, values, np.float32)
+    Xr, Yr = bound.prepare(X), bound.prepare(Y)
+    when = None if spec.refine is None else expression(spec.refine.when, EXPANSION_VARIABLES)
+    expansion = (spec.expansion_tree, tuple(spec.param_names), bound.param_array, Xr.norms, Yr.norms, 20, when)
+    assert ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion) is None  # small
+    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    fused, flagged = ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion)
+    assert fused.dtype == np.float32
+    got = pairwise_distances(X, Y, metric=metric, backend="cpu")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = cdist(dense(X), dense(Y), metric)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * np.nanmax(ref))
+    if metric == "euclidean":
+        listed = set(zip(flagged.rows.tolist(), flagged.cols.tolist()))
+        stored = [i for i in range(6) if X.indptr[i + 1] > X.indptr[i]]  # empty rows (0, 5) need no refining
+        assert len(stored) == 4 and {(i, 17 + i) for i in stored} <= listed  # each row against its copy
+        np.testing.assert_array_equal(got[np.arange(6), 17 + np.arange(6)], 0.0)
+    else:
+        assert flagged is None
+        np.testing.assert_array_equal(got, fused)
+    cheb, _ = resolve_metric("chebyshev", {})
+    chebyshev = (cheb.expansion_tree, (), np.zeros(0), [], [], 20, None)
+    assert ENGINE.pairwise_expanded(X, Y, semiring.max_absdiff, np.float32, chebyshev) is None
+
+
+def test_expanded_product_with_more_flagged_entries_than_room_falls_back(monkeypatch):
+    """Refined entries beyond the kernel's room give None (the measure then selects them from the product),
+    and the measure's result is still SciPy's."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.distances import pairwise_distances
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(31)
+    X = random_csr(rng, 30, 12, 0.4, np.int64, np.float64)
+    Y = sp.vstack([X] * 50, format="csr")  # 1,500 near-duplicates per chunk room of 1,024 at most
+    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(cpu_pairwise, "FLAGGED_SHARE", 10**9)
+    got = pairwise_distances(X, Y, metric="euclidean", backend="cpu")
+    np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "euclidean"), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(got[:, :30].diagonal(), 0.0)
