@@ -24,16 +24,13 @@ after every real pair.
 from __future__ import annotations
 
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES, TOPK_EMPTY
+from semiring.engine import TOPK_EMPTY
 
-from .source import PREAMBLE, VALUE_TYPES, KernelSource
+from .source import EXPANSION_ARGS, PREAMBLE, VALUE_TYPES, KernelSource
 
 # A block already expanded: the candidate is its entry.
 BLOCK = _expr.Node("var", ("c0",))
-# Each operand of an expansion as the kernel reads it for row ``row``, candidate ``j`` (entry ``t``).
-_OPERANDS = {"c0": "c0[t]", "c1": "c1[t]", "nx0": "nx0[row]", "nx1": "nx1[row]", "ny0": "ny0[j]", "ny1": "ny1[j]"}
-_OPERANDS["n"] = "T(n)"
-assert tuple(_OPERANDS) == EXPANSION_VARIABLES
+
 
 # List capacities rendered; a larger k is selected by sorting (semiring.kernels.cuda.topk.topk_push).
 CAPACITIES = (8, 16, 32, 64, 128)
@@ -72,7 +69,7 @@ def render_topk(
         raise ValueError(f"capacity must be one of {CAPACITIES}, got {capacity}")
     order = "largest" if largest else "smallest"
     name = f"sr_topk_{order}_c{capacity}_{label}_{value_type}"
-    names = dict(_OPERANDS)
+    names = dict(EXPANSION_ARGS)  # the expansion kernel's operands: entry t of row i, candidate j
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
     f = _expr.render_cuda(expansion, names, "T")
     before = "a > b" if largest else "a < b"
@@ -128,7 +125,7 @@ extern "C" __global__ void {name}(
         if (sr_before(rv[s], ri[s], v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, rv[s], ri[s]);
     const long long skip = self0 >= 0 ? self0 + row - col0 : -1;  // the query's own column, if in this tile
     for (long long j = lane; j < p; j += 32) {{
-        const long long t = row * p + j;
+        const long long i = row, t = row * p + j;
         const T x = {f};
         const long long g = col0 + j;
         if (j != skip && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, x, g);

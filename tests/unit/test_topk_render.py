@@ -43,5 +43,5 @@ def test_fused_expansion_kernels_compile(name, value_type):
     """Every measure the selection fuses (no entry recomputed) renders its expansion into the kernel."""
     spec = get_metric(name)
     kernel = cuda_topk_source.render_topk(value_type, 16, spec.similarity, spec.expansion_tree, spec.param_names, name)
-    assert "c0[t]" in kernel.source or "nx0[row]" in kernel.source  # the candidate is read from the operands
+    assert "c0[t]" in kernel.source or "nx0[i]" in kernel.source  # the candidate is read from the operands
     assert len(cuda_compile.compile_kernel(kernel)) > 0
