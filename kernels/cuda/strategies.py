@@ -137,7 +137,7 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
     m, ncols = out.shape[0], X.shape[1]
     limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
     found = rowops.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], ncols, out.shape, limit=limit)
-    band = m if isinstance(found, Entries) else max(1, m * limit // found)  # hits taken as spread evenly
+    band = max(1, m if isinstance(found, Entries) else m * limit // found)  # hits taken as spread evenly; m may be 0
     for r0 in range(0, m, band):
         r1 = min(m, r0 + band)
         part = out[r0:r1]
