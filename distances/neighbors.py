@@ -351,7 +351,8 @@ class NearestNeighbors:
         cosine of an empty row) is never within it.  ``X=None`` queries the
         fitted rows, each excluding itself.  Each tile of distances is
         thresholded on the engine's device, so memory follows the number of
-        neighbours found, not ``n_queries × n_samples_fit``.
+        neighbours found, not ``n_queries × n_samples_fit``.  CuPy queries on
+        the GPU get CuPy rows (views of one device buffer a result).
 
         >>> import numpy as np
         >>> from semiring import distances
@@ -377,7 +378,8 @@ class NearestNeighbors:
         similarities, for a similarity measure), a distance of 0 included.
         Each row's entries are in index order, or best first with
         ``sort_results=True`` in ``mode="distance"`` (ignored otherwise, as
-        scikit-learn).  See :meth:`radius_neighbors`.
+        scikit-learn).  CuPy queries on the GPU get a ``cupyx.scipy.sparse``
+        CSR matrix, built there.  See :meth:`radius_neighbors`.
         """
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
@@ -385,17 +387,29 @@ class NearestNeighbors:
         spec, values, columns = self._resolve()
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
+        where = driver.placement(measure.engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy
         with cpu_threads(self.n_jobs, measure.engine):
             index = self._index(measure)
             rows, cols, dist = _within(
-                measure, Q, index, Q is self._fit_X, radius, self.working_memory, bool(self.verbose), X is None
+                measure,
+                Q,
+                index,
+                Q is self._fit_X,
+                radius,
+                self.working_memory,
+                bool(self.verbose),
+                X is None,
+                where.on_device,
             )
+        xp = validation.array_module(rows)
         if sort_results and mode == "distance":
-            order = np.lexsort((cols, -dist if spec.similarity else dist, rows))
+            order = xp.lexsort(xp.stack((cols, -dist if spec.similarity else dist, rows)))
             rows, cols, dist = rows[order], cols[order], dist[order]
-        data = np.ones(cols.size) if mode == "connectivity" else dist.astype(measure.dtype, copy=False)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Q.shape[0]))])
-        return sp.csr_matrix((data, cols, indptr), shape=(Q.shape[0], self.n_samples_fit_))
+        data = xp.ones(cols.size) if mode == "connectivity" else dist.astype(measure.dtype, copy=False)
+        indptr = xp.zeros(Q.shape[0] + 1, np.int64)
+        xp.cumsum(xp.bincount(rows, minlength=Q.shape[0]), out=indptr[1:])
+        G = validation.csr_matrix_class(xp)((data, cols, indptr), shape=(Q.shape[0], self.n_samples_fit_))
+        return where.give(G)
 
 
 def radius_neighbors_graph(
@@ -488,11 +502,16 @@ def _check_radius(radius) -> float:
     return float(radius)
 
 
-def _rows_of(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """A CSR matrix's rows as scikit-learn's object array of 1-D arrays (copies, not views of one buffer)."""
-    out = np.empty(indptr.size - 1, dtype=object)
+def _rows_of(values, indptr) -> np.ndarray:
+    """A CSR matrix's rows as scikit-learn's object array of 1-D arrays: NumPy copies, or for a CuPy result
+    CuPy views of its one device buffer (a copy a row would launch a kernel a row); only the row pointer
+    comes to the host, to cut it."""
+    on_device = validation.is_cupy(values)
+    bounds = indptr.get() if on_device else indptr
+    out = np.empty(bounds.size - 1, dtype=object)
     for i in range(out.size):
-        out[i] = values[indptr[i] : indptr[i + 1]].copy()
+        row = values[bounds[i] : bounds[i + 1]]
+        out[i] = row if on_device else row.copy()
     return out
 
 
@@ -558,10 +577,19 @@ def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool, block
 
 
 def _within(
-    measure: BoundMeasure, Q, index, queries_are_index: bool, radius: float, working_memory, verbose, exclude_self
+    measure: BoundMeasure,
+    Q,
+    index,
+    queries_are_index: bool,
+    radius: float,
+    working_memory,
+    verbose,
+    exclude_self,
+    on_device: bool = False,
 ):
     """Tiles of queries × index through the blocked driver, each thresholded on the device (``WITHIN``):
-    host ``(rows, cols, values)`` of the entries within ``radius``, in row then column order."""
+    ``(rows, cols, values)`` of the entries within ``radius``, in row then column order, on the device when
+    ``on_device``, else in host memory."""
     engine = measure.engine
     tree = expression(WITHIN[measure.spec.similarity], (*EXPANSION_VARIABLES, "radius"))
     bound = np.array([radius])
@@ -585,6 +613,7 @@ def _within(
             rows=rows,
             tile=tile,
             select=select,
+            on_device=on_device,
             min_rows=MIN_QUERY_ROWS,
             progress=bar,
         )

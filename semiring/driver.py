@@ -240,19 +240,22 @@ def selected(
     rows: Callable[[int, int], Any],
     tile: Callable[[Any, int, int], Any],
     select: Callable[[Any, int, int], Any],
+    on_device: bool = False,
     min_rows: int = 1,
     progress=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries of an ``m × n`` result that ``select`` keeps, the result never whole: host ``(rows, cols,
-    values)``, rows ascending and, within a row, columns ascending.
+):
+    """The entries of an ``m × n`` result that ``select`` keeps, the result never whole: ``(rows, cols,
+    values)``, int64 coordinates, rows ascending and, within a row, columns ascending; on the engine's device
+    when ``on_device``, else in host memory.
 
     ``select(block, r0, c0)`` returns the kept entries of one tile as ``Entries`` on the device (block
-    coordinates); only they come back to the host, so memory follows the number kept (a radius query, an
-    ε-graph).  ``progress.update(rows)`` is called as row batches finish.
+    coordinates); only they are kept, so memory follows the number kept (a radius query, an ε-graph).
+    ``progress.update(rows)`` is called as row batches finish.
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
     row_step, col_step = tile_shape(m, n, bytes_per_entry, budget, min_rows)
+    keep = (lambda a: a) if on_device else engine.to_host
     found = []
     with scratch_budget(budget):
         for r0, r1 in ranges(m, row_step):
@@ -260,14 +263,16 @@ def selected(
             for c0, c1 in ranges(n, col_step):
                 block = tile(prepared, c0, c1)
                 kept = select(block, r0, c0)
-                values = engine.to_host(block[kept.rows, kept.cols])
-                rows_found = engine.to_host(kept.rows).astype(np.int64) + r0  # int64 before the offset
-                found.append((rows_found, engine.to_host(kept.cols).astype(np.int64) + c0, values))
+                values = keep(block[kept.rows, kept.cols])
+                rows_found = keep(kept.rows).astype(np.int64) + r0  # int64 before the offset
+                found.append((rows_found, keep(kept.cols).astype(np.int64) + c0, values))
                 del block, kept  # freed before the next tile is made
             if progress is not None:
                 progress.update(r1 - r0)
-    if not found:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    r, c, v = (np.concatenate(parts) for parts in zip(*found))
-    order = np.lexsort((c, r))  # tiles across the columns arrive row batch by column tile
+    if not found:  # an empty m or n
+        make = engine.empty if on_device else np.empty
+        return make((0,), np.int64), make((0,), np.int64), make((0,), np.float64)
+    xp = validation.array_module(found[0][0])
+    r, c, v = (xp.concatenate(parts) for parts in zip(*found))
+    order = xp.argsort(r * n + c)  # tiles across the columns arrive row batch by column tile; keys are unique
     return r[order], c[order], v[order]

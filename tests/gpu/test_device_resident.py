@@ -240,9 +240,34 @@ def test_nearest_neighbors_fit_and_query_on_device(metric):
         assert isinstance(G, csp.csr_matrix)
         np.testing.assert_array_equal(host(G.indices).reshape(-1, 5), host(i))
         np.testing.assert_allclose(host(G.data).reshape(-1, 5), host(d))
+        check_radius_on_device(nn, query, D, spec.similarity, exclude)
     small = distances.NearestNeighbors(5, metric=metric, working_memory=0.01).fit(to_gpu(X))
     d, i = on_device(small.kneighbors, to_gpu(Q))  # tiles of a few rows, merged into the selection on the device
     assert_neighbors_up_to_ties(host(d), host(i), oracle(metric, dense(Q), dense(X)), 5, largest=spec.similarity)
+
+
+def check_radius_on_device(nn, query, D, similarity: bool, exclude_self: bool):
+    """``radius_neighbors_graph`` and ``radius_neighbors`` stay on the GPU and find the oracle's pairs within a
+    radius that about a tenth of the pairs satisfy (membership checked away from the radius itself)."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    radius = float(np.nanquantile(D, 0.9 if similarity else 0.1))
+    R = on_device(nn.radius_neighbors_graph, query, radius, mode="distance")
+    assert isinstance(R, csp.csr_matrix)
+    found = R.get().tocoo()
+    inside = (D >= radius) if similarity else (D <= radius)  # NaN is never within
+    if exclude_self:
+        np.fill_diagonal(inside, False)
+    mine = np.zeros_like(inside)
+    mine[found.row, found.col] = True
+    near = np.isclose(D, radius, rtol=1e-9, atol=1e-12)
+    assert inside.any() and not ((mine != inside) & ~near).any()
+    np.testing.assert_allclose(found.data, D[found.row, found.col], rtol=1e-9, atol=1e-12)
+    dist, ind = nn.radius_neighbors(query, radius)  # not guarded: its row pointer comes to the host to cut rows
+    assert all(isinstance(a, cupy.ndarray) for a in (*dist, *ind)) and ind.size == D.shape[0]
+    np.testing.assert_array_equal(np.concatenate([host(a) for a in ind]), found.col)
+    np.testing.assert_allclose(np.concatenate([host(a) for a in dist]), found.data)
 
 
 def test_scipy_index_gpu_queries_and_back():
