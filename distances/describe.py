@@ -30,6 +30,13 @@ def measures_table() -> str:
         terms = "<br>".join(f"c{k}: {_semiring(sr)}" for k, sr in enumerate(d.terms))
         norms = ", ".join(f"{n} = Σ {NORMS[n]}" for n in d.norms) or "—"
         notes = d.note
+        if d.on_nonnegative is not None:
+            form = d.on_nonnegative
+            kept = ", ".join(f"c{k}" for k in range(form.keep))
+            notes = (
+                f"{notes} On rows with no negative value: {kept} and `{form.expansion}`"
+                f" ({', '.join(f'{n} = Σ {NORMS[n]}' for n in form.norms)})."
+            ).strip()
         if d.nonnegative:
             notes = ("Non-negative input only. " + notes).strip()
         if d.parameters:

@@ -208,6 +208,11 @@ class NearestNeighbors:
         fitted rows' (scikit-learn computes it over each call's queries and fitted rows stacked)."""
         X = self._fit_X
         scale = column_scale(spec, values, columns, X, X)
+        if spec.on_nonnegative is not None:  # the fitted rows' sign is read once a fit, the queries' each call
+            if getattr(self, "_fit_nonnegative", None) is None:
+                self._fit_nonnegative = validation.is_nonnegative(X)
+            if self._fit_nonnegative:
+                spec = spec.for_rows(Q)
         return BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, X), scale)
 
     def fit(self, X, y=None) -> NearestNeighbors:
@@ -228,6 +233,7 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._fit_X = X
+        self._fit_nonnegative = None  # whether X has no negative value, read when a measure asks
         self._fit_checked_nonnegative = spec.nonnegative  # the fitted rows are read once against the rule
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params

@@ -98,6 +98,7 @@ def pairwise_distances(
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
+    spec = spec.for_rows(X) if Y is X else spec.for_rows(X, Y)
     working_memory = driver.check_working_memory(working_memory)  # refused before any work
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -157,6 +157,17 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class OnNonnegative:
+    """A cheaper form of a measure for rows with no negative value: its first ``keep`` terms, and an expansion
+    reading norms in place of the others (braycurtis's ``Σ|x+y|`` is ``Σx + Σy`` there: a union product less,
+    and one ``m × n`` term less in memory)."""
+
+    keep: int
+    expansion: str
+    norms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Distance:
     """One measure, one row: how it is computed, what it takes, and what SciPy calls it.
 
@@ -180,8 +191,19 @@ class Distance:
     scipy: str | None = None
     refine: Refinement | None = None
     columns: ColumnParam | None = None
+    on_nonnegative: OnNonnegative | None = None
     formula: str = ""
     note: str = ""
+
+    def for_rows(self, *matrices) -> Distance:
+        """The measure's form for these (checked) rows: ``on_nonnegative``'s where it has one and no row holds
+        a negative value, else itself."""
+        form = self.on_nonnegative
+        if form is None or not all(validation.is_nonnegative(A) for A in matrices):
+            return self
+        return replace(
+            self, terms=self.terms[: form.keep], expansion=form.expansion, norms=form.norms, on_nonnegative=None
+        )
 
     @property
     def params(self) -> dict[str, float]:
@@ -249,6 +271,7 @@ DISTANCES: tuple[Distance, ...] = (
         "c0 / c1",
         scipy="braycurtis",
         columns=_W_LINEAR,
+        on_nonnegative=OnNonnegative(1, "c0 / (nx0 + ny0)", ("sum",)),
         formula="Σ|x−y| / Σ|x+y|",
         note="NaN for two empty rows (0/0), as SciPy.",
     ),

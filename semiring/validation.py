@@ -243,6 +243,11 @@ def check_pair(X, Y, *, allow_inf: bool = False):
     return X, Y
 
 
+def is_nonnegative(A) -> bool:
+    """Whether no stored value of ``A`` (checked by ``check_matrix``) is negative; on the host or the device."""
+    return not A.nnz or float(A.data[: int(A.indptr[-1])].min()) >= 0
+
+
 def check_nonnegative(A, name: str, metric: str) -> None:
     """On the host or the device, wherever ``A`` (checked by ``check_matrix``) lives."""
     if A.nnz:
