@@ -122,6 +122,12 @@ class BoundMeasure:
         own_buffer = not (len(self.terms) == 1 and self.acc == self.dtype)
         return len(self.terms) * self.acc.itemsize + (self.dtype.itemsize if own_buffer else 0)
 
+    def held_bytes(self, A) -> int:
+        """Device bytes ``prepare(A)`` holds beyond A itself: new values where the rows are scaled or divided
+        by their sums (jensenshannon's, hellinger's), and the norms."""
+        copied = self.spec.prepare != "none" or self.scale is not None
+        return (A.nnz * A.dtype.itemsize if copied else 0) + len(self.spec.norms) * A.shape[0] * self.acc.itemsize
+
     def prepare(self, A) -> Rows:
         """A's rows on the engine's device as the measure reads them, with their norms."""
         Ap = self.engine.to_device(prepare(scale_columns(A, self.scale), self.spec.prepare))

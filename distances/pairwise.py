@@ -117,8 +117,18 @@ def pairwise_distances(
         def tile(Xrows, c0: int, c1: int):
             return measure.block(Xrows, Yrows.slice(engine, c0, c1))
 
+        held = measure.held_bytes(Y) + (0 if Y is X else measure.held_bytes(X))  # X's counted as if prepared whole
         D = driver.dense(
-            engine, shape, dtype, measure.bytes_per_entry, working_memory, where.on_device, rows, tile, out=out
+            engine,
+            shape,
+            dtype,
+            measure.bytes_per_entry,
+            working_memory,
+            where.on_device,
+            rows,
+            tile,
+            out=out,
+            held_bytes=held,
         )
     return where.give(D)
 

@@ -139,20 +139,25 @@ def dense(
     rows: Callable[[int, int], Any],
     tile: Callable[[Any, int, int], Any],
     out: np.ndarray | None = None,
+    held_bytes: int = 0,
 ):
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
 
     On the device when ``on_device``, else in host memory (in ``out`` when given: a C-contiguous host array
     of the result's shape and type).  ``bytes_per_entry`` counts a tile's own buffer: when one tile on the
-    device is the whole result, that buffer is the result and only the rest must fit.
+    device is the whole result, that buffer is the result and only the rest must fit.  ``held_bytes``: what
+    the caller holds on the device for the call beyond its inputs (rows prepared as a measure reads them),
+    taken from the engine's half of the budget.
     """
     m, n = shape
     itemsize = np.dtype(dtype).itemsize
     budget = budget_bytes(engine, working_memory, m * n * itemsize)
     if not on_device and out is None:  # the result is no temporary: it must fit host memory, checked before any tile
         validation.check_dense_result(shape, dtype, "compute fewer rows at a time, or the k nearest (kneighbors)")
-    with scratch_budget(budget):  # the engines' own scratch (a union's per-column arrays) within it too
+    # The engine keeps at least a quarter of its half: below that, its slabs and bands would be too thin to run.
+    held = held_bytes if engine.device_results else 0
+    with scratch_budget(max(budget // 4, budget - held)):  # the engines' own scratch (a union's per-column arrays)
         row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
         if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
             row_step, col_step = m, n
@@ -160,7 +165,7 @@ def dense(
             # The tiles' half of a device budget is left to the engine, less the tile's own temporaries: on
             # scRNA-like unions that keeps the inverted kernel's postings in one slab (52 ms, not 75).
             spare = budget - m * n * max(0, bytes_per_entry - itemsize) if engine.device_results else 0
-            with scratch_budget(budget + max(0, spare)):
+            with scratch_budget(max(budget // 4, budget + max(0, spare) - held)):
                 block = tile(rows(0, m), 0, n)
             return block if on_device else engine.to_host(block, out=out)
         if out is None:
