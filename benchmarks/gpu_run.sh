@@ -2,7 +2,8 @@
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
 # the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
-# PROFILE_JOBS: stage_profile.py's --jobs).
+# PROFILE_JOBS: stage_profile.py's --jobs; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
+# the tag in its results file's name).
 # Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [smoke]; logs and JSON
 # go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
 # CUVS_ARGS: more arguments).
@@ -32,7 +33,7 @@ for job in "$@"; do
       python3 "$REPO/benchmarks/knn_bench.py" --scale 1.0 --sk-queries 1024 --repeats 2 --json "$OUT/knn_bench.json" \
         2>&1 | tee "$OUT/knn_bench.log" || status=1 ;;
     public)
-      python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --json "$OUT/public_api_h200.json" \
+      python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" ${PUBLIC_ARGS:-} --json "$OUT/public_api_h200${PUBLIC_TAG:-}.json" \
         2>&1 | tee "$OUT/public_api.log" || status=1 ;;
     cuvs)  # needs $HOME/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md
       python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --cuvs "${CUVS_HARNESS:-$HOME/cuvs/root/cuvs_harness}" \
