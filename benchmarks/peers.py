@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 from measure import PeakMemory, timed
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
@@ -85,6 +86,20 @@ def scipy_reference(spec, Q, X, qi, xi):
             return np.array(
                 [0.5 * np.where(q > 0, q * (np.log(np.where(q > 0, q, 1.0)) - logs), 0.0).sum(1) for q in Qd]
             )
+        if spec.name in ("rogerstanimoto", "yule"):  # boolean counts over all n columns, not the sampled ones
+            Qb, Xb = (Qd != 0).astype(np.float64), (Xd != 0).astype(np.float64)
+            tt = Qb @ Xb.T
+            tf, ft = Qb.sum(1)[:, None] - tt, Xb.sum(1)[None, :] - tt
+            ff = X.shape[1] - tt - tf - ft
+            if spec.name == "rogerstanimoto":
+                return 2.0 * (tf + ft) / (tt + ff + 2.0 * (tf + ft))
+            return np.where(tf * ft > 0, 2.0 * tf * ft / (tt * ff + tf * ft), 0.0)
+        if spec.name == "seuclidean":  # V: the column variances (ddof=1) of Q and X stacked, as ours defaults
+            both = sp.vstack([Q, X]).tocsc()[:, cols].astype(np.float64)
+            count = both.shape[0]
+            mean = np.asarray(both.mean(0)).ravel()
+            V = (np.asarray(both.multiply(both).sum(0)).ravel() - count * mean**2) / (count - 1)
+            return cdist(Qd, Xd, "seuclidean", V=V)
         if spec.name == "hellinger":
             P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
             return np.sqrt(np.maximum(1.0 - np.sqrt(P) @ np.sqrt(R).T, 0.0))
