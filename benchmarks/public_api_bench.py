@@ -136,7 +136,7 @@ def run_metric(name, metric, Q, X, Qc, Xc, args, qi, xi, cuvs: dict | None = Non
     seconds, _ = wall(lambda: distances.pairwise_distances(Q, X, metric=metric), args.repeats)
     row["public_scipy_ms"] = round(1e3 * seconds, 2)
 
-    bound = BoundMeasure(ENGINE, spec, {}, np.float32)
+    bound = BoundMeasure(ENGINE, spec.for_rows(Q, X), {}, np.float32)  # the form the public call takes
     Qr, Xr = bound.prepare(Q), bound.prepare(X)
     ms, _ = timed(lambda: bound.block(Qr, Xr), args.repeats)
     row["kernel_ms"] = round(ms, 2)
@@ -359,7 +359,13 @@ def table(rows: list[dict], knn: list[dict]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--report", type=Path, help="print the tables and summary of this results file, and stop")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        help="print the tables and summary of these results files, and stop (a run in parts: a later file's row "
+        "of a dataset and measure replaces an earlier one's)",
+    )
     parser.add_argument("--seed", type=int, help="seed of the generated datasets (required for a run)")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--queries", type=int, default=2048)
@@ -375,8 +381,15 @@ def main() -> None:
     parser.add_argument("--cuvs-workdir", type=Path, help="where the CSR files for cuVS go (default: a temp folder)")
     args = parser.parse_args()
     if args.report:
-        results = json.loads(args.report.read_text())
-        print("\n".join([*table(results["rows"], results["knn"]), "", *summary(results["rows"], results["knn"])]))
+        rows, knn, runs = {}, {}, []
+        for path in args.report:
+            results = json.loads(path.read_text())
+            meta = results["meta"]
+            runs.append(f"- `{path.name}`: commit {meta['commit']}, {meta['device']}, `{meta['command']}`")
+            rows.update({(r["dataset"], r["metric"]): r for r in results["rows"]})
+            knn.update({(r["dataset"], r["metric"]): r for r in results["knn"]})
+        rows, knn = list(rows.values()), list(knn.values())
+        print("\n".join([*runs, "", *table(rows, knn), "", *summary(rows, knn)]))
         return
     if args.seed is None:
         parser.error("--seed is required: the datasets are drawn with it")
