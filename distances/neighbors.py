@@ -291,25 +291,33 @@ class NearestNeighbors:
         if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
             return _dask.kneighbors(self, X, n_neighbors, return_distance)
         k = self._query_k(X, n_neighbors)
+        (dist, ind), where, _, _ = self._search(X, _kneighbors, int(k))
+        dist, ind = where.give(dist), where.give(ind)
+        return (dist, ind) if return_distance else ind
+
+    def _search(self, X, search, bound):
+        """Queries X (None: the fitted rows, each excluding itself) through ``search`` (``_kneighbors`` with k,
+        ``_within`` with the radius: ``bound``) against the prepared index: ``(found, where, measure,
+        n_queries)``, found on the engine's device when ``where.on_device`` (CuPy queries, or a CuPy index
+        queried by X=None, get CuPy)."""
         spec, values, columns = self._resolve()
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
-        where = driver.placement(measure.engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy
+        where = driver.placement(measure.engine, Q)
         with cpu_threads(self.n_jobs, measure.engine):
             index = self._index(measure)
-            dist, ind = _kneighbors(
+            found = search(
                 measure,
                 Q,
                 index,
                 Q is self._fit_X,
-                int(k),
+                bound,
                 self.working_memory,
                 bool(self.verbose),
                 X is None,
                 where.on_device,
             )
-        dist, ind = where.give(dist), where.give(ind)
-        return (dist, ind) if return_distance else ind
+        return found, where, measure, Q.shape[0]
 
     def _query_k(self, X, n_neighbors) -> int:
         """The number of neighbours a query asks for, checked against the fitted rows (as scikit-learn)."""
@@ -390,31 +398,15 @@ class NearestNeighbors:
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
         self._check_fitted()
-        spec, values, columns = self._resolve()
-        Q = self._queries(X, spec)
-        measure = self._measure(spec, values, columns, Q)
-        where = driver.placement(measure.engine, Q)  # CuPy queries (or a CuPy index queried by X=None) get CuPy
-        with cpu_threads(self.n_jobs, measure.engine):
-            index = self._index(measure)
-            rows, cols, dist = _within(
-                measure,
-                Q,
-                index,
-                Q is self._fit_X,
-                radius,
-                self.working_memory,
-                bool(self.verbose),
-                X is None,
-                where.on_device,
-            )
+        (rows, cols, dist), where, measure, n_queries = self._search(X, _within, radius)
         xp = validation.array_module(rows)
         if sort_results and mode == "distance":
-            order = xp.lexsort(xp.stack((cols, -dist if spec.similarity else dist, rows)))
+            order = xp.lexsort(xp.stack((cols, -dist if measure.spec.similarity else dist, rows)))
             rows, cols, dist = rows[order], cols[order], dist[order]
         data = xp.ones(cols.size) if mode == "connectivity" else dist.astype(measure.dtype, copy=False)
-        indptr = xp.zeros(Q.shape[0] + 1, np.int64)
-        xp.cumsum(xp.bincount(rows, minlength=Q.shape[0]), out=indptr[1:])
-        G = validation.csr_matrix_class(xp)((data, cols, indptr), shape=(Q.shape[0], self.n_samples_fit_))
+        indptr = xp.zeros(n_queries + 1, np.int64)
+        xp.cumsum(xp.bincount(rows, minlength=n_queries), out=indptr[1:])
+        G = validation.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
         return where.give(G)
 
 
