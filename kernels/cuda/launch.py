@@ -132,13 +132,14 @@ class DeviceCSR:
         """Stored entries per column, counted once per device matrix (the inverted kernel's cost model and its
         postings share it)."""
         import cupy
-        import cupyx
+
+        from .source import render_column_counts
 
         if "_column_counts" not in self.__dict__:
-            # Counted by atomics: cupy.bincount took 654 MiB for edgar-like columns (858,000) on an H200.
-            counts = cupy.zeros(self.shape[1], np.uint64)  # scatter_add's atomics take unsigned 64-bit counts
-            cupyx.scatter_add(counts, self.indices, np.uint64(1))
-            self.__dict__["_column_counts"] = counts.astype(np.int64)
+            counts = cupy.zeros(self.shape[1], np.uint64)  # CUDA's 64-bit atomic add is unsigned
+            index_type, (indices,) = common_index(self.indices)
+            launch(render_column_counts(index_type), indices.size, (indices, np.int64(indices.size), counts))
+            self.__dict__["_column_counts"] = counts.view(np.int64)  # counts < 2**63: the same bits
         return self.__dict__["_column_counts"]
 
 

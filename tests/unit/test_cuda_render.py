@@ -146,6 +146,11 @@ def test_postings_kernel_compiles(value_type, index_type):
     assert len(cuda_compile.compile_kernel(cuda_source.render_postings(value_type, index_type))) > 0
 
 
+@pytest.mark.parametrize("index_type", ["int32", "int64"])
+def test_column_counts_kernel_compiles(index_type):
+    assert len(cuda_compile.compile_kernel(cuda_source.render_column_counts(index_type))) > 0
+
+
 # The CSR + COO kernel of the ``coo`` and ``hash`` strategies: an intersection, a union and a structural
 # semiring over every table, stream, pass, mask and type pair (rows held per block is a constant of the
 # source, so only the most is compiled).
