@@ -100,6 +100,107 @@ def invert_rows(xp, xi, xv, x0, x1, ncols):
     return colptr, crow, cval
 
 
+# An intersection's dense result runs through one of two kernels (``intersection_strategy``):
+# * "rows" (``semiring_kernels.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
+#   entries walking the Y rows of the range that hold their column, sums in a range-long accumulator (32 KiB of
+#   float64, in L1) written out as one run of the result's row (16 KiB of float32): the writes stream, as a
+#   memset's do.  Best where the result, not the products, is the work: EDGAR-like rows (0.17 products an entry)
+#   went from 204 to 91 ms on one thread, nytimes-like (27 an entry) from 232 to 194 ms.
+# * "inverted" (``inverted_kernel``): a block of X rows indexed by column, each Y row's entries walking the X rows
+#   that hold their column, 16 Y rows' sums at a time in L2; each Y row's sums stay in one 8 KiB row of the
+#   accumulator, so where the products are many (scRNA-like: 162 an entry) it is the faster (723 against
+#   813 ms), while its writes are 64-byte pieces of 16 columns, one per X row.
+# "rows" is taken while the products are at most ROWS_MAX_PRODUCTS per result entry (counted as its index is
+# built, so the choice costs one pass over Y's entries).
+ROW_RANGE = 4096
+ROWS_MAX_PRODUCTS = 64
+INTERSECTION_STRATEGY_ENV = "SEMIRING_CPU_INTERSECTION"  # "rows" or "inverted" forces one (tests run each path)
+
+
+def intersection_strategy() -> str:
+    """The dense intersection kernel ``$SEMIRING_CPU_INTERSECTION`` asks for: "auto", "rows" or "inverted"."""
+    forced = os.environ.get(INTERSECTION_STRATEGY_ENV, "auto")
+    if forced not in ("auto", "rows", "inverted"):
+        raise ValueError(f"${INTERSECTION_STRATEGY_ENV} must be 'auto', 'rows' or 'inverted', got {forced!r}")
+    return forced
+
+
+@njit(**JIT)
+def _x_column_slots(xp, xi, ncols):
+    """The columns X holds, numbered in order of first use: (slot of each column or -1, a bit per column set
+    where X holds it, slot of each X entry, how many)."""
+    slot = np.full(ncols, -1, np.int32)
+    held = np.zeros((ncols + 63) >> 6, np.uint64)
+    nslots = 0
+    xs = np.empty(xp[-1], np.int32)
+    for k in range(xp[-1]):
+        c = xi[k]
+        if slot[c] < 0:
+            slot[c] = nslots
+            held[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+            nslots += 1
+        xs[k] = slot[c]
+    return slot, held, xs, nslots
+
+
+@njit(parallel=True, **JIT)
+def _count_by_range(yp, yi, slot, held, nslots, width, keyptr, ys):
+    # ys[t]: the slot of Y entry t's column, or -1; the bitmap (a bit a column, cache-resident) spares most
+    # entries a read of ``slot`` (4 bytes a column, read at random).
+    p = yp.size - 1
+    for rg in prange((p + width - 1) // width):
+        base = rg * nslots + 1
+        for t in range(yp[rg * width], yp[min(p, (rg + 1) * width)]):
+            c = yi[t]
+            s = np.int32(-1)
+            if (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                s = slot[c]
+                keyptr[base + s] += 1
+            ys[t] = s
+
+
+@njit(parallel=True, **JIT)
+def _place_by_range(yp, yv, ys, nslots, width, keyptr, prow, pval):
+    p = yp.size - 1
+    for rg in prange((p + width - 1) // width):
+        fill = keyptr[rg * nslots : (rg + 1) * nslots].copy()
+        for j in range(rg * width, min(p, (rg + 1) * width)):
+            for t in range(yp[j], yp[j + 1]):
+                s = ys[t]
+                if s >= 0:
+                    q = fill[s]
+                    prow[q] = j - rg * width
+                    pval[q] = yv[t]
+                    fill[s] = q + 1
+
+
+def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
+    """The row kernel's index of Y: ``(xs, nslots, width, keyptr, prow, pval)``, or None where the products
+    outnumber ``ROWS_MAX_PRODUCTS`` per result entry (unless ``forced``): then the inverted kernel runs.
+
+    Y's rows in ranges of ``width``; for the key ``range × nslots + slot`` of an X column, the rows of the range
+    holding it (relative to the range's first, in order) ``prow[keyptr[key]:keyptr[key + 1]]`` and their values
+    ``pval``; ``xs`` is each X entry's slot.  Linear in Y's entries; ranges widen past ``ROW_RANGE`` where the
+    keys would outnumber Y's entries and rows.
+    """
+    m, p = X.shape[0], Y.shape[0]
+    slot, held, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
+    width = max(1, min(p, max(ROW_RANGE, -(-p * nslots // (int(Y.indptr[-1]) + p)))))
+    nranges = -(-p // width)
+    keyptr = np.zeros(nranges * nslots + 1, np.int64)
+    ys = np.empty(int(Y.indptr[-1]), np.int32)
+    _count_by_range(Y.indptr, yi, slot, held, nslots, width, keyptr, ys)
+    if not forced:
+        held = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y entries in each X column
+        if int(held[xs].sum()) > ROWS_MAX_PRODUCTS * m * p:
+            return None
+    np.cumsum(keyptr, out=keyptr)
+    prow = np.empty(int(keyptr[-1]), np.int32)
+    pval = np.empty(int(keyptr[-1]), np.float64)
+    _place_by_range(Y.indptr, Y.data, ys, nslots, width, keyptr, prow, pval)
+    return xs, nslots, width, keyptr, prow, pval
+
+
 @njit(**JIT)
 def _place_by_column(xp, xi, xv, x0, x1, fill, crow, cval):
     for i in range(x0, x1):
@@ -281,6 +382,11 @@ def _dense_product(X, Y, sr, out_dtype, expansion=None):
         return out if expansion is None else (out, _flagged_entries(flagged))
     if not sr.is_union:
         xi, yi, ncols = compact_columns(X, Y)
+        strategy = intersection_strategy()
+        index = None if strategy == "inverted" else row_index(X, xi, Y, yi, ncols, forced=strategy == "rows")
+        if index is not None:
+            kernels.row_kernel(X.indptr, X.data, *index, numba.get_num_threads(), start, sr.params, *expand, out)
+            return out if expansion is None else _with_flagged(out, flagged)
         args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
         kernels.inverted_kernel(*args, start, sr.params, *expand, out)
         return out if expansion is None else _with_flagged(out, flagged)
