@@ -143,35 +143,60 @@ def _x_column_slots(xp, xi, ncols):
     return slot, held, xs, nslots
 
 
-@njit(parallel=True, **JIT)
-def _count_by_range(yp, yi, slot, held, nslots, width, keyptr, ys):
+@njit(inline="always", **JIT)
+def _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg):
     # ys[t]: the slot of Y entry t's column, or -1; the bitmap (a bit a column, cache-resident) spares most
     # entries a read of ``slot`` (4 bytes a column, read at random).
-    p = yp.size - 1
-    for rg in prange((p + width - 1) // width):
-        base = rg * nslots + 1
-        for t in range(yp[rg * width], yp[min(p, (rg + 1) * width)]):
-            c = yi[t]
-            s = np.int32(-1)
-            if (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
-                s = slot[c]
-                keyptr[base + s] += 1
-            ys[t] = s
+    base = rg * nslots + 1
+    for t in range(yp[rg * width], yp[min(yp.size - 1, (rg + 1) * width)]):
+        c = yi[t]
+        s = np.int32(-1)
+        if (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+            s = slot[c]
+            keyptr[base + s] += 1
+        ys[t] = s
+
+
+@njit(inline="always", **JIT)
+def _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg):
+    fill = keyptr[rg * nslots : (rg + 1) * nslots].copy()
+    for j in range(rg * width, min(yp.size - 1, (rg + 1) * width)):
+        for t in range(yp[j], yp[j + 1]):
+            s = ys[t]
+            if s >= 0:
+                q = fill[s]
+                prow[q] = j - rg * width
+                pval[q] = yv[t]
+                fill[s] = q + 1
 
 
 @njit(parallel=True, **JIT)
-def _place_by_range(yp, yv, ys, nslots, width, keyptr, prow, pval):
-    p = yp.size - 1
-    for rg in prange((p + width - 1) // width):
-        fill = keyptr[rg * nslots : (rg + 1) * nslots].copy()
-        for j in range(rg * width, min(p, (rg + 1) * width)):
-            for t in range(yp[j], yp[j + 1]):
-                s = ys[t]
-                if s >= 0:
-                    q = fill[s]
-                    prow[q] = j - rg * width
-                    pval[q] = yv[t]
-                    fill[s] = q + 1
+def _count_by_range(yp, yi, slot, held, nslots, width, keyptr, ys, parallel):
+    """Count Y's entries by (range, slot) into keyptr[1:]; ``parallel``: across ranges, else in this thread (a
+    small Y: no parallel region to start)."""
+    nranges = (yp.size - 1 + width - 1) // width
+    if parallel:
+        for rg in prange(nranges):
+            _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
+    else:
+        for rg in range(nranges):
+            _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
+
+
+@njit(parallel=True, **JIT)
+def _place_by_range(yp, yv, ys, nslots, width, keyptr, prow, pval, parallel):
+    nranges = (yp.size - 1 + width - 1) // width
+    if parallel:
+        for rg in prange(nranges):
+            _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
+    else:
+        for rg in range(nranges):
+            _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
+
+
+# Y's entries from which the row index is built across threads (fewer: in the calling thread, which costs less
+# than starting a parallel region, on a shared machine above all).
+ROW_INDEX_PARALLEL_ENTRIES = 1 << 18
 
 
 def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
@@ -189,7 +214,8 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
     nranges = -(-p // width)
     keyptr = np.zeros(nranges * nslots + 1, np.int64)
     ys = np.empty(int(Y.indptr[-1]), np.int32)
-    _count_by_range(Y.indptr, yi, slot, held, nslots, width, keyptr, ys)
+    parallel = ys.size >= ROW_INDEX_PARALLEL_ENTRIES
+    _count_by_range(Y.indptr, yi, slot, held, nslots, width, keyptr, ys, parallel)
     if not forced:
         held = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y entries in each X column
         if int(held[xs].sum()) > ROWS_MAX_PRODUCTS * m * p:
@@ -197,7 +223,7 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
     np.cumsum(keyptr, out=keyptr)
     prow = np.empty(int(keyptr[-1]), np.int32)
     pval = np.empty(int(keyptr[-1]), np.float64)
-    _place_by_range(Y.indptr, Y.data, ys, nslots, width, keyptr, prow, pval)
+    _place_by_range(Y.indptr, Y.data, ys, nslots, width, keyptr, prow, pval, parallel)
     return xs, nslots, width, keyptr, prow, pval
 
 

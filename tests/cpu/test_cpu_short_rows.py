@@ -56,6 +56,7 @@ def small_ranges(monkeypatch):
     [("cosine", np.int32, np.float32), ("euclidean", np.int64, np.float64)],
 )
 def test_both_kernels_give_cdist_and_the_same_bits(metric, index_dtype, value_dtype, small_ranges, monkeypatch):
+    monkeypatch.setattr(cpu_pairwise, "ROW_INDEX_PARALLEL_ENTRIES", 0)  # the index built across threads here
     rng = np.random.default_rng(14)
     X = short_rows(rng, 40, 3000, 6, index_dtype, value_dtype)
     Y = sp.vstack([short_rows(rng, 90, 3000, 6, index_dtype, value_dtype), X[:9]], format="csr")
@@ -75,7 +76,8 @@ def test_both_kernels_give_cdist_and_the_same_bits(metric, index_dtype, value_dt
 
 
 def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
-    """Without a measure: the product itself, a float64 dense oracle's, the same bits on both kernels."""
+    """Without a measure: the product itself, a float64 dense oracle's, the same bits on both kernels (the row
+    index built in the calling thread, Y being small)."""
     rng = np.random.default_rng(15)
     X = short_rows(rng, 33, 500, 5, np.int32, np.float64)
     Y = short_rows(rng, 70, 500, 5, np.int64, np.float64)
