@@ -7,10 +7,16 @@ inlined, and numba caches the compiled kernels on disk.
 
 Strategies (rows of X against rows of Y; Y is streamed as stored, never transposed):
 
-* intersection, dense result — ``inverted_kernel``: a block of X rows is
-  indexed by column (bounded memory: one block at a time), then each Y row's
-  nonzeros walk the X rows sharing their column, so only products that exist
-  are formed, as in SpGEMM, and sums land in a cache-resident tile.
+* intersection, dense result, few products an entry (short rows) —
+  ``row_kernel``: Y's entries in X's columns indexed by (range of Y rows, X
+  column) (``row_index``), then each X row's entries walk the Y rows of a range
+  holding their column into a range-long accumulator, written out as one run of
+  the result's row (``intersection_strategy``, ``ROWS_MAX_PRODUCTS``);
+* intersection, dense result, many products an entry — ``inverted_kernel``: a
+  block of X rows is indexed by column (bounded memory: one block at a time),
+  then each Y row's nonzeros walk the X rows sharing their column, so only
+  products that exist are formed, as in SpGEMM, and sums land in a
+  cache-resident tile.
 * union with a plus monoid, dense result — ``margins_kernel`` where the split
   ``Semiring.margin_split`` holds: row margins Σ f(x, 0), Σ f(0, y) and the
   intersection of f(x, y) − f(x, 0) − f(0, y), formed as in the inverted kernel;
@@ -22,8 +28,8 @@ Strategies (rows of X against rows of Y; Y is streamed as stored, never transpos
   through it, then makes a second pass over the X row for the columns the Y
   row did not hit (by structure, so a stored zero is counted once); workers
   within the working-memory budget (``union_strategy``).
-* a one-term measure — the inverted and margins kernels apply its expansion as
-  they write each entry (``pairwise_expanded``): no float64 m × p temporary.
+* a one-term measure — the row, inverted and margins kernels apply its expansion
+  as they write each entry (``pairwise_expanded``): no float64 m × p temporary.
 * intersection, sparse result — Gustavson's product, only the pairs that meet
   stored, along the longer side (``pairwise_sparse``, ``sparse_strategy``).
 * masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
@@ -104,12 +110,12 @@ def invert_rows(xp, xi, xv, x0, x1, ncols):
 # * "rows" (``semiring_kernels.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
 #   entries walking the Y rows of the range that hold their column, sums in a range-long accumulator (32 KiB of
 #   float64, in L1) written out as one run of the result's row (16 KiB of float32): the writes stream, as a
-#   memset's do.  Best where the result, not the products, is the work: EDGAR-like rows (0.17 products an entry)
-#   went from 204 to 91 ms on one thread, nytimes-like (27 an entry) from 232 to 194 ms.
+#   memset's do.  Best where the result, not the products, is the work: EDGAR-like rows (0.17 products an entry),
+#   and still ahead on MovieLens- and NYTimes-like ones (15 and 27 an entry).
 # * "inverted" (``inverted_kernel``): a block of X rows indexed by column, each Y row's entries walking the X rows
 #   that hold their column, 16 Y rows' sums at a time in L2; each Y row's sums stay in one 8 KiB row of the
-#   accumulator, so where the products are many (scRNA-like: 162 an entry) it is the faster (723 against
-#   813 ms), while its writes are 64-byte pieces of 16 columns, one per X row.
+#   accumulator, so where the products are many (scRNA-like: 162 an entry) it is the faster, while its writes
+#   are 64-byte pieces of 16 columns, one per X row.
 # "rows" is taken while the products are at most ROWS_MAX_PRODUCTS per result entry (counted as its index is
 # built, so the choice costs one pass over Y's entries).
 ROW_RANGE = 4096
@@ -365,7 +371,7 @@ FLAGGED_SHARE = 64
 def pairwise_expanded(X, Y, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
     """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``, each entry expanded as the
     kernel writes it: no float64 ``m × p`` temporary, no second pass over it.  None where the product does not
-    run through the inverted or margins kernel, or is too small to be worth a kernel of its own
+    run through the row, inverted or margins kernel, or is too small to be worth a kernel of its own
     (``EXPANDED_MIN_ENTRIES``): the caller then expands apart.
 
     ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
