@@ -177,27 +177,23 @@ def _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg):
 
 
 @njit(parallel=True, **JIT)
-def _count_by_range(yp, yi, slot, held, nslots, width, keyptr, ys, parallel):
-    """Count Y's entries by (range, slot) into keyptr[1:]; ``parallel``: across ranges, else in this thread (a
-    small Y: no parallel region to start)."""
+def _index_by_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, parallel):
+    """One pass of the row index over Y's ranges: count Y's entries by (range, slot) into keyptr[1:], noting
+    their slots in ys, or (``place``) put them in place; across ranges when ``parallel``, else in the calling
+    thread (a small Y: no parallel region to start)."""
     nranges = (yp.size - 1 + width - 1) // width
-    if parallel:
-        for rg in prange(nranges):
-            _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
-    else:
-        for rg in range(nranges):
-            _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
+    for rg in prange(nranges if parallel else 0):
+        _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
+    for rg in range(0 if parallel else nranges):
+        _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
 
 
-@njit(parallel=True, **JIT)
-def _place_by_range(yp, yv, ys, nslots, width, keyptr, prow, pval, parallel):
-    nranges = (yp.size - 1 + width - 1) // width
-    if parallel:
-        for rg in prange(nranges):
-            _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
+@njit(inline="always", **JIT)
+def _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg):
+    if place:
+        _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
     else:
-        for rg in range(nranges):
-            _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
+        _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
 
 
 # Y's entries from which the row index is built across threads (fewer: in the calling thread, which costs less
@@ -221,15 +217,16 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
     keyptr = np.zeros(nranges * nslots + 1, np.int64)
     ys = np.empty(int(Y.indptr[-1]), np.int32)
     parallel = ys.size >= ROW_INDEX_PARALLEL_ENTRIES
-    _count_by_range(Y.indptr, yi, slot, held, nslots, width, keyptr, ys, parallel)
+    index = (Y.indptr, yi, Y.data, slot, held, nslots, width, keyptr, ys)
+    _index_by_range(*index, np.empty(0, np.int32), np.empty(0), False, parallel)
     if not forced:
-        held = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y entries in each X column
-        if int(held[xs].sum()) > ROWS_MAX_PRODUCTS * m * p:
+        per_column = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y's entries in each X column
+        if int(per_column[xs].sum()) > ROWS_MAX_PRODUCTS * m * p:
             return None
     np.cumsum(keyptr, out=keyptr)
     prow = np.empty(int(keyptr[-1]), np.int32)
     pval = np.empty(int(keyptr[-1]), np.float64)
-    _place_by_range(Y.indptr, Y.data, ys, nslots, width, keyptr, prow, pval, parallel)
+    _index_by_range(*index, prow, pval, True, parallel)
     return xs, nslots, width, keyptr, prow, pval
 
 
