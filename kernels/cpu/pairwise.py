@@ -182,10 +182,12 @@ def _index_by_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pva
     their slots in ys, or (``place``) put them in place; across ranges when ``parallel``, else in the calling
     thread (a small Y: no parallel region to start)."""
     nranges = (yp.size - 1 + width - 1) // width
-    for rg in prange(nranges if parallel else 0):
-        _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
-    for rg in range(0 if parallel else nranges):
-        _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
+    if parallel:
+        for rg in prange(nranges):
+            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
+    else:
+        for rg in range(nranges):
+            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
 
 
 @njit(inline="always", **JIT)
