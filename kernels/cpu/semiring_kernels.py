@@ -81,6 +81,21 @@ def _held_columns(colptr):
 
 
 @njit(inline="always", **JIT)
+def _x_block(xp, xi, xv, x0, ncols, p, nthreads):
+    # The setup of a block of X rows from x0 in the inverted and margins kernels: its end, its rows by column and
+    # the bitmap of its columns, and Y's tiles with the chunks they are dealt in.
+    x1 = min(xp.size - 1, x0 + X_BLOCK)
+    colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
+    ntiles = (p + Y_TILE - 1) // Y_TILE
+    return x1, colptr, crow, cval, _held_columns(colptr), ntiles, min(ntiles, 8 * nthreads)
+
+
+@njit(inline="always", **JIT)
+def _holds(held, c):
+    return (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+
+
+@njit(inline="always", **JIT)
 def _any_flagged(row, nj, i, j0, xn, yn, n, eparams):
     hit = False
     for jj in range(nj):
@@ -112,11 +127,7 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
     # refine_when holds are listed per chunk (``_flag``) for the caller to recompute.
     m, p = xp.size - 1, yp.size - 1
     for x0 in range(0, m, X_BLOCK):
-        x1 = min(m, x0 + X_BLOCK)
-        colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
-        held = _held_columns(colptr)
-        ntiles = (p + Y_TILE - 1) // Y_TILE
-        nchunks = min(ntiles, 8 * nthreads)
+        x1, colptr, crow, cval, held, ntiles, nchunks = _x_block(xp, xi, xv, x0, ncols, p, nthreads)
         for chunk in prange(nchunks):
             acc = np.empty((Y_TILE, x1 - x0), np.float64)  # acc[jj, i]: one Y row's sums stay in L1
             row = np.empty(Y_TILE, np.float64)
@@ -127,22 +138,64 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
                 for jj in range(nj):
                     for s in range(yp[j0 + jj], yp[j0 + jj + 1]):
                         c = yi[s]
-                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                        if not _holds(held, c):
                             continue
                         y = np.float64(yv[s])
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]
                             acc[jj, r] = add(acc[jj, r], mult(cval[q], y, params), params)
+                ny0, ny1 = yn[0, j0 : j0 + nj], yn[1, j0 : j0 + nj]
                 for r in range(x1 - x0):
                     i = x0 + r
                     for jj in range(nj):  # one X row's sums, contiguous: the expansion below vectorises
                         row[jj] = acc[jj, r]
+                    o = out[i, j0 : j0 + nj]  # a row view: 2-D indexing in the loop does not vectorise
                     for jj in range(nj):
-                        j = j0 + jj
-                        out[i, j] = expansion(row[jj], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                        o[jj] = expansion(row[jj], 0.0, xn[0, i], xn[1, i], ny0[jj], ny1[jj], n, eparams)
                     if _any_flagged(row, nj, i, j0, xn, yn, n, eparams):  # a test that vectorises, then the rare list
                         for jj in range(nj):
                             _flag(row[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
+
+
+@njit(parallel=True, **JIT)
+def row_kernel(
+    xp, xv, xs, nslots, width, keyptr, prow, pval, nthreads, start, params, xn, yn, n, eparams, flagged, out
+):
+    # Intersection only, each X row at a time against a range of ``width`` Y rows (Gustavson's product): the X
+    # row's entries walk the Y rows of the range holding their column (``pairwise.row_index``) into a
+    # range-long accumulator, which is then written as one run of the output row, expanded as in inverted_kernel.
+    # Long runs: where products are few against the entries (EDGAR-like rows), writing the result is the work.
+    # Sums are formed in the inverted kernel's order (column by column), so both give the same bits.
+    m, p = xp.size - 1, out.shape[1]
+    nranges = (p + width - 1) // width
+    nblocks = max(1, min(m, (8 * nthreads + nranges - 1) // nranges))  # X rows cut too where ranges are few
+    items = nranges * nblocks
+    nchunks = min(items, 8 * nthreads)
+    for chunk in prange(nchunks):
+        acc = np.full(width, start, np.float64)
+        for item in range(chunk * items // nchunks, (chunk + 1) * items // nchunks):
+            rg, b = item // nblocks, item % nblocks
+            j0 = rg * width
+            nj = min(width, p - j0)
+            a = acc[:nj]
+            ny0, ny1 = yn[0, j0 : j0 + nj], yn[1, j0 : j0 + nj]
+            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
+                for k in range(xp[i], xp[i + 1]):
+                    key = rg * nslots + xs[k]
+                    x = np.float64(xv[k])
+                    for q in range(keyptr[key], keyptr[key + 1]):
+                        jj = prow[q]
+                        a[jj] = add(a[jj], mult(x, pval[q], params), params)
+                o = out[i, j0 : j0 + nj]  # a row view: 2-D indexing in the loop below does not vectorise
+                nx0, nx1 = xn[0, i], xn[1, i]
+                hit = False
+                for jj in range(nj):
+                    o[jj] = expansion(a[jj], 0.0, nx0, nx1, ny0[jj], ny1[jj], n, eparams)
+                    hit |= refine_when(a[jj], 0.0, nx0, nx1, ny0[jj], ny1[jj], n, eparams) != 0.0
+                if hit:  # rare: a test that vectorises above, then the list
+                    for jj in range(nj):
+                        _flag(a[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
+                a[:] = start
 
 
 @njit(parallel=True, **JIT)
@@ -214,11 +267,7 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
             a += abs(f)
         mx[i], ax[i] = s, a
     for x0 in range(0, m, X_BLOCK):
-        x1 = min(m, x0 + X_BLOCK)
-        colptr, crow, cval = invert_rows(xp, xi, xv, x0, x1, ncols)
-        held = _held_columns(colptr)
-        ntiles = (p + Y_TILE - 1) // Y_TILE
-        nchunks = min(ntiles, 8 * nthreads)
+        x1, colptr, crow, cval, held, ntiles, nchunks = _x_block(xp, xi, xv, x0, ncols, p, nthreads)
         for chunk in prange(nchunks):
             acc = np.empty((Y_TILE, x1 - x0), np.float64)
             my, ay = np.empty(Y_TILE, np.float64), np.empty(Y_TILE, np.float64)
@@ -235,7 +284,7 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
                         f0y = mult(0.0, y, params)
                         s += f0y
                         a += abs(f0y)
-                        if not (held[c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                        if not _holds(held, c):
                             continue
                         for q in range(colptr[c], colptr[c + 1]):
                             r = crow[q]

@@ -1,0 +1,114 @@
+"""The two dense intersection kernels of the CPU engine (``pairwise.intersection_strategy``): the row kernel
+(each X row against ranges of Y rows, for short rows such as EDGAR's) and the inverted kernel (Y rows against a
+block of X rows indexed by column, for many products an entry), forced through ``$SEMIRING_CPU_INTERSECTION``:
+each gives SciPy's ``cdist`` and a dense float64 product, and both give the same bits.
+
+Inputs: short rows over a wide column space, explicitly stored zeros, empty rows, and copies of X's rows in Y
+(euclidean's near-duplicates, recomputed exactly); the ranges are made small so that a call spans several ranges
+and several blocks of X rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.spatial.distance import cdist
+
+import semiring
+from semiring.distances import pairwise_distances
+from semiring.kernels.cpu import ENGINE
+from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+STRATEGIES = ("rows", "inverted")
+
+
+def short_rows(rng, m: int, n: int, per_row: int, index_dtype, value_dtype) -> sp.csr_matrix:
+    """Up to ``per_row`` entries a row over ``n`` columns, a third of the columns popular (shared by many rows);
+    every 7th row empty, about a quarter of the stored values explicit zeros."""
+    rows, cols = [], []
+    for i in range(m):
+        if i % 7 == 3:
+            continue
+        k = int(rng.integers(1, per_row + 1))
+        popular = rng.integers(0, n // 3, k // 2 + 1)
+        cols.append(np.unique(np.concatenate([popular, rng.integers(0, n, k)]))[:per_row])
+        rows.append(np.full(cols[-1].size, i))
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    data = rng.uniform(0.5, 3.0, rows.size) * rng.choice([-1.0, 1.0], rows.size)
+    data[rng.random(rows.size) < 0.25] = 0.0
+    A = sp.csr_matrix((data.astype(value_dtype), (rows, cols)), shape=(m, n))
+    A.sort_indices()
+    A.indices, A.indptr = A.indices.astype(index_dtype), A.indptr.astype(index_dtype)
+    assert A.has_canonical_format and A.nnz == rows.size  # the explicit zeros stay stored
+    return A
+
+
+@pytest.fixture
+def small_ranges(monkeypatch):
+    """Ranges of 16 Y rows and every result expanded in the kernel: a call spans several ranges and blocks."""
+    monkeypatch.setattr(cpu_pairwise, "ROW_RANGE", 16)
+    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+
+
+@pytest.mark.parametrize(
+    ("metric", "index_dtype", "value_dtype"),
+    [("cosine", np.int32, np.float32), ("euclidean", np.int64, np.float64)],
+)
+def test_both_kernels_give_cdist_and_the_same_bits(metric, index_dtype, value_dtype, small_ranges, monkeypatch):
+    monkeypatch.setattr(cpu_pairwise, "ROW_INDEX_PARALLEL_ENTRIES", 0)  # the index built across threads here
+    rng = np.random.default_rng(14)
+    X = short_rows(rng, 40, 3000, 6, index_dtype, value_dtype)
+    Y = sp.vstack([short_rows(rng, 90, 3000, 6, index_dtype, value_dtype), X[:9]], format="csr")
+    Y.indices, Y.indptr = Y.indices.astype(index_dtype), Y.indptr.astype(index_dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), metric)
+    results = {}
+    for strategy in STRATEGIES:
+        monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, strategy)
+        results[strategy] = pairwise_distances(X, Y, metric=metric, backend="cpu")
+        assert results[strategy].dtype == value_dtype
+        np.testing.assert_allclose(results[strategy], ref, rtol=1e-5, atol=1e-6 * np.nanmax(ref))
+    np.testing.assert_array_equal(results["rows"], results["inverted"])
+    if metric == "euclidean":  # each stored row of X[:9] against its copy: recomputed exactly, 0
+        copies = [i for i in range(9) if X.indptr[i + 1] > X.indptr[i]]
+        np.testing.assert_array_equal(results["rows"][copies, [90 + i for i in copies]], 0.0)
+
+
+def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
+    """Without a measure: the product itself, a float64 dense oracle's, the same bits on both kernels (the row
+    index built in the calling thread, Y being small)."""
+    rng = np.random.default_rng(15)
+    X = short_rows(rng, 33, 500, 5, np.int32, np.float64)
+    Y = short_rows(rng, 70, 500, 5, np.int64, np.float64)
+    results = {}
+    for strategy in STRATEGIES:
+        monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, strategy)
+        results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
+        np.testing.assert_allclose(results[strategy], X.toarray() @ Y.toarray().T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(results["rows"], results["inverted"])
+
+
+def test_the_row_kernel_is_chosen_for_few_products_an_entry():
+    """Short rows (a few products a result entry) take the row kernel; rows sharing every column (a product an
+    entry per column, past ``ROWS_MAX_PRODUCTS``) the inverted one, unless the rows are forced."""
+    rng = np.random.default_rng(16)
+    X, Y = short_rows(rng, 20, 5000, 6, np.int32, np.float64), short_rows(rng, 50, 5000, 6, np.int32, np.float64)
+    index = cpu_pairwise.row_index(X, X.indices, Y, Y.indices, 5000)
+    assert index is not None
+    xs, nslots, width, keyptr, prow, pval = index
+    assert nslots == np.unique(X.indices).size and width == 50  # one range: ROW_RANGE rows at least
+    held = np.isin(Y.indices, X.indices)  # every Y entry in a column X holds, once
+    assert keyptr[-1] == held.sum() and np.array_equal(np.sort(pval), np.sort(Y.data[held]))
+    assert np.array_equal(X.indices[:, None] == X.indices, xs[:, None] == xs)  # a slot per column
+    assert (prow >= 0).all() and (prow < width).all()
+    n = cpu_pairwise.ROWS_MAX_PRODUCTS + 1
+    full = sp.csr_matrix(np.ones((4, n)))
+    assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n) is None
+    assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n, forced=True) is not None
+
+
+def test_an_unknown_intersection_strategy_is_refused(monkeypatch):
+    monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, "columns")
+    with pytest.raises(ValueError, match="SEMIRING_CPU_INTERSECTION must be 'auto', 'rows' or 'inverted'"):
+        ENGINE.pairwise(sp.csr_matrix(np.eye(2)), sp.csr_matrix(np.eye(2)), semiring.plus_times, np.float64)
