@@ -4,7 +4,7 @@
 # the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
 # PROFILE_JOBS: stage_profile.py's --jobs; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
 # the tag in its results file's name).
-# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [smoke]; logs and JSON
+# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [cpu] [smoke]; logs and JSON
 # go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
 # CUVS_ARGS: more arguments).
 set -uo pipefail
@@ -44,6 +44,8 @@ for job in "$@"; do
     profile)
       python3 "$REPO/benchmarks/stage_profile.py" --seed "${SEED:-0}" --jobs "${PROFILE_JOBS:?PROFILE_JOBS: dataset:metric:job,...}" \
         --json "$OUT/stage_profile.json" 2>&1 | tee "$OUT/stage_profile.log" || status=1 ;;
+    cpu)  # the CPU engine's table on the machine's host cores (CPU_ARGS: cpu_engine.py's arguments)
+      python3 "$REPO/benchmarks/cpu_engine.py" ${CPU_ARGS:?CPU_ARGS: cpu_engine.py arguments} 2>&1 | tee -a "$OUT/cpu_engine.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac
