@@ -173,6 +173,37 @@ def test_graph_from_cupy_gives_canonical_host_csr():
         GRAPH_ENGINE.from_cupy(FakeCupySparse(sp.csr_matrix((2, 3))))
 
 
+def test_row_slices_keep_the_index_type_and_one_index_type_reaches_the_kernels(monkeypatch):
+    """A row slice is canonical CSR in its matrix's index type, sharing its values (SciPy's slicing narrows int64
+    indices to int32); an int32 block against int64 rows reaches the kernels as int64 on both sides, so each
+    kernel is compiled for one index type per call, not for a third, mixed pair."""
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(37)
+    for index_dtype in INDEX_DTYPES:
+        A = random_csr(rng, 12, 9, 0.4, index_dtype, np.float64)
+        for r0, r1 in [(0, 12), (3, 8), (5, 5), (11, 12)]:
+            S = ENGINE.row_slice(A, r0, r1)
+            assert isinstance(S, sp.csr_matrix) and S.shape == (r1 - r0, 9) and S.has_canonical_format
+            assert S.indices.dtype == S.indptr.dtype == index_dtype
+            assert S.indptr[0] == 0 and S.indptr[-1] == S.indices.size == S.data.size
+            assert S.nnz == 0 or np.shares_memory(S.data, A.data)
+            np.testing.assert_array_equal(S.toarray(), A.toarray()[r0:r1])
+            sp.csr_matrix(S, copy=True).check_format(full_check=True)
+
+    reached = []
+    product = cpu_pairwise.pairwise
+    monkeypatch.setattr(cpu_pairwise, "pairwise", lambda X, Y, *rest: reached.append((X, Y)) or product(X, Y, *rest))
+    X = random_csr(rng, 7, 9, 0.4, np.int64, np.float64)[2:6]  # SciPy's slice: int32
+    Y = random_csr(rng, 8, 9, 0.4, np.int64, np.float64)
+    assert X.indices.dtype == np.int32
+    got = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
+    np.testing.assert_allclose(got, ORACLES["plus_times"](X, Y), rtol=1e-12, atol=1e-12)
+    ((Xk, Yk),) = reached
+    assert {a.dtype for a in (Xk.indptr, Xk.indices, Yk.indptr, Yk.indices)} == {np.dtype(np.int64)}
+    assert Yk.indices is Y.indices and np.shares_memory(Xk.data, X.data)  # only the int32 side's indices copied
+
+
 # --------------------------------------------------------------------------- select and scatter
 
 PARAMS = ("t",)
