@@ -22,6 +22,41 @@ from . import topk as _topk
 from .jit import fork_guarded
 
 
+def _rows(A: sp.csr_matrix, r0: int, r1: int) -> sp.csr_matrix:
+    """Rows ``r0:r1`` of canonical CSR ``A``, its values and column indices as views, in A's index type.
+
+    Not ``A[r0:r1]``: SciPy narrows int64 indices to int32 where they fit, and each index type the kernels
+    meet is another numba compile of each of them.
+    """
+    lo, hi = A.indptr[r0], A.indptr[r1]
+    rows = sp.csr_matrix((r1 - r0, A.shape[1]), dtype=A.dtype)
+    rows.data, rows.indices, rows.indptr = A.data[lo:hi], A.indices[lo:hi], A.indptr[r0 : r1 + 1] - lo
+    rows.has_canonical_format = True  # rows of a canonical matrix
+    return rows
+
+
+def _one_index_type(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """X and Y with the same index type: int64 for both where either has it (a block of rows SciPy sliced
+    to int32 against int64 rows would otherwise compile every kernel for a third pair of types)."""
+    types = {a.dtype for a in (X.indptr, X.indices, Y.indptr, Y.indices)}
+    if len(types) == 1:
+        return X, Y
+    X64 = _with_index_type(X, np.int64)
+    return X64, (X64 if Y is X else _with_index_type(Y, np.int64))  # Y is X stays so (the kernels share its work)
+
+
+def _with_index_type(A: sp.csr_matrix, index_dtype) -> sp.csr_matrix:
+    """A sharing its values, its index arrays in ``index_dtype`` (copied only where they are not)."""
+    B = sp.csr_matrix(A.shape, dtype=A.dtype)
+    B.data, B.indices, B.indptr = (
+        A.data,
+        A.indices.astype(index_dtype, copy=False),
+        A.indptr.astype(index_dtype, copy=False),
+    )
+    B.has_canonical_format = A.has_canonical_format
+    return B
+
+
 def _csr_entries(M: sp.csr_matrix) -> Entries:
     """The stored entries of a CSR matrix in its CSR order, indexed in its index type."""
     rows = np.repeat(np.arange(M.shape[0], dtype=M.indices.dtype), np.diff(M.indptr))
@@ -70,23 +105,24 @@ class CpuEngine:
         return np.dtype(np.float64)
 
     def row_slice(self, A, r0: int, r1: int) -> sp.csr_matrix:
-        return A[r0:r1]
+        """Views of A's values and column indices, in A's index type (``_rows``)."""
+        return _rows(A, r0, r1)
 
     def entries_from_csr(self, M) -> Entries:
         return _csr_entries(self.to_device(M))
 
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
-        return _pairwise.pairwise(X, Y, sr, dtype, mask)
+        return _pairwise.pairwise(*_one_index_type(X, Y), sr, dtype, mask)
 
     def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
         """A one-term measure expanded as the product kernel writes it, with the entries its refinement
         recomputes; or None: expand apart (``pairwise.pairwise_expanded``; optional, engines without it always
         expand apart)."""
-        return _pairwise.pairwise_expanded(X, Y, sr, dtype, expansion)
+        return _pairwise.pairwise_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Gustavson's product with a hash accumulator per row (see ``pairwise.pairwise_sparse``)."""
-        return _pairwise.pairwise_sparse(X, Y, sr, dtype)
+        return _pairwise.pairwise_sparse(*_one_index_type(X, Y), sr, dtype)
 
     def row_norm(self, A, tree, dtype) -> np.ndarray:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""

@@ -31,6 +31,7 @@ import inspect
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
@@ -109,14 +110,24 @@ def _write_once(path: Path, text: str) -> Path:
         return fallback
 
 
+# One module loaded at a time: a thread must not find in sys.modules a module another thread is still executing
+# (its kernels not defined yet).
+_LOADING = threading.RLock()  # reentrant: a module may import one that generates another
+
+
 def _load(path: Path, name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # numba (and pickling) find the module of a kernel by name
-    spec.loader.exec_module(module)
-    return module
+    with _LOADING:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # numba (and pickling) find the module of a kernel by name
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
 
 
 # --------------------------------------------------------------------------- fork safety

@@ -103,9 +103,18 @@ def test_entries_from_csr_are_in_csr_order_in_the_index_type():
         assert e.rows.dtype == e.cols.dtype == index_dtype
 
 
-@pytest.mark.parametrize("value_dtype", VALUE_DTYPES)
-@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
-@pytest.mark.parametrize("name", ["plus_times", "plus_absdiff"])
+# Each semiring with each index type and each value type, and each index type with each value type (pairs, not
+# every triple: the types are the kernels' skeleton's concern, the same for every semiring, and each triple is one
+# more compile of three kernels).
+@pytest.mark.parametrize(
+    ("name", "index_dtype", "value_dtype"),
+    [
+        ("plus_times", np.int32, np.float32),
+        ("plus_times", np.int64, np.float64),
+        ("plus_absdiff", np.int32, np.float64),
+        ("plus_absdiff", np.int64, np.float32),
+    ],
+)
 def test_masked_product_matches_the_dense_oracle(name, index_dtype, value_dtype):
     rng = np.random.default_rng(7)
     sr = semiring.BUILTIN_SEMIRINGS[name]
@@ -173,6 +182,37 @@ def test_graph_from_cupy_gives_canonical_host_csr():
         GRAPH_ENGINE.from_cupy(FakeCupySparse(sp.csr_matrix((2, 3))))
 
 
+def test_row_slices_keep_the_index_type_and_one_index_type_reaches_the_kernels(monkeypatch):
+    """A row slice is canonical CSR in its matrix's index type, sharing its values (SciPy's slicing narrows int64
+    indices to int32); an int32 block against int64 rows reaches the kernels as int64 on both sides, so each
+    kernel is compiled for one index type per call, not for a third, mixed pair."""
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+
+    rng = np.random.default_rng(37)
+    for index_dtype in INDEX_DTYPES:
+        A = random_csr(rng, 12, 9, 0.4, index_dtype, np.float64)
+        for r0, r1 in [(0, 12), (3, 8), (5, 5), (11, 12)]:
+            S = ENGINE.row_slice(A, r0, r1)
+            assert isinstance(S, sp.csr_matrix) and S.shape == (r1 - r0, 9) and S.has_canonical_format
+            assert S.indices.dtype == S.indptr.dtype == index_dtype
+            assert S.indptr[0] == 0 and S.indptr[-1] == S.indices.size == S.data.size
+            assert S.nnz == 0 or np.shares_memory(S.data, A.data)
+            np.testing.assert_array_equal(S.toarray(), A.toarray()[r0:r1])
+            sp.csr_matrix(S, copy=True).check_format(full_check=True)
+
+    reached = []
+    product = cpu_pairwise.pairwise
+    monkeypatch.setattr(cpu_pairwise, "pairwise", lambda X, Y, *rest: reached.append((X, Y)) or product(X, Y, *rest))
+    X = random_csr(rng, 7, 9, 0.4, np.int64, np.float64)[2:6]  # SciPy's slice: int32
+    Y = random_csr(rng, 8, 9, 0.4, np.int64, np.float64)
+    assert X.indices.dtype == np.int32
+    got = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
+    np.testing.assert_allclose(got, ORACLES["plus_times"](X, Y), rtol=1e-12, atol=1e-12)
+    ((Xk, Yk),) = reached
+    assert {a.dtype for a in (Xk.indptr, Xk.indices, Yk.indptr, Yk.indices)} == {np.dtype(np.int64)}
+    assert Yk.indices is Y.indices and np.shares_memory(Xk.data, X.data)  # only the int32 side's indices copied
+
+
 # --------------------------------------------------------------------------- select and scatter
 
 PARAMS = ("t",)
@@ -233,17 +273,18 @@ def test_topk_empty_slots_are_nan_and_topk_empty():
 
 
 @pytest.mark.parametrize("strategy", ["margins", "merge", "scatter"])
-@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
-def test_each_union_strategy_matches_scipy(strategy, index_dtype, monkeypatch):
-    """Forced through $SEMIRING_CPU_UNION, each path gives SciPy's cityblock (stored zeros, empty rows, float32)."""
+def test_each_union_strategy_matches_scipy(strategy, monkeypatch):
+    """Forced through $SEMIRING_CPU_UNION, each path gives SciPy's cityblock (stored zeros, empty rows, float32
+    rows against float64 ones, int32 indices; int64 ones in the next test's draws and, for merge and scatter, in
+    test_union_kernels_and_the_masked_product_agree_to_the_last_bit)."""
     from scipy.spatial.distance import cdist
 
     from semiring.kernels.cpu import pairwise as cpu_pairwise
 
     monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
     rng = np.random.default_rng(17)
-    X = random_csr(rng, 11, 9, 0.4, index_dtype, np.float32)
-    Y = random_csr(rng, 8, 9, 0.4, index_dtype, np.float64)
+    X = random_csr(rng, 11, 9, 0.4, np.int32, np.float32)
+    Y = random_csr(rng, 8, 9, 0.4, np.int32, np.float64)
     splittable = cpu_pairwise.splits_by_margins(semiring.plus_absdiff, X, Y)
     assert splittable and cpu_pairwise.union_strategy(X, Y, 9, None, splittable)[0] == strategy
     got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
@@ -347,15 +388,15 @@ def test_union_scratch_stays_within_working_memory():
     assert grew_mib < 40, f"the call's peak memory grew by {grew_mib} MiB with working_memory=1"
 
 
-@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
-def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(index_dtype, monkeypatch):
+def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(monkeypatch):
     """Merge and scatter add a union's terms in one order, so a result does not depend on which ran (the
-    working memory, a batch's rows), and the masked product equals the dense one at its entries."""
+    working memory, a batch's rows), and the masked product equals the dense one at its entries (int64 indices,
+    float64 rows against float32 ones)."""
     from semiring.kernels.cpu import pairwise as cpu_pairwise
 
     rng = np.random.default_rng(19)
-    X = random_csr(rng, 12, 40, 0.5, index_dtype, np.float64)
-    Y = random_csr(rng, 9, 40, 0.5, index_dtype, np.float32)
+    X = random_csr(rng, 12, 40, 0.5, np.int64, np.float64)
+    Y = random_csr(rng, 9, 40, 0.5, np.int64, np.float32)
     X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-8, 8, X.nnz)  # magnitudes that make order matter
     results = {}
     for strategy in ("merge", "scatter"):

@@ -384,11 +384,15 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)
-    sent = time.perf_counter()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a child the interrupt missed loops for ever: it must not outlive the test
+        proc.wait()
     assert proc.returncode == 0, err
     assert "interrupted after" in out, out
     assert time.perf_counter() - sent < 5.0  # stops at the end of the tile being computed

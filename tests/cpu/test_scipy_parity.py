@@ -130,7 +130,8 @@ MASKED = ["braycurtis", "cosine", "euclidean", "correlation", "jaccard", "jensen
 @settings(max_examples=12)
 @given(data=st.data())
 def test_mask_gives_the_dense_values_at_its_pattern(name, data):
-    X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE))
+    # int32 indices: the index type is the masked kernel's skeleton's concern, int64 in tests/cpu/test_cpu_engine.py
+    X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE, index=np.int32))
     m, p = X.shape[0], Y.shape[0]
     pattern = np.array(data.draw(st.lists(st.booleans(), min_size=m * p, max_size=m * p)), bool).reshape(m, p)
     M = sp.csr_matrix(pattern.astype(float))

@@ -186,9 +186,13 @@ def damped_product(x, y):
     return x * y / (1 + abs(x - y))
 
 
+# A user's op sees float64 values whatever the input's types (see EVERY_TYPE): its semirings on one pair of types.
+USER_OP_TYPES = {"dtype": np.float64, "index": np.int32}
+
+
 @given(data=st.data())
 def test_custom_one_line_semiring_matches_graphblas(data):
-    X, Y = data.draw(sparse_pair())
+    X, Y = data.draw(sparse_pair(**USER_OP_TYPES))
     sr = Semiring(monoid.plus, binary_op(lambda x, y: x * y / (1 + abs(x - y))))
     assert sr.semantics == "intersection" and sr.annihilates
     ours = semiring.pairwise(X, Y, sr)
@@ -211,7 +215,7 @@ def shifted_max_real(x, y):
 
 @given(data=st.data())
 def test_custom_structural_semiring_with_conditional_matches_graphblas(data):
-    X, Y = data.draw(sparse_pair())
+    X, Y = data.draw(sparse_pair(**USER_OP_TYPES))
     sr = Semiring(monoid.min, binary_op(shifted_max))
     assert sr.semantics == "intersection" and not sr.annihilates  # mult(0, 0) = 0 is not neutral under min
     ours = semiring.pairwise(X, Y, sr)
@@ -268,7 +272,8 @@ def test_union_counts_an_explicit_zero_once(data):
 
 @given(data=st.data(), density=st.sampled_from([0.0, 0.3, 1.0]))
 def test_mask_computes_only_its_pattern(data, density):
-    X, Y = data.draw(sparse_pair(dtype=np.float64))
+    # int32 indices: the masked kernel's int64 form is tests/cpu/test_cpu_engine.py's
+    X, Y = data.draw(sparse_pair(dtype=np.float64, index=np.int32))
     M = sp.random(X.shape[0], Y.shape[0], density=density, format="csr", random_state=7)
     for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.min_plus):
         full = semiring.pairwise(X, Y, sr)
