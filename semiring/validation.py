@@ -243,20 +243,25 @@ def check_pair(X, Y, *, allow_inf: bool = False):
     return X, Y
 
 
+def lowest_value(A) -> float:
+    """The smallest stored value of ``A`` (checked by ``check_matrix``), 0.0 when it stores none; on the host
+    or the device, wherever A lives."""
+    return float(A.data[: int(A.indptr[-1])].min()) if A.nnz else 0.0
+
+
 def is_nonnegative(A) -> bool:
-    """Whether no stored value of ``A`` (checked by ``check_matrix``) is negative; on the host or the device."""
-    return not A.nnz or float(A.data[: int(A.indptr[-1])].min()) >= 0
+    """Whether no stored value of ``A`` (checked by ``check_matrix``) is negative."""
+    return lowest_value(A) >= 0
 
 
 def check_nonnegative(A, name: str, metric: str) -> None:
     """On the host or the device, wherever ``A`` (checked by ``check_matrix``) lives."""
-    if A.nnz:
-        low = float(A.data[: int(A.indptr[-1])].min())
-        if low < 0:
-            raise ValueError(
-                f"{name} contains negative values (min {low!r}); metric {metric!r} is defined "
-                "for non-negative data (counts or probabilities) only"
-            )
+    low = lowest_value(A)
+    if low < 0:
+        raise ValueError(
+            f"{name} contains negative values (min {low!r}); metric {metric!r} is defined "
+            "for non-negative data (counts or probabilities) only"
+        )
 
 
 def check_mask(mask, shape: tuple[int, int]):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compile import compile_cached
-from .source import KernelSource
+from .source import KernelSource, render_column_counts
 
 THREADS = 256  # threads per block of a one-dimensional launch
 
@@ -132,8 +132,6 @@ class DeviceCSR:
         """Stored entries per column, counted once per device matrix (the inverted kernel's cost model and its
         postings share it)."""
         import cupy
-
-        from .source import render_column_counts
 
         if "_column_counts" not in self.__dict__:
             counts = cupy.zeros(self.shape[1], np.uint64)  # CUDA's 64-bit atomic add is unsigned
