@@ -36,7 +36,6 @@ import scipy.sparse as sp
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import validation
-from semiring.ops import BUILTIN_SEMIRINGS
 
 from . import graph as _graph
 from .specs import resolve_metric
@@ -287,20 +286,6 @@ def _checked_graph(blocks, weighted: bool, normalize: bool, measure: str):
     return g.G, g.kind
 
 
-def _oriented(G: sp.csr_matrix, by_degree: bool) -> sp.csr_matrix:
-    """L: the edges ``u → v`` with ``u`` before ``v`` in the total order (degree then id, or id)."""
-    n = G.shape[0]
-    deg = np.diff(G.indptr)
-    rows = np.repeat(np.arange(n), deg)
-    cols = G.indices
-    keep = rows < cols
-    if by_degree:
-        keep = (deg[rows] < deg[cols]) | ((deg[rows] == deg[cols]) & keep)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
-    return sp.csr_matrix((G.data[keep], cols[keep], indptr.astype(G.indptr.dtype)), shape=G.shape)
-
-
 def row_blocks(indptr: np.ndarray, nblocks: int) -> np.ndarray:
     """``nblocks + 1`` row bounds cutting a CSR matrix into blocks of about equal stored entries.
 
@@ -330,14 +315,17 @@ def _on_device(engine, G):
     return held[engine.name]
 
 
-def _block_product(G, b: int, nblocks: int, backend: str, sr=BUILTIN_SEMIRINGS["plus_pair"]):
-    """(engine, G on its device, P, c): ``C⟨P⟩ = G ⊕.⊗ Gᵀ`` at P, the entries of block b's rows of G.
+def _block_rows(G, b: int, nblocks: int) -> tuple[int, int]:
+    """The rows of block b of G (``row_blocks``: blocks of about equal stored entries)."""
+    r0, r1 = row_blocks(G.indptr, nblocks)[b : b + 2]
+    return int(r0), int(r1)
 
-    With ``plus_pair`` (the default), c = |N(u) ∩ N(v)|.
-    """
+
+def _block_product(G, b: int, nblocks: int, backend: str, sr):
+    """(engine, G on its device, P, c): ``C⟨P⟩ = G ⊕.⊗ Gᵀ`` at P, the entries of block b's rows of G."""
     engine = _backend.graph_engine(backend)
     Gd = _on_device(engine, G)
-    r0, r1 = row_blocks(G.indptr, nblocks)[b : b + 2]
+    r0, r1 = _block_rows(G, b, nblocks)
     s0, s1 = G.indptr[r0], G.indptr[r1]
     indptr = np.concatenate([np.zeros(r0, np.int64), G.indptr[r0 : r1 + 1] - s0, np.full(G.shape[0] - r1, s1 - s0)])
     indptr = indptr.astype(G.indptr.dtype)  # G's index type (it fits): the kernels keep int32 where G has it
@@ -348,31 +336,37 @@ def _block_product(G, b: int, nblocks: int, backend: str, sr=BUILTIN_SEMIRINGS["
 
 
 def _block_similarity(G, b: int, nblocks: int, name: str, weighted: bool, backend: str) -> np.ndarray:
+    """The similarity at the entries of block b's rows: the engine's specialised kernel (each entry from its
+    two lists) unweighted, the masked product of the weighted semiring weighted."""
     s = _graph.SIMILARITIES[name]
-    if weighted:
-        engine, Gd, P, c = _block_product(G, b, nblocks, backend, s.weighted_semiring)
-    else:
-        engine, Gd, P, c = _block_product(G, b, nblocks, backend)
-    norms = engine.row_norm(Gd, s.norm_tree if weighted else _graph.DEGREE_TREE)
+    if not weighted:
+        engine = _backend.graph_engine(backend)
+        return engine.to_host(engine.edge_measure(_on_device(engine, G), s.tree, rows=_block_rows(G, b, nblocks)))
+    engine, Gd, P, c = _block_product(G, b, nblocks, backend, s.weighted_semiring)
+    norms = engine.row_norm(Gd, s.norm_tree)
     return engine.to_host(engine.expand(s.tree, engine.edge_rows(P), P.indices, c, norms))
 
 
 def _block_counts(G, b: int, nblocks: int, backend: str) -> np.ndarray:
-    engine, _, _, c = _block_product(G, b, nblocks, backend)
-    return engine.to_host(c).astype(np.int64)  # exact: counts below 2**53
+    """The common-neighbour counts at the entries of block b's rows."""
+    engine = _backend.graph_engine(backend)
+    counts = engine.common_neighbor_counts(_on_device(engine, G), rows=_block_rows(G, b, nblocks))
+    return engine.to_host(counts).astype(np.int64)
 
 
-def _block_triangles(L, b: int, nblocks: int, backend: str) -> int:
-    return int(_block_counts(L, b, nblocks, backend).sum())
+def _block_triangles(G, b: int, nblocks: int, by_degree: bool, backend: str) -> int:
+    """The triangles of part b of the engine's work (the parts' counts sum to the total)."""
+    engine = _backend.graph_engine(backend)
+    return engine.triangle_count_total(_on_device(engine, G), by_degree, part=(b, nblocks))
 
 
 def _as_sparse(checked, *values):
-    G, kind = checked
+    G, kind = checked()
     return _graph._Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
 
 
 def _as_vertex_counts(checked, *counts):
-    G, kind = checked
+    G, kind = checked()
     running = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
     per_vertex = running[G.indptr[1:]] - running[G.indptr[:-1]]  # each vertex's sum over its edges
     return _graph._Graph(_backend.graph_engine("cpu"), G, kind).dense(per_vertex // 2)
@@ -402,38 +396,74 @@ def _distributed_client():
         return None
 
 
-def _by_blocks(A, block, assemble, *, held=None, weighted: bool = False, normalize: bool = False, measure: str = ""):
-    """``assemble(checked, *[block(H, b, nblocks) for each block b])``, computed, where ``checked`` is
-    ``(G, kind)``: A's row blocks assembled into the graph G and checked (``_checked_graph``), and ``H`` is
-    ``held(G)`` (G itself by default), held by every worker.
+class _HeldGraph:
+    """A Dask adjacency matrix's graph, checked and held where it is used.
 
-    On a ``distributed`` cluster H is copied to every worker once (``Client.replicate``: the broadcast) and
-    the blocks are dealt to the workers in turn; otherwise Dask's local scheduler shares H between its threads.
-    There are as many blocks as A has row blocks.
+    ``H`` is the graph G held by every worker (a future, after ``Client.replicate``: the broadcast), or G
+    itself on Dask's local schedulers; :meth:`checked` is ``(G, kind)`` on the client (from the cluster
+    once, when a result first needs it).
     """
-    import operator
 
+    def __init__(self, A, weighted: bool, normalize: bool, measure: str, client):
+        import dask
+
+        made = dask.delayed(_checked_graph, nout=2)(list(A.to_delayed()[:, 0]), weighted, normalize, measure)
+        if client is None:
+            self._checked = dask.compute(made)[0]
+            self.H = self._checked[0]
+        else:
+            import operator
+
+            self._made = client.compute(made)
+            self._checked = None
+            self.H = client.submit(operator.itemgetter(0), self._made)
+            client.replicate([self.H], n=len(client.scheduler_info()["workers"]))
+
+    def checked(self) -> tuple:
+        if self._checked is None:
+            self._checked = self._made.result()
+        return self._checked
+
+
+# The graph last given on Dask arrays, by key: one graph is kept, so that its several measures, or one
+# measure's repeats, assemble, check and broadcast it once; the next graph replaces it (its memory on the
+# workers freed).  The key is the Dask array's name (Dask names arrays by what they hold), the checks asked
+# for, and the cluster.
+_LAST_GRAPH: dict[tuple, _HeldGraph] = {}
+
+
+def _held_graph(A, weighted: bool, normalize: bool, measure: str, client) -> _HeldGraph:
+    key = (A.name, weighted, normalize, None if client is None else client.id)
+    if key not in _LAST_GRAPH:
+        _LAST_GRAPH.clear()
+        _LAST_GRAPH[key] = _HeldGraph(A, weighted, normalize, measure, client)
+    return _LAST_GRAPH[key]
+
+
+def _by_blocks(A, block, assemble, *, weighted: bool = False, normalize: bool = False, measure: str = ""):
+    """``assemble(checked, *[block(H, b, nblocks) for each block b])``, computed, where ``checked()`` gives
+    ``(G, kind)``, A's row blocks assembled into the graph G and checked, and ``H`` is G held by every worker
+    (``_held_graph``: made once per graph).
+
+    On a ``distributed`` cluster the blocks are dealt to the workers in turn, their values gathered and
+    assembled on the client; otherwise Dask's local scheduler runs them on its threads, sharing G.  There are
+    as many blocks as A has row blocks.
+    """
     import dask
 
     A = _sdask.as_row_blocks(A, "A")
     nblocks = A.numblocks[0]
-    checked = dask.delayed(_checked_graph, nout=2)(list(A.to_delayed()[:, 0]), weighted, normalize, measure)
     client = _distributed_client()
+    held = _held_graph(A, weighted, normalize, measure, client)
     if client is None:
-        H = checked[0] if held is None else dask.delayed(held)(checked[0])
-        values = [dask.delayed(block)(H, b, nblocks) for b in range(nblocks)]
-        return dask.compute(dask.delayed(assemble)(checked, *values))[0]
-    checked = client.compute(checked)
-    H = client.submit(operator.itemgetter(0), checked)
-    if held is not None:
-        H = client.submit(held, H)
-    workers = sorted(client.scheduler_info()["workers"])
-    client.replicate([H], n=len(workers))
-    values = [
-        client.submit(block, H, b, nblocks, workers=[workers[b % len(workers)]], allow_other_workers=True, pure=False)
-        for b in range(nblocks)
-    ]
-    return client.submit(assemble, checked, *values, pure=False).result()
+        values = dask.compute(*[dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)])
+    else:
+        workers = sorted(client.scheduler_info()["workers"])
+        where = [{"workers": [workers[b % len(workers)]], "allow_other_workers": True} for b in range(nblocks)]
+        values = client.gather(
+            [client.submit(block, held.H, b, nblocks, pure=False, **where[b]) for b in range(nblocks)]
+        )
+    return assemble(held.checked, *values)
 
 
 def similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
@@ -465,9 +495,8 @@ def triangle_count(A, per: str, order: str, normalize: bool, backend: str):
     _sdask.check_call(backend, None)
     counts = functools.partial(_block_counts, backend=backend)
     if per == "total":
-        oriented = functools.partial(_oriented, by_degree=by_degree)
         return _by_blocks(
-            A, functools.partial(_block_triangles, backend=backend), _total, held=oriented, normalize=normalize
+            A, functools.partial(_block_triangles, by_degree=by_degree, backend=backend), _total, normalize=normalize
         )
     return _by_blocks(A, counts, _as_sparse if per == "edge" else _as_vertex_counts, normalize=normalize)
 

@@ -200,12 +200,14 @@ class GraphEngine(Protocol):
     def row_norm(self, G, tree) -> Any:
         """``Σ_k f(G[u, k])`` over each row (``tree`` an expression of ``x``), float64."""
 
-    def common_neighbor_counts(self, G) -> Any:
-        """``|N(u) ∩ N(v)|`` at each stored entry (u, v), in CSR order."""
+    def common_neighbor_counts(self, G, rows: tuple[int, int] | None = None) -> Any:
+        """``|N(u) ∩ N(v)|`` at each stored entry (u, v), in CSR order; ``rows=(r0, r1)``: at the entries of
+        rows r0 to r1 - 1 only (a row block, for one worker of a cluster)."""
 
-    def edge_measure(self, G, tree) -> Any:
+    def edge_measure(self, G, tree, rows: tuple[int, int] | None = None) -> Any:
         """``f(c, d(u), d(v))`` at each stored entry (``tree`` over ``GRAPH_EXPANSION_VARIABLES``, c the
-        common-neighbour count, d the degree), each undirected edge computed once."""
+        common-neighbour count, d the degree), each undirected edge computed once; ``rows=(r0, r1)``: at the
+        entries of rows r0 to r1 - 1 only, each from its own two lists."""
 
     def masked_product(self, G, P, sr) -> Any:
         """``(G ⊕.⊗ Gᵀ)`` at the stored entries of the device matrix P, in P's CSR order."""
@@ -213,8 +215,10 @@ class GraphEngine(Protocol):
     def expand(self, tree, rows, cols, c, norms) -> Any:
         """``f(c[s], norms[rows[s]], norms[cols[s]])`` for each s (``GRAPH_EXPANSION_VARIABLES``), float64."""
 
-    def triangle_count_total(self, G, by_degree: bool) -> int:
-        """Triangles of G, each counted once (edges oriented by degree, else by vertex id)."""
+    def triangle_count_total(self, G, by_degree: bool, part: tuple[int, int] | None = None) -> int:
+        """Triangles of G, each counted once (edges oriented by degree, else by vertex id); ``part=(b, nparts)``:
+        those of part b when the engine cuts its work in ``nparts`` parts of about equal work (the parts'
+        counts sum to the total)."""
 
     def edge_triangles(self, G, by_degree: bool) -> Any:
         """Triangles through each stored entry (its support), in CSR order."""

@@ -267,3 +267,29 @@ def check_against_networkx(G: nx.Graph, A, nodes, backend: str = "cpu") -> None:
         if not want:
             break
         k += 1
+
+
+def check_row_blocks(A: sp.csr_matrix, engine, nparts: int) -> None:
+    """A graph engine's row-block entries (the Dask path's pieces) against SciPy: each row block's
+    common-neighbour counts and Jaccard values at its own entries, ``(A @ A)`` read there, and the triangles
+    of each of ``nparts`` parts summing to ``trace(A³) / 6``."""
+    B = sp.csr_matrix(A, dtype=np.float64)
+    common = (B @ B).multiply(B).tocsr()  # |N(u) ∩ N(v)| at the entries of A, A's order (rows sorted)
+    common.sort_indices()
+    counts = np.asarray(common[B.nonzero()]).ravel()
+    degree = np.diff(B.indptr)
+    rows = np.repeat(np.arange(B.shape[0]), degree)
+    jaccard = counts / (degree[rows] + degree[B.indices] - counts)
+    G = engine.to_device(A)
+    bounds = np.linspace(0, B.shape[0], nparts + 1).astype(int)
+    jaccard_tree = graph.SIMILARITIES["jaccard"].tree
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        s0, s1 = B.indptr[r0], B.indptr[r1]
+        got = engine.to_host(engine.common_neighbor_counts(G, rows=(int(r0), int(r1))))
+        np.testing.assert_array_equal(got, counts[s0:s1])
+        got = engine.to_host(engine.edge_measure(G, jaccard_tree, rows=(int(r0), int(r1))))
+        np.testing.assert_allclose(got, jaccard[s0:s1], rtol=1e-15)
+    total = round((B @ B @ B).diagonal().sum() / 6)
+    for by_degree in (True, False):
+        parts = [engine.triangle_count_total(G, by_degree, part=(b, nparts)) for b in range(nparts)]
+        assert sum(parts) == total, (by_degree, parts, total)

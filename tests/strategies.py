@@ -112,6 +112,17 @@ def random_graph(n: int, m: int, seed: int, index=np.int32) -> sp.csr_matrix:
     return A
 
 
+def star_graph(n: int, m: int, seed: int, index=np.int32) -> sp.csr_matrix:
+    """``random_graph`` with vertex 0 joined to every other vertex: a hub whose list is far longer than the
+    others' (the search branch of the intersection kernels)."""
+    A = sp.lil_matrix(random_graph(n, m, seed))
+    A[0, 1:] = 1
+    A[1:, 0] = 1
+    A = sp.csr_matrix(A)
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    return A
+
+
 def weighted_graph(n: int, m: int, seed: int) -> sp.csr_matrix:
     rng = np.random.default_rng(seed)
     A = sp.random(n, n, density=m / n**2, random_state=seed, format="csr")

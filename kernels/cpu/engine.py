@@ -205,12 +205,18 @@ class CpuGraphEngine:
     def row_norm(self, G, tree) -> np.ndarray:
         return _rowops.row_norm(G, tree)
 
-    def common_neighbor_counts(self, G) -> np.ndarray:
-        """The triangles through each edge (``edge_triangles``, degree order): each counted once."""
+    def common_neighbor_counts(self, G, rows: tuple[int, int] | None = None) -> np.ndarray:
+        """The triangles through each edge (``edge_triangles``, degree order): each counted once; for a row
+        block, each of its entries from its own two lists (``graph.entry_counts``)."""
+        if rows is not None:
+            return _graph.entry_counts(G.indptr, G.indices, rows)
         return _graph.edge_support(G.indptr, G.indices, True)
 
-    def edge_measure(self, G, tree) -> np.ndarray:
-        return _graph.expand(tree, self.edge_rows(G), G.indices, self.common_neighbor_counts(G), self.degrees(G))
+    def edge_measure(self, G, tree, rows: tuple[int, int] | None = None) -> np.ndarray:
+        r0, r1 = (0, G.shape[0]) if rows is None else rows
+        s0, s1 = G.indptr[r0], G.indptr[r1]
+        entry_rows = np.repeat(np.arange(r0, r1, dtype=G.indices.dtype), np.diff(G.indptr[r0 : r1 + 1]))
+        return _graph.expand(tree, entry_rows, G.indices[s0:s1], self.common_neighbor_counts(G, rows), self.degrees(G))
 
     def masked_product(self, G, P, sr) -> np.ndarray:
         """The semiring primitive at P's entries (P a host CSR pattern): the pairwise masked kernel."""
@@ -219,9 +225,9 @@ class CpuGraphEngine:
     def expand(self, tree, rows, cols, c, norms) -> np.ndarray:
         return _graph.expand(tree, rows, cols, c, norms)
 
-    def triangle_count_total(self, G, by_degree: bool) -> int:
+    def triangle_count_total(self, G, by_degree: bool, part: tuple[int, int] | None = None) -> int:
         L = _graph.orient(G.indptr, G.indices, by_degree)
-        return _graph.triangle_total(L.lp, L.li) if L.li.size else 0
+        return _graph.triangle_total(L.lp, L.li, part) if L.li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:
         """Each triangle found once on the oriented graph and counted at its three edges."""

@@ -268,16 +268,27 @@ def _triangle_work(lp, li, work):
         work[u] = w
 
 
-def _work_chunks(lp, li) -> np.ndarray:
+def _work_chunks(lp, li, part: tuple[int, int] | None = None) -> np.ndarray:
     """Bounds of vertex chunks of about equal work (``_triangle_work``), 16 per thread, so that a few heavy
-    vertices do not leave threads idle while one thread finishes them."""
+    vertices do not leave threads idle while one thread finishes them.
+
+    ``part=(b, nparts)``: the chunks of part b only, when the vertices are cut in ``nparts`` runs of about
+    equal work (the parts tile the vertices).
+    """
     n = lp.size - 1
     work = np.zeros(n, np.int64)
     _triangle_work(lp, li, work)
     cumulative = np.cumsum(work)
-    nchunks = max(1, min(n, 16 * numba.get_num_threads()))
-    targets = cumulative[-1] * np.arange(1, nchunks) / nchunks
-    return np.unique(np.concatenate([[0], np.searchsorted(cumulative, targets, side="right"), [n]]).astype(np.int64))
+    first, last = 0, n
+    if part is not None:
+        b, nparts = part
+        first, last = np.searchsorted(cumulative, cumulative[-1] * np.array([b, b + 1]) / nparts, side="right")
+        first, last = (0 if b == 0 else int(first)), (n if b == nparts - 1 else int(last))
+    done = cumulative[first - 1] if first else 0
+    nchunks = max(1, min(last - first, 16 * numba.get_num_threads()))
+    targets = done + (cumulative[last - 1] - done if last > first else 0) * np.arange(1, nchunks) / nchunks
+    inner = np.searchsorted(cumulative, targets, side="right").clip(first, last)
+    return np.unique(np.concatenate([[first], inner, [last]]).astype(np.int64))
 
 
 @njit(parallel=True, **JIT)
@@ -313,11 +324,50 @@ def _triangle_chunks(lp, li, bounds, marks):
     return total
 
 
-def triangle_total(lp, li) -> int:
+def triangle_total(lp, li, part: tuple[int, int] | None = None) -> int:
     """Every triangle once: ``Σ over u → v of |N⁺(u) ∩ N⁺(v)|`` on the oriented graph, balanced by work; each
-    thread has a bit map of the vertices."""
+    thread has a bit map of the vertices.  ``part=(b, nparts)``: the triangles found at part b of the vertices
+    (``_work_chunks``)."""
     marks = np.zeros((numba.get_num_threads(), (lp.size + 62) // 64), np.uint64)
-    return int(_triangle_chunks(lp, li, _work_chunks(lp, li), marks))
+    return int(_triangle_chunks(lp, li, _work_chunks(lp, li, part), marks))
+
+
+@njit(parallel=True, **JIT)
+def _entry_counts(indptr, indices, r0, r1, marks, out):
+    """``|N(u) ∩ N(v)|`` at each stored entry (u, v) of rows r0 to r1 - 1 (``out[k - indptr[r0]]``), each from
+    its own two lists: u's list marked in its thread's bit map and v's counted against it, or u's list looked
+    up in v's when v's is more than ``SKEW`` times longer (a hub's list is then never walked)."""
+    one = np.uint64(1)
+    s0 = indptr[r0]
+    for u in prange(r0, r1):
+        mark = marks[numba.get_thread_id()]
+        a, ae = indptr[u], indptr[u + 1]
+        for k in range(a, ae):
+            mark[indices[k] >> 6] |= one << np.uint64(indices[k] & 63)
+        for k in range(a, ae):
+            v = indices[k]
+            b, be = indptr[v], indptr[v + 1]
+            found = 0
+            if be - b > SKEW * (ae - a):
+                for j in range(a, ae):
+                    found += find(indices, b, be, indices[j]) >= 0
+            else:
+                for t in range(b, be):
+                    found += np.int64((mark[indices[t] >> 6] >> np.uint64(indices[t] & 63)) & one)
+            out[k - s0] = found
+        for k in range(a, ae):
+            mark[indices[k] >> 6] = 0
+
+
+def entry_counts(indptr, indices, rows: tuple[int, int]) -> np.ndarray:
+    """Common neighbours ``|N(u) ∩ N(v)|`` at the stored entries of rows ``rows[0]`` to ``rows[1] - 1`` (int64,
+    CSR order): a row block of the graph, its own entries computed, the rest of the graph read."""
+    r0, r1 = rows
+    out = np.zeros(int(indptr[r1] - indptr[r0]), np.int64)
+    if out.size:
+        marks = np.zeros((numba.get_num_threads(), (indptr.size + 62) // 64), np.uint64)
+        _entry_counts(indptr, indices, r0, r1, marks, out)
+    return out
 
 
 @njit(parallel=True, **JIT)

@@ -145,11 +145,11 @@ class CudaGraphEngine:
     def row_norm(self, G: DeviceCSR, tree) -> Any:
         return graph.row_norm(G, tree)
 
-    def common_neighbor_counts(self, G: DeviceCSR) -> Any:
-        return graph.common_neighbor_counts(G)
+    def common_neighbor_counts(self, G: DeviceCSR, rows=None) -> Any:
+        return graph.common_neighbor_counts(G, rows)
 
-    def edge_measure(self, G: DeviceCSR, tree) -> Any:
-        return graph.edge_measure(G, tree)
+    def edge_measure(self, G: DeviceCSR, tree, rows=None) -> Any:
+        return graph.edge_measure(G, tree, rows)
 
     def masked_product(self, G: DeviceCSR, P: DeviceCSR, sr) -> Any:
         return graph.masked_product(G, P, sr)
@@ -157,8 +157,8 @@ class CudaGraphEngine:
     def expand(self, tree, rows, cols, c, norms) -> Any:
         return graph.expand(tree, rows, cols, c, norms)
 
-    def triangle_count_total(self, G: DeviceCSR, by_degree: bool) -> int:
-        return graph.triangle_count_total(G, by_degree)
+    def triangle_count_total(self, G: DeviceCSR, by_degree: bool, part=None) -> int:
+        return graph.triangle_count_total(G, by_degree, part)
 
     def edge_triangles(self, G: DeviceCSR, by_degree: bool) -> Any:
         return graph.edge_triangles(G, by_degree)

@@ -131,20 +131,37 @@ def compact_graph(G: DeviceCSR, keep):
     return DeviceCSR(indptr, indices, G.data[positions], G.shape), positions
 
 
-def intersect(mode: str, indptr, indices, rows, out, tree=None) -> None:
-    """The set-intersection kernel over every stored entry (``render_intersect``; ``mode`` says what a match does)."""
+def intersect(mode: str, indptr, indices, rows, out, tree=None, begin: int = 0) -> None:
+    """The set-intersection kernel (``render_intersect``; ``mode`` says what a match does) over the stored
+    entries ``begin, begin + 1, …`` whose rows ``rows`` holds (every entry by default)."""
     it = "int32" if indices.dtype == np.int32 else "int64"
+    end = begin + int(rows.size)
     _launch(
-        src.render_intersect(mode, it, tree), int(indices.size), (indptr, indices, rows, np.int64(indices.size), out)
+        src.render_intersect(mode, it, tree), end - begin, (indptr, indices, rows, np.int64(begin), np.int64(end), out)
     )
 
 
-def triangle_count_total(G: DeviceCSR, by_degree: bool) -> int:
+def part_bounds(total: int, part: tuple[int, int] | None) -> tuple[int, int]:
+    """Part ``b`` of ``nparts`` of ``range(total)`` (all of it for ``part=None``): the parts tile the range.
+
+    >>> [part_bounds(10, (b, 3)) for b in range(3)]
+    [(0, 3), (3, 6), (6, 10)]
+    """
+    if part is None:
+        return 0, total
+    b, nparts = part
+    return total * b // nparts, total * (b + 1) // nparts
+
+
+def triangle_count_total(G: DeviceCSR, by_degree: bool, part: tuple[int, int] | None = None) -> int:
+    """Triangles, each found once at its edge u → v of L; ``part=(b, nparts)``: those found at part b of L's
+    edges cut in ``nparts`` equal parts (each costs its edges' shorter lists: about equal work)."""
     import cupy
 
     indptr, indices, rows = orient(G, by_degree)
+    begin, end = part_bounds(int(indices.size), part)
     total = cupy.zeros(1, np.uint64)
-    intersect("total", indptr, indices, rows, total)
+    intersect("total", indptr, indices, rows[begin:end], total, begin=begin)
     return int(total.get()[0])
 
 
@@ -225,10 +242,23 @@ def edge_strategy() -> str:
     return "oriented" if chosen == "auto" else chosen
 
 
-def edge_measure(G: DeviceCSR, tree):
-    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once."""
+def edge_measure(G: DeviceCSR, tree, rows: tuple[int, int] | None = None):
+    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once.
+
+    ``rows=(r0, r1)``: at the entries of rows r0 to r1 - 1 only, each from its own two lists (a row block of
+    the graph, the rest of it read but not computed).
+    """
     import cupy
 
+    if rows is not None:
+        _, indptr, indices = _index(G)
+        r0, r1 = rows
+        begin, end = (int(x) for x in indptr[[r0, r1]].get())
+        block = DeviceCSR(indptr[r0 : r1 + 1] - indptr[r0], indices[begin:end], None, (r1 - r0, G.shape[1]))
+        entry_rows = edge_rows(block) + indices.dtype.type(r0)
+        out = cupy.empty(end - begin, np.float64)
+        intersect("entry", indptr, indices, entry_rows, out, tree, begin=begin)
+        return out
     if edge_strategy() == "oriented":
         return edge_triangles(G, True, tree)
     _, indptr, indices = _index(G)
@@ -240,7 +270,9 @@ def edge_measure(G: DeviceCSR, tree):
 _COUNT = expr.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
 
 
-def common_neighbor_counts(G: DeviceCSR):
+def common_neighbor_counts(G: DeviceCSR, rows: tuple[int, int] | None = None):
+    if rows is not None:
+        return edge_measure(G, _COUNT, rows).astype(np.int64)
     if edge_strategy() == "oriented":
         return edge_triangles(G, True)
     return edge_measure(G, _COUNT).astype(np.int64)

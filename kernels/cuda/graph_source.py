@@ -27,7 +27,12 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
   - ``"vertex"`` — per-vertex triangles: the third vertex +1 per match, the
     edge's two vertices + its count once;
   - ``"measure"`` — common neighbours of every undirected edge once (at
-    ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries.
+    ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries;
+  - ``"entry"`` — the measure at every entry of its range, written to that
+    entry alone (a row block's values, its lists read whole).
+
+  Every mode takes a range of entries ``[begin, end)`` (a part of the graph
+  for one worker), with ``rows[e - begin]`` the row of entry e.
 * ``render_mirror`` — per-edge counts of L written to both entries of A, or a
   measure of (count, d(u), d(v)) — how the edge similarities are finished when
   the per-edge counts come from the oriented graph.
@@ -42,7 +47,7 @@ from semiring import expr as _expr
 
 from .source import PREAMBLE, KernelSource, _types
 
-INTERSECT_MODES = ("total", "edge", "vertex", "measure")
+INTERSECT_MODES = ("total", "edge", "vertex", "measure", "entry")
 WARPS = 8  # warps per block of the per-edge and per-row kernels
 BLOCK = 32 * WARPS
 
@@ -241,12 +246,12 @@ extern "C" __global__ void {name}(
 def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | None = None) -> KernelSource:
     """|N(u) ∩ N(v)| for every edge of a CSR graph, one warp per 32 edges; see the module docstring.
 
-    ``mode="measure"`` needs ``tree``, an expression of c, nu, nv (d(u), d(v)).
+    ``mode="measure"`` and ``"entry"`` need ``tree``, an expression of c, nu, nv (d(u), d(v)).
     """
     if mode not in INTERSECT_MODES:
         raise ValueError(f"mode must be one of {INTERSECT_MODES}, got {mode!r}")
-    if (mode == "measure") != (tree is not None):
-        raise ValueError("a tree (the measure) is given with mode='measure' and only then")
+    if (mode in ("measure", "entry")) != (tree is not None):
+        raise ValueError("a tree (the measure) is given with mode='measure' or 'entry' and only then")
     label = "" if tree is None else "_" + _label(tree)
     name = f"gr_intersect_{mode}{label}_{index_type}"
     take = "u < v" if mode == "measure" else "true"  # measure: each undirected edge once
@@ -255,6 +260,7 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         "edge": "unsigned int* __restrict__ counts",
         "vertex": "unsigned long long* __restrict__ counts",
         "measure": "double* __restrict__ out",
+        "entry": "double* __restrict__ out",
     }[mode]
     on_match = {
         "total": "++found;",
@@ -265,6 +271,7 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         ),
         "vertex": "atomicAdd(&s_count[warp][i], 1u);\n                atomicAdd(&counts[x], 1ull);",
         "measure": "atomicAdd(&s_count[warp][i], 1u);",
+        "entry": "atomicAdd(&s_count[warp][i], 1u);",
     }[mode]
     if mode == "total":
         finish = """\
@@ -279,15 +286,22 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
     }"""
     elif mode == "edge":
         finish = """\
-    if (e < nnz && s_count[warp][lane]) atomicAdd(&counts[e], s_count[warp][lane]);"""
+    if (e < end && s_count[warp][lane]) atomicAdd(&counts[e], s_count[warp][lane]);"""
     elif mode == "vertex":
         finish = """\
     const unsigned c = s_count[warp][lane];
-    if (e < nnz && c) { atomicAdd(&counts[u], (unsigned long long)c); atomicAdd(&counts[v], (unsigned long long)c); }"""
+    if (e < end && c) { atomicAdd(&counts[u], (unsigned long long)c); atomicAdd(&counts[v], (unsigned long long)c); }"""
+    elif mode == "entry":
+        f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
+        finish = f"""\
+    if (e < end) {{
+        const double c = (double)s_count[warp][lane], nu = (double)du, nv = (double)dv;
+        out[e - begin] = {f};
+    }}"""
     else:
         f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
         finish = f"""\
-    if (e < nnz && take) {{
+    if (e < end && take) {{
         const double c = (double)s_count[warp][lane], nu = (double)du, nv = (double)dv;
         const double value = {f};
         out[e] = value;
@@ -296,19 +310,19 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
     body = f"""\
 #define GR_WARPS {WARPS}
 extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
-    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rows, long long nnz,
-    {outputs})
+    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rows, long long begin,
+    long long end, {outputs})
 {{
     __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the edges' work items
     __shared__ I s_a[GR_WARPS][32], s_b[GR_WARPS][32], s_bend[GR_WARPS][32];
     __shared__ unsigned s_count[GR_WARPS][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long long e = ((long long)blockIdx.x * GR_WARPS + warp) * 32 + lane;
+    const long long e = begin + ((long long)blockIdx.x * GR_WARPS + warp) * 32 + lane;
     I u = 0, v = 0, du = 0, dv = 0, a = 0, b = 0, bend = 0;
     bool take = false;
     long long items = 0;
-    if (e < nnz) {{
-        u = rows[e];
+    if (e < end) {{
+        u = rows[e - begin];
         v = indices[e];
         du = indptr[u + 1] - indptr[u];
         dv = indptr[v + 1] - indptr[v];
@@ -318,18 +332,18 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
             else {{ a = indptr[v]; b = indptr[u]; bend = indptr[u + 1]; items = dv; }}
         }}
     }}
-    long long end = items;  // inclusive scan across the warp
+    long long scan = items;  // inclusive scan across the warp
     for (int o = 1; o < 32; o <<= 1) {{
-        const long long t = __shfl_up_sync(0xffffffffu, end, o);
-        if (lane >= o) end += t;
+        const long long t = __shfl_up_sync(0xffffffffu, scan, o);
+        if (lane >= o) scan += t;
     }}
-    s_start[warp][lane + 1] = end;
+    s_start[warp][lane + 1] = scan;
     if (lane == 0) s_start[warp][0] = 0;
     s_a[warp][lane] = a;
     s_b[warp][lane] = b;
     s_bend[warp][lane] = bend;
     s_count[warp][lane] = 0;
-    const long long work = __shfl_sync(0xffffffffu, end, 31);
+    const long long work = __shfl_sync(0xffffffffu, scan, 31);
     __syncwarp();
     unsigned long long found = 0;
     for (long long j = lane; j < work; j += 32) {{

@@ -26,6 +26,7 @@ def kernels(index_type: str):
         yield src.render_intersect(mode, index_type)
     for tree in [COUNT] + [s.tree for s in SIMILARITIES.values()]:
         yield src.render_intersect("measure", index_type, tree)
+        yield src.render_intersect("entry", index_type, tree)
         yield src.render_mirror(index_type, tree)
         yield src.render_expand(tree, index_type)
 
@@ -37,13 +38,13 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_kernel(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert len(names) == 11 + 3 * (1 + len(SIMILARITIES))  # every kernel has its own name
+    assert len(names) == 11 + 4 * (1 + len(SIMILARITIES))  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
     with pytest.raises(ValueError, match="mode must be one of"):
         src.render_intersect("wedges")
-    with pytest.raises(ValueError, match="mode='measure' and only then"):
+    with pytest.raises(ValueError, match="mode='measure' or 'entry' and only then"):
         src.render_intersect("measure")
     with pytest.raises(ValueError, match="mode must be 'orient' or 'keep'"):
         src.render_compact("sort")
