@@ -218,7 +218,7 @@ def graph_case(client, A, scale: int, gpus: int, args, reference) -> list[dict]:
                 "seconds": seconds,
                 "times": times,
                 "first_call_s": first,
-                "block_tasks": block_compute_seconds(stream.data, block_prefix, args.repeats),
+                "block_tasks": block_compute_seconds(stream.data, block_prefix, args.repeats + 1),  # best's warm-up too
                 "matches_single_gpu": bool(same),
                 "pool_bytes_per_worker": client.run(_pool_bytes),
             }
