@@ -28,6 +28,7 @@ One representation per concept:
 from __future__ import annotations
 
 import inspect
+import weakref
 from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -234,6 +235,37 @@ class GraphEngine(Protocol):
 
     def compact_graph(self, G, keep) -> tuple[Any, Any]:
         """G with only the stored entries where ``keep`` holds, and the positions in G of those kept."""
+
+
+class LastDerived:
+    """A value derived from an object, kept for the next call on the same object while the object lives.
+
+    The Dask path asks an engine for the parts of one graph's work in turn (``triangle_count_total(G, ...,
+    part=(b, n))``): the oriented graph is made at the first part and reused by the next.  One value is kept;
+    it is dropped when its object is, or when another object's value replaces it.
+
+    >>> class Graph: pass
+    >>> kept, g = LastDerived(), Graph()
+    >>> kept.get(g, "degree", lambda: [1, 2]) is kept.get(g, "degree", lambda: [3])
+    True
+    """
+
+    def __init__(self):
+        self._entry = None  # (weak reference to the object, key, value), read and replaced whole (threads)
+
+    def get(self, obj, key, make):
+        entry = self._entry
+        if entry is not None and entry[0]() is obj and entry[1] == key:
+            return entry[2]
+        self._entry = None  # the old value is freed before the new one is made
+        value = make()
+        self._entry = (weakref.ref(obj, self._forget), key, value)
+        return value
+
+    def _forget(self, ref) -> None:
+        entry = self._entry
+        if entry is not None and entry[0] is ref:
+            self._entry = None
 
 
 def missing_methods(engine, interface) -> list[str]:

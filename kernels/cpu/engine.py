@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from semiring.engine import Entries
+from semiring.engine import Entries, LastDerived
 from semiring.validation import is_cupy
 
 from . import graph as _graph
@@ -153,6 +153,9 @@ class CpuEngine:
         return 0
 
 
+_ORIENTED = LastDerived()  # the oriented graph of the graph whose parts are being counted (Dask)
+
+
 @fork_guarded
 class CpuGraphEngine:
     """Graph measures on all cores (numba), on host CSR matrices ``G``.
@@ -226,7 +229,11 @@ class CpuGraphEngine:
         return _graph.expand(tree, rows, cols, c, norms)
 
     def triangle_count_total(self, G, by_degree: bool, part: tuple[int, int] | None = None) -> int:
-        L = _graph.orient(G.indptr, G.indices, by_degree)
+        """The parts of one graph come in turn (the Dask path): its oriented graph is made once for them."""
+        if part is None:
+            L = _graph.orient(G.indptr, G.indices, by_degree)
+        else:
+            L = _ORIENTED.get(G, by_degree, lambda: _graph.orient(G.indptr, G.indices, by_degree))
         return _graph.triangle_total(L.lp, L.li, part) if L.li.size else 0
 
     def edge_triangles(self, G, by_degree: bool) -> np.ndarray:

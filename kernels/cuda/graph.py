@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from semiring import expr
-from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries
+from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries, LastDerived
 
 from . import graph_source as src
 from . import launch, rowops, strategies
@@ -153,12 +153,18 @@ def part_bounds(total: int, part: tuple[int, int] | None) -> tuple[int, int]:
     return total * b // nparts, total * (b + 1) // nparts
 
 
+_ORIENTED = LastDerived()  # the oriented graph L of the graph whose parts are being counted
+
+
 def triangle_count_total(G: DeviceCSR, by_degree: bool, part: tuple[int, int] | None = None) -> int:
     """Triangles, each found once at its edge u → v of L; ``part=(b, nparts)``: those found at part b of L's
     edges cut in ``nparts`` equal parts (each costs its edges' shorter lists: about equal work)."""
     import cupy
 
-    indptr, indices, rows = orient(G, by_degree)
+    if part is None:
+        indptr, indices, rows = orient(G, by_degree)
+    else:  # the parts of one graph come in turn: L made once
+        indptr, indices, rows = _ORIENTED.get(G, by_degree, lambda: orient(G, by_degree))
     begin, end = part_bounds(int(indices.size), part)
     total = cupy.zeros(1, np.uint64)
     intersect("total", indptr, indices, rows[begin:end], total, begin=begin)
