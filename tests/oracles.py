@@ -10,6 +10,7 @@ it calls the code under test.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -269,6 +270,17 @@ def check_against_networkx(G: nx.Graph, A, nodes, backend: str = "cpu") -> None:
         k += 1
 
 
+def check_row_blocks_on_graphs(engine, index) -> None:
+    """``check_row_blocks`` on random graphs cut in 1, 3 and 7 parts, a hub among short lists (the search
+    branch of the intersections, parts of unequal rows), and more parts than vertices (empty parts)."""
+    from strategies import random_graph, star_graph
+
+    for nparts in (1, 3, 7):
+        check_row_blocks(random_graph(90, 400, seed=nparts, index=index), engine, nparts)
+    check_row_blocks(star_graph(300, 300, seed=1, index=index), engine, 4)
+    check_row_blocks(random_graph(4, 6, seed=0, index=index), engine, 9)
+
+
 def check_row_blocks(A: sp.csr_matrix, engine, nparts: int) -> None:
     """A graph engine's row-block entries (the Dask path's pieces) against SciPy: each row block's
     common-neighbour counts and Jaccard values at its own entries, ``(A @ A)`` read there, and the triangles
@@ -283,7 +295,7 @@ def check_row_blocks(A: sp.csr_matrix, engine, nparts: int) -> None:
     G = engine.to_device(A)
     bounds = np.linspace(0, B.shape[0], nparts + 1).astype(int)
     jaccard_tree = graph.SIMILARITIES["jaccard"].tree
-    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+    for r0, r1 in itertools.pairwise(bounds):
         s0, s1 = B.indptr[r0], B.indptr[r1]
         got = engine.to_host(engine.common_neighbor_counts(G, rows=(int(r0), int(r1))))
         np.testing.assert_array_equal(got, counts[s0:s1])
