@@ -6,7 +6,13 @@ work (inclusive of the stages it calls), and a counting allocator without a
 pool (``measure.PeakMemory``) gives the peak bytes it held beyond what was live
 when it began.  The synchronisation makes the total slower than the real call
 (timed separately, with CUDA events, as ``public_api_bench.py`` does): read the
-stages as shares, not as the call's figure.
+stages as shares, not as the call's figure.  ``--pool`` times the stages with
+CuPy's memory pool instead (no memory figures): without the pool every
+allocation is a ``cudaMalloc``, which inflates the stages that allocate much.
+
+``--kernels N`` runs each job's call N times and nothing else (no stages), for
+a kernel profiler to read: ``ncu --csv --metrics gpu__time_duration.sum,...
+python benchmarks/stage_profile.py --seed 0 --jobs edgar:cosine:pairwise --kernels 2``.
 
     python benchmarks/stage_profile.py --seed 0 --jobs movielens:cosine:knn,scrna:cityblock:pairwise \
         --json benchmarks/results/stage_profile_h200.json
@@ -124,18 +130,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise or knn)")
     parser.add_argument("--queries", type=int, default=2048)
+    parser.add_argument("--pool", action="store_true", help="stages timed with CuPy's pool, no memory figures")
+    parser.add_argument("--kernels", type=int, default=0, help="only run each call this many times (for ncu)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = []
     for spec in args.jobs.split(","):
         dataset, metric, job = spec.split(":")
         call = job_call(dataset, metric, job, args.seed, args.queries)
+        if args.kernels:
+            for _ in range(args.kernels):
+                call()
+            continue
         ms, _ = timed(call, 2)
         memory, table = StageMemory(), {}
         restore = instrument(memory, table)
         try:
             t = time.perf_counter()
-            extra = memory.extra_mib(call)
+            if args.pool:
+                call()
+                extra = float("nan")
+            else:
+                extra = memory.extra_mib(call)
             profiled = (time.perf_counter() - t) * 1e3
         finally:
             restore()
@@ -156,7 +172,7 @@ def main() -> None:
                 "job": job,
                 "ms": round(ms, 2),
                 "profiled_ms": round(profiled, 1),
-                "extra_mib": round(extra, 1),
+                "extra_mib": None if args.pool else round(extra, 1),
                 "stages": stages,
             }
         )
