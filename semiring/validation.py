@@ -101,9 +101,33 @@ def _check_device_matrix(A, name: str, allow_inf: bool):
         A, copied = csp.csr_matrix(A.astype(dtype, copy=False)), True
     else:
         raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__module__}.{type(A).__name__}")
-    _check_structure(A, name)
-    A = _canonical(A, copied)
-    _check_finite(A, name, allow_inf)
+    return _checked_on_device(A, name, allow_inf, copied)
+
+
+def _checked_on_device(A, name: str, allow_inf: bool, copied: bool):
+    """CuPy CSR ``A`` checked by one kernel of the GPU engine (``csr_verdicts``), with the host rules'
+    messages; canonical order restored on a copy when the kernel finds a row out of order or repeated.
+
+    The engine is reached by module name at call time (as ``semiring.backend`` does): the core imports no
+    engine.
+    """
+    import importlib
+
+    n = A.shape[1]
+    nnz = _check_pointers(A, name)
+    verdict = importlib.import_module("semiring.kernels.cuda.launch").csr_verdicts(A, nnz)
+    if verdict["decreasing rows"]:
+        raise ValueError(f"{name}: indptr must be non-decreasing")
+    low, high = verdict["lowest column"], verdict["highest column"]
+    if nnz and (low < 0 or high >= n):
+        raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
+    if verdict["unsorted"]:
+        A = _canonical(A, copied)  # repeats summed: their sums are checked again below
+        _check_finite(A, name, allow_inf)
+    elif verdict["nan"]:
+        raise ValueError(f"{name} contains NaN; stored values must be numbers")
+    elif verdict["inf"] and not allow_inf:
+        raise ValueError(f"{name} contains infinity; all stored values must be finite")
     return A
 
 
@@ -191,21 +215,30 @@ def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
     raise TypeError(f"{name} has dtype {dtype}; values must be real numbers (float32, float64, integer or bool)")
 
 
-def _check_structure(A, name: str) -> None:
-    """Reject malformed CSR arrays, which would otherwise read out of bounds in a kernel.
-
-    NumPy or CuPy arrays alike: on CuPy, each rule is a reduction on the device and only its verdict comes back.
-    """
-    xp = array_module(A)
-    m, n = A.shape
+def _check_pointers(A, name: str) -> int:
+    """The rules of a CSR matrix's arrays that need no pass over its entries; the end of its entries."""
+    m = A.shape[0]
     indptr, indices = A.indptr, A.indices
     if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
         raise TypeError(f"{name}: CSR index arrays must be integers, got {indptr.dtype} and {indices.dtype}")
     if indptr.shape != (m + 1,):
         raise ValueError(f"{name}: indptr must have {m + 1} entries (rows + 1), got {indptr.shape[0]}")
-    first, last = int(indptr[0]), int(indptr[-1])
+    first, last = (int(x) for x in indptr[[0, -1]].tolist())  # one copy back for CuPy arrays
     if first != 0 or last > indices.shape[0] or last > A.data.shape[0]:
         raise ValueError(f"{name}: indptr must start at 0 and end at most at the number of stored values")
+    return last
+
+
+def _check_structure(A, name: str) -> None:
+    """Reject malformed CSR arrays, which would otherwise read out of bounds in a kernel.
+
+    NumPy or CuPy arrays (a reduction per rule for CuPy: masks); a CuPy matrix given as data is checked by
+    one kernel instead (``_checked_on_device``).
+    """
+    xp = array_module(A)
+    m, n = A.shape
+    indptr, indices = A.indptr, A.indices
+    last = _check_pointers(A, name)
     if m and bool((xp.diff(indptr) < 0).any()):
         raise ValueError(f"{name}: indptr must be non-decreasing")
     used = indices[:last]

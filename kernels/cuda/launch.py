@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compile import compile_cached
-from .source import KernelSource, render_column_counts
+from .source import KernelSource, render_column_counts, render_csr_check
 
 THREADS = 256  # threads per block of a one-dimensional launch
 
@@ -139,6 +139,26 @@ class DeviceCSR:
             launch(render_column_counts(index_type), indices.size, (indices, np.int64(indices.size), counts))
             self.__dict__["_column_counts"] = counts.view(np.int64)  # counts < 2**63: the same bits
         return self.__dict__["_column_counts"]
+
+
+CHECK_BLOCKS = 2048  # the CSR check's grid: warps stride over the rows, one set of atomics per warp
+
+
+def csr_verdicts(A, nnz: int) -> dict[str, int]:
+    """What ``render_csr_check`` finds in the CuPy CSR matrix A whose indptr ends at ``nnz`` (checked by the
+    caller to be within its arrays): one launch, one copy back."""
+    import cupy
+
+    m = A.shape[0]
+    out = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0], dtype=np.int64)
+    if m:  # with no entries (nnz 0) only the row pointers are read
+        index_type, (indptr, indices) = common_index(A.indptr, A.indices)
+        value_type = "float32" if A.data.dtype == np.float32 else "float64"
+        blocks = min(CHECK_BLOCKS, (m + 7) // 8)
+        kernel = function(render_csr_check(value_type, index_type))
+        run(kernel, (blocks,), (THREADS,), (indptr, indices, A.data, np.int64(m), np.int64(nnz), out))
+    keys = ("decreasing rows", "lowest column", "highest column", "unsorted", "nan", "inf")
+    return dict(zip(keys, (int(x) for x in out.get())))
 
 
 def to_device(A) -> DeviceCSR:

@@ -341,6 +341,65 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + body)
 
 
+def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+    """Every rule of a CSR matrix that reads its entries, in one pass: warps stride over the rows.
+
+    ``out`` (six int64, set to 0, +max, −max, 0, 0, 0 by the caller) gets: [0] rows ending before they
+    start, [1] the smallest and [2] the largest column index, [3] entries not above the one before them in
+    their row (unsorted or repeated), [4] NaN values, [5] infinite values.  Reads stay within
+    ``[0, nnz)`` whatever indptr holds, so a malformed matrix is reported, never read out of bounds.  One
+    launch and one copy back replace the twenty-odd CuPy reductions (each with its own launch and wait)
+    that checking a matrix took, most of a small call's host time.
+    """
+    V, I = _types(value_type, index_type)
+    name = f"sr_csr_check_{value_type}_{index_type}"
+    body = f"""\
+typedef {V} V;
+typedef {I} I;
+#define SR_WARPS 8
+extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const V* __restrict__ data,
+    long long m, long long nnz, long long* __restrict__ out)
+{{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    long long decreasing = 0, unsorted = 0, nans = 0, infs = 0;
+    long long low = 0x7fffffffffffffffLL, high = -0x7fffffffffffffffLL;
+    for (long long u = (long long)blockIdx.x * SR_WARPS + warp; u < m; u += (long long)gridDim.x * SR_WARPS) {{
+        const long long start = indptr[u], end = indptr[u + 1];
+        if (lane == 0 && end < start) ++decreasing;
+        const long long lo = start < 0 ? 0 : start, hi = end > nnz ? nnz : end;
+        for (long long k = lo + lane; k < hi; k += 32) {{
+            const long long v = indices[k];
+            low = v < low ? v : low;
+            high = v > high ? v : high;
+            if (k > lo && (long long)indices[k - 1] >= v) ++unsorted;
+            const V x = data[k];
+            if (isnan(x)) ++nans;
+            else if (isinf(x)) ++infs;
+        }}
+    }}
+    for (int o = 16; o > 0; o >>= 1) {{
+        decreasing += __shfl_down_sync(0xffffffffu, decreasing, o);
+        unsorted += __shfl_down_sync(0xffffffffu, unsorted, o);
+        nans += __shfl_down_sync(0xffffffffu, nans, o);
+        infs += __shfl_down_sync(0xffffffffu, infs, o);
+        const long long l = __shfl_down_sync(0xffffffffu, low, o), h = __shfl_down_sync(0xffffffffu, high, o);
+        low = l < low ? l : low;
+        high = h > high ? h : high;
+    }}
+    if (lane == 0) {{
+        if (decreasing) atomicAdd((unsigned long long*)&out[0], (unsigned long long)decreasing);
+        atomicMin(&out[1], low);
+        atomicMax(&out[2], high);
+        if (unsorted) atomicAdd((unsigned long long*)&out[3], (unsigned long long)unsorted);
+        if (nans) atomicAdd((unsigned long long*)&out[4], (unsigned long long)nans);
+        if (infs) atomicAdd((unsigned long long*)&out[5], (unsigned long long)infs);
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
+
+
 # The next free position of a column, for an index type (CUDA's atomicAdd has no signed 64-bit form).
 _ATOMIC_NEXT = {
     "int32": "__device__ __forceinline__ int sr_atomic_next(int* c) { return atomicAdd(c, 1); }\n",
