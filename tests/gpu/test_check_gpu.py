@@ -79,9 +79,22 @@ def test_device_check_agrees_with_the_host_check(parts, allow_inf):
     assert got[3] == want[3]
 
 
-def test_a_canonical_matrix_is_used_as_it_is():
-    import cupy
+def test_verdicts_of_a_valid_matrix_and_it_is_used_as_it_is():
+    """The kernel's findings on a canonical SciPy matrix copied to the device, against SciPy's own reductions."""
     import cupyx.scipy.sparse as csp
 
-    X = csp.csr_matrix(cupy.asarray(sp.random(500, 300, density=0.05, format="csr", random_state=0).toarray()))
-    assert validation.check_matrix(X, "X") is X
+    from semiring.kernels.cuda import launch
+
+    H = sp.random(500, 300, density=0.05, format="csr", random_state=0)
+    H.sort_indices()
+    X = csp.csr_matrix(H)
+    want = {
+        "decreasing rows": 0,
+        "lowest column": int(H.indices.min()),
+        "highest column": int(H.indices.max()),
+        "unsorted": 0,
+        "nan": 0,
+        "inf": 0,
+    }
+    assert launch.csr_verdicts(X, H.nnz) == want
+    assert validation.check_matrix(X, "X") is X  # canonical float64 CSR: no copy
