@@ -73,6 +73,15 @@ def _suffix(sr_name: str, value_type: str, index_type: str) -> str:
     return f"{safe}_{value_type}_{index_type}"
 
 
+# Entry t of a dense m × p result as (i, j), for a kernel of one thread per entry: a 32-bit division where t
+# and p fit, several times fewer instructions than the 64-bit one (edgar-like expansions were bound by it).
+_ENTRY_OF_T = """if (t >= m * p) return;
+    long long i, j;
+    if (t <= 0xffffffffLL && p <= 0xffffffffLL) i = (unsigned int)t / (unsigned int)p;
+    else i = t / p;
+    j = t - i * p;"""
+
+
 def render_pairwise_merge(
     sr, value_type: str = "float32", index_type: str = "int32", masked: bool = False
 ) -> KernelSource:
@@ -109,7 +118,7 @@ def render_pairwise_merge(
         locate = "if (t >= count) return;\n    const long long i = rows[t], j = cols[t];"
     else:
         signature = "long long m, long long p"
-        locate = "if (t >= m * p) return;\n    const long long i = t / p, j = t % p;"
+        locate = _ENTRY_OF_T
     body = f"""\
 typedef {I} I;
 extern "C" __global__ void {name}(
@@ -240,8 +249,7 @@ extern "C" __global__ void {name}(
     long long m, long long p, long long n, const double* __restrict__ params, {tail})
 {{
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m * p) return;
-    const long long i = t / p, j = t % p;
+    {_ENTRY_OF_T}
     {store}
 }}
 """
