@@ -14,6 +14,8 @@ engine of the worker that holds them (see ``docs/dask.md``):
   to its indices and merges: smallest first for distances, largest first for
   similarities, NaN last, ties to the smaller index, as one machine orders
   them.  The results are lazy Dask arrays with the queries' row blocks.
+  ``radius_neighbors_graph`` asks every shard the same way and puts the
+  answers side by side (computed: the single-machine CSR matrix).
 * graph measures — the graph is assembled and checked once (the
   single-machine checks), held whole by every worker that works on it, and cut
   into row blocks of about equal stored entries; each block's values are the
@@ -133,25 +135,25 @@ def _shard_kneighbors(shard: _Shard, queries, k: int, offset: int):
     return dist, ind + offset
 
 
-def _lazy_parts(shards, blocks, plan, k: int, largest: bool) -> list:
-    """Each query block's merged ``(distances, indices)`` as Delayed pairs (Dask's local schedulers)."""
+def _lazy_parts(shards, blocks, plan, part, combine) -> list:
+    """Each query block's ``combine`` of its shards' ``part(shard, queries, *args)`` as a Delayed (Dask's local
+    schedulers); ``plan`` lists per query block its jobs ``(shard, own, *args)``, ``own``: the queries are the
+    shard's own rows (``queries=None``)."""
     import dask
 
-    def part(q, i, own, kk, offset):
-        return dask.delayed(_shard_kneighbors)(shards[i][0], None if own else blocks[q], kk, offset)
+    def job(q, i, own, *args):
+        return dask.delayed(part)(shards[i][0], None if own else blocks[q], *args)
 
-    return [dask.delayed(merge, nout=2)([part(q, *job) for job in jobs], k, largest) for q, jobs in enumerate(plan)]
+    return [dask.delayed(combine)([job(q, *j) for j in jobs]) for q, jobs in enumerate(plan)]
 
 
-def _submitted_parts(client, model, blocks, plan, k: int, largest: bool) -> list:
-    """Each query block's merged ``(distances, indices)`` as futures, computing now on a ``distributed`` cluster.
+def _submitted_parts(client, model, blocks, plan, part, combine) -> list:
+    """As ``_lazy_parts``, as futures computing now on a ``distributed`` cluster.
 
     Each shard's task is bound to the worker holding the shard (another only if that one is lost), so the
     queries travel to the shards and a shard never leaves its worker.  A model fitted on one machine is
     copied to every worker once instead.
     """
-    import operator
-
     import dask
     from distributed import futures_of
 
@@ -167,15 +169,53 @@ def _submitted_parts(client, model, blocks, plan, k: int, largest: bool) -> list
         held = [client.scatter(_Shard(model), broadcast=True, hash=False)]
         where = [{}]
     queries = client.compute(list(blocks))
-    merged = []
+    combined = []
     for q, jobs in enumerate(plan):
         parts = [
-            client.submit(_shard_kneighbors, held[i], None if own else queries[q], kk, offset, pure=False, **where[i])
-            for i, own, kk, offset in jobs
+            client.submit(part, held[i], None if own else queries[q], *args, pure=False, **where[i])
+            for i, own, *args in jobs
         ]
-        pair = client.submit(merge, parts, k, largest, pure=False)
-        merged.append((client.submit(operator.itemgetter(0), pair), client.submit(operator.itemgetter(1), pair)))
-    return merged
+        combined.append(client.submit(combine, parts, pure=False))
+    return combined
+
+
+def _shard_plan(model, X, Q, args_of) -> list:
+    """Per query block of Q, its jobs ``(shard, own, *args_of(shard size, own, shard's first row))``: every
+    shard answers every block; ``X=None`` (the fitted rows as queries): a block that is a shard is that shard's
+    own query, each row excluding itself."""
+    rows = _sdask.known_rows(Q, "X")
+    starts = np.concatenate([[0], np.cumsum(rows)])
+    plan = []
+    for q in range(len(rows)):
+        jobs = []
+        for i, (_, offset, size) in enumerate(_shards_of(model)):
+            own = X is None and rows[q] and offset == starts[q]
+            args = args_of(size, own, offset)
+            if args is not None:
+                jobs.append((i, own, *args))
+        plan.append(jobs)
+    return plan
+
+
+def _shards_of(model) -> list:
+    """``(shard, first row, rows)`` of a sharded index, or the one shard of a model fitted on one machine: the
+    model itself, one key of the graph, sent to each worker once."""
+    import dask
+
+    if is_sharded(model):
+        return model._shards
+    shard = dask.delayed(_Shard(model), name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False)
+    return [(shard, 0, model.n_samples_fit_)]
+
+
+def _combined(model, X, Q, part, combine, args_of) -> list:
+    """Each query block's combined answer: Delayed objects (local schedulers) or futures (a cluster)."""
+    plan = _shard_plan(model, X, Q, args_of)
+    blocks = Q.to_delayed()[:, 0]
+    client = _distributed_client()
+    if client is None:
+        return _lazy_parts(_shards_of(model), blocks, plan, part, combine)
+    return _submitted_parts(client, model, blocks, plan, part, combine)
 
 
 def merge(parts, k: int, largest: bool):
@@ -197,6 +237,17 @@ def merge(parts, k: int, largest: bool):
     return np.take_along_axis(dist, order, axis=1), np.take_along_axis(ind, order, axis=1)
 
 
+def _queries(model, X):
+    """The queries as row blocks: X, or the fitted rows for ``X=None``; their width checked."""
+    Q = model._fit_X if X is None else _sdask.as_row_blocks(X, "X")
+    if Q.shape[1] != model.n_features_in_:
+        raise ValueError(
+            f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {model.n_features_in_} features "
+            "as input (the fitted rows' columns)"
+        )
+    return Q
+
+
 def kneighbors(model, X, n_neighbors, return_distance: bool):
     """``kneighbors`` against a sharded index, or with Dask queries: Dask arrays with the queries' row blocks.
 
@@ -206,49 +257,87 @@ def kneighbors(model, X, n_neighbors, return_distance: bool):
     ``distributed`` cluster the work starts at once, each shard's part on the
     worker holding it, and the arrays are backed by its futures.
     """
-    import dask
     import dask.array as da
 
     k = model._query_k(X, n_neighbors)  # the single-machine checks and messages
     spec, _, _ = model._resolve()
-    n = model.n_samples_fit_
-    if is_sharded(model):
-        shards = model._shards
-    else:  # one shard: the fitted model itself, one key of the graph, sent to each worker once
-        shard = _Shard(model)
-        shards = [(dask.delayed(shard, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False), 0, n)]
-    Q = model._fit_X if X is None else _sdask.as_row_blocks(X, "X")
-    if Q.shape[1] != model.n_features_in_:
-        raise ValueError(
-            f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {model.n_features_in_} features "
-            "as input (the fitted rows' columns)"
-        )
+    Q = _queries(model, X)
     dtype = _sdask.result_dtype(Q, model._fit_X)
     rows = _sdask.known_rows(Q, "X")
-    starts = np.concatenate([[0], np.cumsum(rows)])
-    plan = []  # per query block: (shard, queries are the shard itself, k of the shard, its first row)
-    for q in range(len(rows)):
-        jobs = []
-        for i, (_, offset, size) in enumerate(shards):
-            if X is None and rows[q] and offset == starts[q]:  # the queries are this shard: each excludes itself
-                if size > 1:
-                    jobs.append((i, True, min(k, size - 1), offset))
-            else:
-                jobs.append((i, False, min(k, size), offset))
-        plan.append(jobs)
-    blocks = Q.to_delayed()[:, 0]
-    client = _distributed_client()
-    if client is None:
-        merged = _lazy_parts(shards, blocks, plan, k, spec.similarity)
-    else:
-        merged = _submitted_parts(client, model, blocks, plan, k, spec.similarity)
-    dist = [da.from_delayed(d, (m, k), dtype=dtype, meta=np.empty((0, 0), dtype)) for (d, _), m in zip(merged, rows)]
-    ind = [
-        da.from_delayed(i, (m, k), dtype=np.int64, meta=np.empty((0, 0), np.int64)) for (_, i), m in zip(merged, rows)
-    ]
-    ind = da.concatenate(ind)
-    dist = da.concatenate(dist)
+
+    def args_of(size, own, offset):  # the k a shard can give: a shard queried by itself has one row fewer
+        kk = min(k, size - 1) if own else min(k, size)
+        return (kk, offset) if kk > 0 or not own else None
+
+    combine = functools.partial(merge, k=k, largest=spec.similarity)
+    merged = _combined(model, X, Q, _shard_kneighbors, combine, args_of)
+    dist = [_piece(pair, 0, (m, k), dtype) for pair, m in zip(merged, rows)]
+    ind = [_piece(pair, 1, (m, k), np.int64) for pair, m in zip(merged, rows)]
+    dist, ind = da.concatenate(dist), da.concatenate(ind)
     return (dist, ind) if return_distance else ind
+
+
+def _piece(pair, which: int, shape, dtype):
+    """Item ``which`` of a block's merged pair (a Delayed or a future) as a Dask array of ``shape``."""
+    import operator
+
+    import dask
+    import dask.array as da
+
+    item = dask.delayed(operator.itemgetter(which))(pair)
+    return da.from_delayed(item, shape, dtype=dtype, meta=np.empty((0, 0), dtype))
+
+
+def _shard_within(shard: _Shard, queries, radius: float, offset: int) -> tuple:
+    """The shard's fitted rows within ``radius`` of each query (``None``: its own rows, each excluding itself)
+    as host CSR arrays ``(indptr, columns, distances)``, columns made global row numbers, rows in index order."""
+    G = shard.model.radius_neighbors_graph(queries, radius, mode="distance")
+    G = G.get() if validation.is_cupy(G) else G
+    return G.indptr, G.indices.astype(np.int64) + offset, G.data
+
+
+def _side_by_side(parts) -> tuple:
+    """One query block's shards' answers as (rows, columns, distances), each row's entries in shard order
+    (the shards in row order: index order)."""
+    rows = np.concatenate([np.repeat(np.arange(p[0].size - 1), np.diff(p[0])) for p in parts] or [[]])
+    order = np.argsort(rows, kind="stable")
+    cols = np.concatenate([p[1] for p in parts] or [[]]).astype(np.int64)
+    dist = np.concatenate([p[2] for p in parts] or [[]])
+    return rows[order].astype(np.int64), cols[order], dist[order]
+
+
+def radius_neighbors_graph(model, X, radius: float, mode: str, sort_results: bool) -> sp.csr_matrix:
+    """``radius_neighbors_graph`` against a sharded index, or with Dask queries, computed: the single-machine
+    result (a SciPy CSR matrix; ``radius_neighbors`` reads its rows).  Each shard answers every query block
+    with the single-machine call; the answers are put side by side, column numbers made global."""
+    import dask
+
+    from .neighbors import _check_mode, _check_radius
+
+    _check_mode(mode)
+    radius = _check_radius(model.radius if radius is None else radius)
+    model._check_fitted()
+    spec, _, _ = model._resolve()
+    Q = _queries(model, X)
+    dtype = _sdask.result_dtype(Q, model._fit_X)
+
+    def args_of(size, own, offset):
+        return (radius, offset) if size > int(own) else None
+
+    blocks = _combined(model, X, Q, _shard_within, _side_by_side, args_of)
+    blocks = dask.compute(*blocks) if _distributed_client() is None else [f.result() for f in blocks]
+    counts = _sdask.known_rows(Q, "X")
+    first = np.concatenate([[0], np.cumsum(counts)])
+    rows = np.concatenate([b[0] + first[q] for q, b in enumerate(blocks)]) if blocks else np.zeros(0, np.int64)
+    cols = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    dist = np.concatenate([b[2] for b in blocks]).astype(dtype) if blocks else np.zeros(0, dtype)
+    if sort_results and mode == "distance":  # best first, ties by index: the single-machine order
+        order = np.lexsort((cols, -dist if spec.similarity else dist, rows))
+        rows, cols, dist = rows[order], cols[order], dist[order]
+    data = np.ones(cols.size) if mode == "connectivity" else dist
+    indptr = np.zeros(Q.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=Q.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((data, cols, indptr), shape=(Q.shape[0], model.n_samples_fit_))
 
 
 class _Computed:

@@ -395,6 +395,8 @@ class NearestNeighbors:
         scikit-learn).  CuPy queries on the GPU get a ``cupyx.scipy.sparse``
         CSR matrix, built there.  See :meth:`radius_neighbors`.
         """
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # every shard's answer, side by side (docs/dask.md)
+            return _dask.radius_neighbors_graph(self, X, radius, mode, sort_results)
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
         self._check_fitted()

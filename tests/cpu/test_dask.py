@@ -184,6 +184,33 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         nn.kneighbors_graph(None, 4, mode="weights")
 
 
+def test_radius_neighbors_on_a_sharded_index(client):
+    """Each shard's ε-neighbours side by side equal the single-machine call's, and cdist's pairs within r."""
+    X, Q = tied_data(40, 6, 4), tied_data(13, 6, 5)
+    nn = NearestNeighbors(radius=1.5, metric="cityblock").fit(row_blocks(X, 11))
+    one = NearestNeighbors(radius=1.5, metric="cityblock").fit(X)
+    for queries, Qd in ((None, X), (row_blocks(Q, 4), Q), (Q, Q)):
+        D = cdist(Qd.toarray(), X.toarray(), "cityblock")
+        if queries is None:
+            np.fill_diagonal(D, np.inf)  # a point is not its own neighbour
+        for mode, sort in (("distance", False), ("distance", True), ("connectivity", False)):
+            got = nn.radius_neighbors_graph(queries, mode=mode, sort_results=sort)
+            want = one.radius_neighbors_graph(None if queries is None else Q, mode=mode, sort_results=sort)
+            assert isinstance(got, sp.csr_matrix) and got.dtype == want.dtype
+            np.testing.assert_array_equal(got.indptr, want.indptr)
+            np.testing.assert_array_equal(got.indices, want.indices)
+            np.testing.assert_array_equal(got.data, want.data)
+            stored = sp.csr_matrix((np.ones(got.nnz), got.indices, got.indptr), shape=got.shape).toarray()
+            np.testing.assert_array_equal(stored != 0, D <= 1.5)  # the pattern: distances of 0 are stored
+        dist, ind = nn.radius_neighbors(queries, sort_results=True)
+        for d, i, row in zip(dist, ind, D):
+            np.testing.assert_array_equal(np.sort(i), np.flatnonzero(row <= 1.5))
+            np.testing.assert_allclose(d, row[i], rtol=1e-12)
+    ind = one.radius_neighbors(row_blocks(Q, 4), return_distance=False)  # a single-machine index, Dask queries
+    for i, row in zip(ind, cdist(Q.toarray(), X.toarray(), "cityblock")):
+        np.testing.assert_array_equal(i, np.flatnonzero(row <= 1.5))
+
+
 def test_a_single_machine_index_answers_dask_queries(client):
     X, Q = tied_data(30, 6, 6), tied_data(9, 6, 7)
     nn = NearestNeighbors(n_neighbors=3, metric="cityblock").fit(X)
