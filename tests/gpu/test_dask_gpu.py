@@ -67,6 +67,24 @@ def test_kneighbors_on_gpu_shards(client, metric):
         assert_neighbors_up_to_ties(dist, ind, D, 10, largest=largest, exclude_self=exclude, rtol=1e-9, atol=1e-12)
 
 
+def test_radius_neighbors_on_gpu_shards(client):
+    X, Q = data(900, 60, 1), data(200, 60, 2)
+    nn = NearestNeighbors(radius=0.5, metric="cosine", backend="cuda").fit(blocks(X, 250))
+    one = NearestNeighbors(radius=0.5, metric="cosine", backend="cuda").fit(X)
+    for queries, Qd in ((None, X), (blocks(Q, 64), Q)):
+        got = nn.radius_neighbors_graph(queries, mode="distance", sort_results=True)
+        want = one.radius_neighbors_graph(None if queries is None else Q, mode="distance", sort_results=True)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-9, atol=1e-12)
+        D = cdist(Qd.toarray(), X.toarray(), "cosine")
+        if queries is None:
+            np.fill_diagonal(D, np.inf)
+        far_from_edge = np.abs(D - 0.5) > 1e-9  # pairs at the radius itself: rounding decides
+        stored = sp.csr_matrix((np.ones(got.nnz), got.indices, got.indptr), shape=got.shape).toarray() != 0
+        np.testing.assert_array_equal(stored[far_from_edge], (D <= 0.5)[far_from_edge])
+
+
 def test_graph_measures_on_gpu_workers(client):
     A = random_graph(3000, 20000, seed=3)
     dA = blocks(A, 700)
