@@ -89,14 +89,26 @@ Y_TILE = 16
 
 @njit(**JIT)
 def invert_rows(xp, xi, xv, x0, x1, ncols):
-    """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0)."""
+    """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0), values
+    cval[colptr[c]:colptr[c+1]] in float64."""
+    return _by_column(xp, xi, xv, x0, x1, ncols, np.empty(xp[x1] - xp[x0], np.float64))
+
+
+@njit(**JIT)
+def invert_rows_as_stored(xp, xi, xv, x0, x1, ncols):
+    """``invert_rows`` with the values in X's own type: a float32 X's postings take 8 bytes an entry, not 12
+    (the sparse-result kernels stream postings in their inner loops, widening each value as they read it)."""
+    return _by_column(xp, xi, xv, x0, x1, ncols, np.empty(xp[x1] - xp[x0], xv.dtype))
+
+
+@njit(**JIT)
+def _by_column(xp, xi, xv, x0, x1, ncols, cval):
     colptr = np.zeros(ncols + 1, np.int64)
     for k in range(xp[x0], xp[x1]):
         colptr[xi[k] + 1] += 1
     for c in range(ncols):
         colptr[c + 1] += colptr[c]
     crow = np.empty(xp[x1] - xp[x0], np.int32)
-    cval = np.empty(xp[x1] - xp[x0], np.float64)
     # Each column's next free position: int32 where it fits, a quarter of the time of int64 on EDGAR-like data
     # (858,000 columns: the positions are read and written at random).
     if xp[x1] - xp[x0] < 2**31:
@@ -514,7 +526,7 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     budget = SCRATCH_BUDGET.get()
     if sparse_strategy(m, p) == "columns":
         return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget)
-    colptr, crow, cval = invert_rows(Y.indptr, yi, Y.data, 0, p, ncols)
+    colptr, crow, cval = invert_rows_as_stored(Y.indptr, yi, Y.data, 0, p, ncols)
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
@@ -561,7 +573,7 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     counts = np.zeros((nchunks, m), np.int64)
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
-    colptr, crow, cval = invert_rows(X.indptr, xi, X.data, 0, m, ncols)
+    colptr, crow, cval = invert_rows_as_stored(X.indptr, xi, X.data, 0, m, ncols)
     bitmaps = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], m, budget)
     if bitmaps is None:
         kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
