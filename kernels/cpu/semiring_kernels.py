@@ -545,7 +545,9 @@ def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, pa
 # The same down Y's rows, where the X rows holding a column are many against m/64: each held column's X rows as
 # an m-bit bitmap (``rowbits[cslot[c]]``), ORed over a Y row's columns, give the X rows it meets, so the count
 # costs m/64 words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per
-# product (its accumulators are reset, and read back, through the bits).
+# product: its accumulators are kept at ``start`` between Y rows, reset as they are read back through the bits.
+# ``met`` (p × m/64 words, or no rows where they would not fit): the bits of each Y row, kept by the count for the
+# fill.
 
 
 @njit(inline="always", **JIT)
@@ -559,11 +561,12 @@ def _meets(yp, yi, cslot, rowbits, j, seen):
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, nchunks, counts):
+def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, met, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
-        seen = np.empty(rowbits.shape[1], np.uint64)
+        scratch = np.empty(rowbits.shape[1], np.uint64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+            seen = met[j] if met.shape[0] else scratch
             _meets(yp, yi, cslot, rowbits, j, seen)
             for v in range(seen.size):
                 word = seen[v]
@@ -575,21 +578,19 @@ def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, nchunks, counts):
 
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
-    yp, yi, yv, colptr, crow, cval, cslot, rowbits, m, nchunks, start, params, starts, indices, data
+    yp, yi, yv, colptr, crow, cval, cslot, rowbits, met, m, nchunks, start, params, starts, indices, data
 ):
     p = yp.size - 1
     for chunk in prange(nchunks):
-        seen = np.empty(rowbits.shape[1], np.uint64)
-        acc = np.empty(m, np.float64)
+        scratch = np.empty(rowbits.shape[1], np.uint64)
+        acc = np.full(m, start, np.float64)
         pos = starts[chunk].copy()
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
-            _meets(yp, yi, cslot, rowbits, j, seen)
-            for v in range(seen.size):
-                word = seen[v]
-                while word:
-                    low, bit = _lowest_bit(word)
-                    acc[(v << 6) + bit] = start
-                    word ^= low
+            if met.shape[0]:
+                seen = met[j]
+            else:
+                seen = scratch
+                _meets(yp, yi, cslot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
                 c = _u(yi[_u(t)])
                 y = np.float64(yv[_u(t)])
@@ -600,8 +601,9 @@ def sparse_fill_by_bitmaps(
                 word = seen[v]
                 while word:
                     low, bit = _lowest_bit(word)
-                    r = (v << 6) + bit
+                    r = _u((v << 6) + bit)
                     indices[_u(pos[r])] = j
                     data[_u(pos[r])] = acc[r]
+                    acc[r] = start
                     pos[r] += 1
                     word ^= low
