@@ -473,7 +473,7 @@ SPARSE_SLOT_BYTES = 16
 SPARSE_DENSE_BYTES = 8 + 1 / 8
 # A row of a sparse result accumulates in p-long arrays (a value and a bit per Y row) once its products are at
 # least p / SPARSE_DENSE_ROW: reading its entries back in order then costs p/64 bitmap words, less than sorting
-# them (semiring_kernels.sparse_fill).
+# them (semiring_kernels.sparse_fill; ``dense_at`` there).
 SPARSE_DENSE_ROW = 32
 
 
@@ -487,15 +487,21 @@ def _row_flops(xp, xi, colptr, flops):
         flops[i] = n
 
 
-SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"  # "rows" or "columns" forces one (tests run each path)
+# "rows" (each row's accumulator by its products), "hash" or "dense" (down X's rows, every row with that
+# accumulator), "columns" forces one (tests run each path).
+SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"
+SPARSE_STRATEGIES = ("auto", "rows", "hash", "dense", "columns")
 
 
 def sparse_strategy(m: int, p: int) -> str:
     """Down Y's rows ("columns", an m-long accumulator) when X has no more rows than Y, else down X's rows
-    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side."""
+    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side.
+    ``$SEMIRING_CPU_SPARSE`` forces one, or "hash" / "dense": down X's rows with that accumulator for every row."""
     forced = os.environ.get(SPARSE_STRATEGY_ENV, "auto")
-    if forced not in ("auto", "rows", "columns"):
-        raise ValueError(f"${SPARSE_STRATEGY_ENV} must be 'auto', 'rows' or 'columns', got {forced!r}")
+    if forced not in SPARSE_STRATEGIES:
+        raise ValueError(
+            f"${SPARSE_STRATEGY_ENV} must be one of {', '.join(map(repr, SPARSE_STRATEGIES))}, got {forced!r}"
+        )
     if forced != "auto":
         return forced
     return "columns" if m <= p else "rows"
@@ -524,13 +530,16 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     m, p = X.shape[0], Y.shape[0]
     xi, yi, ncols = compact_columns(X, Y)
     budget = SCRATCH_BUDGET.get()
-    if sparse_strategy(m, p) == "columns":
+    strategy = sparse_strategy(m, p)
+    if strategy == "columns":
         return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget)
     colptr, crow, cval = invert_rows_as_stored(Y.indptr, yi, Y.data, 0, p, ncols)
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
-    dense = SPARSE_DENSE_ROW * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row)
+    # Rows of at least dense_at products accumulate in p-long arrays, the others in a hash table.
+    dense_at = {"hash": np.iinfo(np.int64).max, "dense": 0}.get(strategy, -(-p // SPARSE_DENSE_ROW))
+    dense = flops >= dense_at
     hashed_max = int(flops[~dense].max(initial=0))
     table = 2
     while table < 2 * min(hashed_max, p):
@@ -541,10 +550,10 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
         workers = max(1, min(workers, int(budget // (SPARSE_SLOT_BYTES * table + SPARSE_DENSE_BYTES * dense_width))))
     counts = np.zeros(m, np.int64)
     if m and p:
-        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)
+        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, dense_at, p, table, dense_width, workers, counts)
     indptr, indices, data = _sparse_arrays(counts, p, out_dtype)
     if indices.size:
-        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, dense_width, workers)
+        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, dense_at, p, table, dense_width, workers)
         kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
     return indptr, indices, data
 

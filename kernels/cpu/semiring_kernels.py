@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from semiring.kernels.cpu.jit import JIT
-from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, X_BLOCK, Y_TILE, invert_rows
+from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
 
 # <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
 # its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
@@ -330,7 +330,7 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
 # C = X ⊕.⊗ Yᵀ keeping only the pairs that share a stored column, as GraphBLAS mxm does: Gustavson's row-by-row
 # product.  Y is indexed by column once (colptr, crow, cval: values as Y stores them, widened as read); X row i's
 # entries walk the Y rows holding their column, and the products are summed per Y row j in one of two
-# accumulators, chosen per row by its products (flops[i]) against p (``pairwise.SPARSE_DENSE_ROW``):
+# accumulators, chosen per row by its products: flops[i] >= dense_at (p / ``pairwise.SPARSE_DENSE_ROW``, or forced):
 # * many products: p-long values, kept at ``start`` between rows, and a p-bit bitmap of the j met, set with no
 #   test; the row's entries come out sorted by walking the bitmap's set bits (p/64 words, then one step per
 #   entry), no sort and no p-long scan, and the values are reset to ``start`` on the way;
@@ -364,11 +364,6 @@ def _table_mask(flops_i, p):
     while size < 2 * min(flops_i, p):
         size *= 2
     return _u(size - 1)
-
-
-@njit(inline="always", **JIT)
-def _dense_row(flops_i, p):
-    return SPARSE_DENSE_ROW * flops_i >= p
 
 
 # The lowest set bit's position: de Bruijn multiplication (numba has no count-trailing-zeros).
@@ -407,14 +402,14 @@ def _mark(bits, j):
 
 
 @njit(parallel=True, **JIT)
-def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, counts):
+def sparse_count(xp, xi, colptr, crow, flops, dense_at, p, table, dense_width, workers, counts):
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         for i in range(w, m, workers):
             n = 0
-            if _dense_row(flops[i], p):
+            if flops[i] >= dense_at:
                 for k in range(xp[i], xp[i + 1]):
                     c = _u(xi[_u(k)])
                     for q in range(colptr[c], colptr[c + _u(1)]):
@@ -438,7 +433,23 @@ def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, co
 
 @njit(parallel=True, **JIT)
 def sparse_fill(
-    xp, xi, xv, colptr, crow, cval, flops, p, table, dense_width, workers, start, params, indptr, indices, data
+    xp,
+    xi,
+    xv,
+    colptr,
+    crow,
+    cval,
+    flops,
+    dense_at,
+    p,
+    table,
+    dense_width,
+    workers,
+    start,
+    params,
+    indptr,
+    indices,
+    data,
 ):
     m = xp.size - 1
     for w in prange(workers):
@@ -448,7 +459,7 @@ def sparse_fill(
         dvals = np.full(dense_width, start, np.float64)
         for i in range(w, m, workers):
             a, b = indptr[i], indptr[i + 1]
-            if _dense_row(flops[i], p):
+            if flops[i] >= dense_at:
                 for k in range(xp[i], xp[i + 1]):
                     c = _u(xi[_u(k)])
                     x = np.float64(xv[_u(k)])

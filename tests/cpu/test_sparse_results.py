@@ -55,11 +55,45 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
     np.testing.assert_array_equal(dense[outside], sr.add.identity)  # no shared column: the identity, not stored
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), [("rows", "auto"), ("columns", "0"), ("columns", "1")])
+# Every strategy of the sparse product, forced: down X's rows with each row's accumulator by its products
+# ("rows"), every row hashed ("hash") or in p-long arrays ("dense"); down Y's rows walking postings (bitmaps "0")
+# or ORing row bitmaps ("1").
+STRATEGIES = [("rows", "auto"), ("hash", "auto"), ("dense", "auto"), ("columns", "0"), ("columns", "1")]
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, data):
+    """Awkward inputs (empty rows and matrices, explicit zeros, one column, float32 and float64, int32 and int64
+    indices) on each strategy: the pattern is where the rows share a stored column (SciPy's product of the
+    structures), the values SciPy's float64 ``X @ Y.T`` there, and the whole is graphblas's mxm."""
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
+
+    X, Y = data.draw(sparse_pair())
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SPARSE_STRATEGY_ENV, strategy)
+        env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+        C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert C.dtype == X.dtype and C.has_sorted_indices
+    structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
+    pattern = (structure[0] @ structure[1].T).tocsr()
+    pattern.sort_indices()
+    np.testing.assert_array_equal(C.indptr, pattern.indptr)
+    np.testing.assert_array_equal(C.indices, pattern.indices)
+    exact = X.astype(np.float64).toarray() @ Y.astype(np.float64).toarray().T
+    rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+    rtol = 1e-5 if C.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(C.data, exact[rows, C.indices], rtol=rtol, atol=1e-300)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", rtol)
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
 def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, monkeypatch):
     """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
-    on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many) and
-    down Y's rows (sorted by construction) walking postings or ORing row bitmaps, each forced."""
+    on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many; or
+    every row on one, forced) and down Y's rows (sorted by construction) walking postings or ORing row bitmaps
+    (the bits each Y row meets too many to keep for the fill), each forced."""
     from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
 
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
@@ -115,7 +149,8 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")
     assert sparse_strategy(512, 100_000) == "rows"
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "diagonal")
-    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE must be 'auto', 'rows' or 'columns', got 'diagonal'"):
+    message = "SEMIRING_CPU_SPARSE must be one of 'auto', 'rows', 'hash', 'dense', 'columns', got 'diagonal'"
+    with pytest.raises(ValueError, match=message):
         sparse_strategy(1, 1)
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
     monkeypatch.setenv(SPARSE_BITMAPS_ENV, "yes")
