@@ -574,7 +574,11 @@ SPARSE_CHUNKS_PER_THREAD = 4
 
 def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
-    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``)."""
+    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``).
+
+    X's index is by slot, the columns X holds numbered (``_x_column_slots``): per-column arrays are then one
+    int32 slot a column, the rest as long as X's columns, however wide Y's space (EDGAR-like: 858,000 columns,
+    3,000 of them in 512 queries; serial passes over every column took half of a 16-thread product)."""
     m, p = X.shape[0], Y.shape[0]
     nchunks = max(1, min(p, SPARSE_CHUNKS_PER_THREAD * numba.get_num_threads()))
     if budget is not None:
@@ -582,26 +586,28 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     counts = np.zeros((nchunks, m), np.int64)
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
-    colptr, crow, cval = invert_rows_as_stored(X.indptr, xi, X.data, 0, m, ncols)
-    bitmaps = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], m, budget)
-    if bitmaps is None:
-        kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
+    slot, _, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
+    colptr, crow, cval = invert_rows_as_stored(X.indptr, xs, X.data, 0, m, nslots)
+    index = (Y.indptr, yi, slot, colptr, crow)
+    rowbits = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], slot, m, budget)
+    if rowbits is None:
+        kernels.sparse_count_by_columns(*index, m, nchunks, counts)
     else:
         # The X rows each Y row meets (m bits), kept from the count for the fill where they fit: the fill then
         # ORs no bitmaps of its own.
-        words = bitmaps[1].shape[1]
+        words = rowbits.shape[1]
         keep = p * words * 8 <= (SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget))
-        bitmaps = (*bitmaps, np.empty((p if keep else 0, words), np.uint64))
-        kernels.sparse_count_by_bitmaps(Y.indptr, yi, *bitmaps, nchunks, counts)
+        met = np.empty((p if keep else 0, words), np.uint64)
+        kernels.sparse_count_by_bitmaps(*index, rowbits, met, nchunks, counts)
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
-        if bitmaps is None:
-            args = (Y.indptr, yi, Y.data, colptr, crow, cval, m, nchunks, sr.start(X.shape[1]), sr.params, starts)
-            kernels.sparse_fill_by_columns(*args, indices, data)
+        args = (Y.indptr, yi, Y.data, slot, colptr, crow, cval)
+        ops = (m, nchunks, sr.start(X.shape[1]), sr.params, starts, indices, data)
+        if rowbits is None:
+            kernels.sparse_fill_by_columns(*args, *ops)
         else:
-            args = (Y.indptr, yi, Y.data, colptr, crow, cval, *bitmaps, m, nchunks, sr.start(X.shape[1]), sr.params)
-            kernels.sparse_fill_by_bitmaps(*args, starts, indices, data)
+            kernels.sparse_fill_by_bitmaps(*args, rowbits, met, *ops)
     return indptr, indices, data
 
 
@@ -611,10 +617,10 @@ SPARSE_BITMAPS_BYTES = 64 * 2**20
 SPARSE_BITMAPS_ENV = "SEMIRING_CPU_SPARSE_BITMAPS"  # "1" or "0" forces them or not (tests run each path)
 
 
-def _row_bitmaps(colptr, crow, yi, m: int, budget):
-    """``(cslot, rowbits)``: for each column X holds, a slot, and the m-bit bitmap of its X rows; or None where
-    a Y entry's postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
-    held = np.flatnonzero(np.diff(colptr))
+def _row_bitmaps(colptr, crow, yi, slot, m: int, budget):
+    """``rowbits``: for each slot of a column X holds, the m-bit bitmap of its X rows; or None where a Y entry's
+    postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
+    nslots = colptr.size - 1
     words = (m + 63) // 64
     forced = os.environ.get(SPARSE_BITMAPS_ENV, "auto")
     if forced not in ("auto", "0", "1"):
@@ -623,35 +629,33 @@ def _row_bitmaps(colptr, crow, yi, m: int, budget):
         return None
     if forced == "auto":
         limit = SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget)
-        if held.size * words * 8 > limit:
+        if nslots * words * 8 > limit:
             return None
-        products, meeting = _postings_met(yi, colptr)
+        products, meeting = _postings_met(yi, slot, colptr)
         if products < words * meeting:
             return None
-    cslot = np.full(colptr.size - 1, -1, np.int32)
-    cslot[held] = np.arange(held.size, dtype=np.int32)
-    rowbits = np.zeros((held.size, words), np.uint64)
-    _fill_row_bitmaps(colptr, crow, cslot, rowbits)
-    return cslot, rowbits
+    rowbits = np.zeros((nslots, words), np.uint64)
+    _fill_row_bitmaps(colptr, crow, rowbits)
+    return rowbits
 
 
 @njit(parallel=True, **JIT)
-def _postings_met(yi, colptr):
+def _postings_met(yi, slot, colptr):
     """(Σ over Y's entries of the X rows holding their column, Y's entries in a column X holds): a pass over Y's
     entries across threads (serial, it took a tenth of a 16-thread product on scRNA-like data)."""
     products = 0
     meeting = 0
     for t in prange(yi.size):
-        n = colptr[yi[t] + 1] - colptr[yi[t]]
-        products += n
-        meeting += 1 if n > 0 else 0
+        s = slot[yi[t]]
+        if s >= 0:
+            products += colptr[s + 1] - colptr[s]
+            meeting += 1
     return products, meeting
 
 
 @njit(**JIT)
-def _fill_row_bitmaps(colptr, crow, cslot, rowbits):
-    for c in range(colptr.size - 1):
-        s = cslot[c]
-        for q in range(colptr[c], colptr[c + 1]):
+def _fill_row_bitmaps(colptr, crow, rowbits):
+    for s in range(colptr.size - 1):
+        for q in range(colptr[s], colptr[s + 1]):
             r = crow[q]
             rowbits[s, r >> 6] |= np.uint64(1) << np.uint64(r & 63)

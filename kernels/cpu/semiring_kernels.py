@@ -503,22 +503,25 @@ def sparse_fill(
 
 
 # When X has fewer rows than Y (queries against a collection), the product runs down Y's rows instead: for each
-# Y row j, its entries walk the X rows holding their column (X indexed by column, relative rows r, values as X
-# stores them), and the sums per X row r live in an m-long accumulator (in L1 for hundreds of queries), reset
-# through the list of rows j touched.  Y's rows are cut into ``nchunks`` ranges in order; ``counts[chunk, r]``
-# are the entries each range gives row r, so each range writes its entries of row r at its own offset
-# (``starts``) in increasing j: rows come out sorted with no sort.
+# Y row j, its entries walk the X rows holding their column (X indexed by the slot of each column it holds,
+# ``slot[c]``, -1 for the others; relative rows r, values as X stores them), and the sums per X row r live in an
+# m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j touched.  Y's rows are
+# cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range gives row r, so each
+# range writes its entries of row r at its own offset (``starts``) in increasing j: rows come out sorted with
+# no sort.
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_columns(yp, yi, colptr, crow, m, nchunks, counts):
+def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
-                c = _u(yi[_u(t)])
-                for q in range(colptr[c], colptr[c + _u(1)]):
+                s = slot[_u(yi[_u(t)])]
+                if s < 0:
+                    continue
+                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
@@ -526,7 +529,7 @@ def sparse_count_by_columns(yp, yi, colptr, crow, m, nchunks, counts):
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
@@ -536,9 +539,11 @@ def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, pa
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
-                c = _u(yi[_u(t)])
+                s = slot[_u(yi[_u(t)])]
+                if s < 0:
+                    continue
                 y = np.float64(yv[_u(t)])
-                for q in range(colptr[c], colptr[c + _u(1)]):
+                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
@@ -553,43 +558,51 @@ def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, pa
                 pos[r] += 1
 
 
-# The same down Y's rows, where the X rows holding a column are many against m/64: each held column's X rows as
-# an m-bit bitmap (``rowbits[cslot[c]]``), ORed over a Y row's columns, give the X rows it meets, so the count
-# costs m/64 words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per
-# product: its accumulators are kept at ``start`` between Y rows, reset as they are read back through the bits.
-# ``met`` (p × m/64 words, or no rows where they would not fit): the bits of each Y row, kept by the count for the
-# fill.
+# The same down Y's rows, where the X rows holding a column are many against m/64: each slot's X rows as an
+# m-bit bitmap (``rowbits[s]``), ORed over a Y row's columns, give the X rows it meets, so the count costs m/64
+# words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per product: its
+# accumulators are kept at ``start`` between Y rows, reset as they are read back through the bits.  ``met``
+# (p × m/64 words, or no rows where they would not fit): the bits of each Y row, kept by the count for the fill.
+# A count adds a whole word's bits at once, with no branch per bit, where the word is dense (results of many
+# products an entry are often nearly so).
+_DENSE_WORD = 16
 
 
 @njit(inline="always", **JIT)
-def _meets(yp, yi, cslot, rowbits, j, seen):
+def _meets(yp, yi, slot, rowbits, j, seen):
     seen[:] = 0
     for t in range(yp[j], yp[j + 1]):
-        s = cslot[_u(yi[_u(t)])]
+        s = slot[_u(yi[_u(t)])]
         if s >= 0:
             for w in range(seen.size):
                 seen[w] |= rowbits[_u(s), w]
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, met, nchunks, counts):
+def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
         scratch = np.empty(rowbits.shape[1], np.uint64)
+        row = counts[chunk]
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             seen = met[j] if met.shape[0] else scratch
-            _meets(yp, yi, cslot, rowbits, j, seen)
+            _meets(yp, yi, slot, rowbits, j, seen)
             for v in range(seen.size):
                 word = seen[v]
+                if _popcount(word) >= _DENSE_WORD:
+                    base = v << 6
+                    for b in range(min(64, row.size - base)):
+                        row[base + b] += np.int64((word >> _u(b)) & _u(1))
+                    continue
                 while word:
                     low, bit = _lowest_bit(word)
-                    counts[chunk, (v << 6) + bit] += 1
+                    row[(v << 6) + bit] += 1
                     word ^= low
 
 
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
-    yp, yi, yv, colptr, crow, cval, cslot, rowbits, met, m, nchunks, start, params, starts, indices, data
+    yp, yi, yv, slot, colptr, crow, cval, rowbits, met, m, nchunks, start, params, starts, indices, data
 ):
     p = yp.size - 1
     for chunk in prange(nchunks):
@@ -601,11 +614,13 @@ def sparse_fill_by_bitmaps(
                 seen = met[j]
             else:
                 seen = scratch
-                _meets(yp, yi, cslot, rowbits, j, seen)
+                _meets(yp, yi, slot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
-                c = _u(yi[_u(t)])
+                s = slot[_u(yi[_u(t)])]
+                if s < 0:
+                    continue
                 y = np.float64(yv[_u(t)])
-                for q in range(colptr[c], colptr[c + _u(1)]):
+                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
                     r = _u(crow[_u(q)])
                     acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)
             for v in range(seen.size):

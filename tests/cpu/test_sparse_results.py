@@ -157,3 +157,28 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     X = sp.csr_matrix(np.eye(3))
     with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
+
+
+@pytest.mark.parametrize("bitmaps", ["0", "1"])
+def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
+    """100 X rows that all hold column 0 (some as a stored zero), against Y rows holding it: each Y row meets
+    every X row, so the count adds whole words of bits at once (a full word and a last word of 36 rows), and
+    the X rows' stored zeros still count as entries."""
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
+
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    rng = np.random.default_rng(5)
+
+    def rows(k, every):  # column 0 stored in every `every`-th row
+        stored = rng.random((k, 6)) < 0.3
+        stored[:, 0] = np.arange(k) % every == 0
+        r, c = np.nonzero(stored)
+        return sp.csr_matrix((rng.random(r.size), (r, c)), shape=(k, 6))
+
+    X, Y = rows(100, 1), rows(150, 2)
+    X.data[(X.indices == 0) & (np.arange(X.nnz) % 7 == 0)] = 0.0  # stored zeros
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert np.diff(C.indptr).min() >= 75  # every X row meets every Y row holding column 0
+    np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
