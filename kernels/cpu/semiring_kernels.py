@@ -12,7 +12,9 @@ inside a kernel it is a dynamic global, which numba's disk cache refuses.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core.extending import intrinsic
 
 from semiring.kernels.cpu.jit import JIT
 from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
@@ -511,6 +513,40 @@ def sparse_fill(
 # no sort.
 
 
+@intrinsic
+def _prefetch(typingctx, array, index):
+    # A hint to bring array[index]'s cache line in (llvm.prefetch: a read, kept in every level); never faults.
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        byte = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte], fnty)
+        address = builder.bitcast(builder.gep(data, [args[1]]), byte)
+        builder.call(fn, [address, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+# Down Y's rows, each Y entry's postings (a few X rows' worth, anywhere in X's index) are asked for this many
+# entries before they are walked: the walks are too short for the hardware to prefetch, and waiting on them
+# took a third of the fill on scRNA-like data (32 postings an entry, X's index out of L2).
+PREFETCH_AHEAD = 4
+
+
+@njit(inline="always", **JIT)
+def _prefetch_postings(yi, slot, colptr, crow, cval, t):
+    if t < yi.size:
+        s = slot[_u(yi[_u(t)])]
+        if s >= 0:
+            q = colptr[_u(s)]
+            _prefetch(crow, q)
+            _prefetch(crow, q + 16)
+            _prefetch(cval, q)
+            _prefetch(cval, q + 8)
+
+
 @njit(parallel=True, **JIT)
 def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
     p = yp.size - 1
@@ -518,6 +554,7 @@ def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
+                _prefetch_postings(yi, slot, colptr, crow, crow, t + PREFETCH_AHEAD)
                 s = slot[_u(yi[_u(t)])]
                 if s < 0:
                     continue
@@ -539,6 +576,7 @@ def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, sta
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
+                _prefetch_postings(yi, slot, colptr, crow, cval, t + PREFETCH_AHEAD)
                 s = slot[_u(yi[_u(t)])]
                 if s < 0:
                     continue
@@ -616,6 +654,7 @@ def sparse_fill_by_bitmaps(
                 seen = scratch
                 _meets(yp, yi, slot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
+                _prefetch_postings(yi, slot, colptr, crow, cval, t + PREFETCH_AHEAD)
                 s = slot[_u(yi[_u(t)])]
                 if s < 0:
                     continue
