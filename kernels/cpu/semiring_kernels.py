@@ -610,6 +610,9 @@ _DENSE_WORD = 16
 def _meets(yp, yi, slot, rowbits, j, seen):
     seen[:] = 0
     for t in range(yp[j], yp[j + 1]):
+        ahead = t + PREFETCH_AHEAD  # the bitmap of a Y entry's column, anywhere in rowbits: asked for ahead too
+        if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
+            _prefetch(rowbits, slot[_u(yi[_u(ahead)])] * rowbits.shape[1])
         s = slot[_u(yi[_u(t)])]
         if s >= 0:
             for w in range(seen.size):
