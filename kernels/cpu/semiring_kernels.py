@@ -536,15 +536,20 @@ PREFETCH_AHEAD = 4
 
 
 @njit(inline="always", **JIT)
-def _prefetch_postings(yi, slot, colptr, crow, cval, t):
-    if t < yi.size:
-        s = slot[_u(yi[_u(t)])]
-        if s >= 0:
-            q = colptr[_u(s)]
-            _prefetch(crow, q)
-            _prefetch(crow, q + 16)
-            _prefetch(cval, q)
-            _prefetch(cval, q + 8)
+def _postings(yi, yv, slot, colptr, crow, cval, t):
+    # (first, end) of Y entry t's postings in X's index (empty where X lacks its column), and its value; the
+    # postings of entry t + PREFETCH_AHEAD asked for meanwhile.
+    ahead = t + PREFETCH_AHEAD
+    if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
+        q = colptr[_u(slot[_u(yi[_u(ahead)])])]
+        _prefetch(crow, q)
+        _prefetch(crow, q + 16)
+        _prefetch(cval, q)
+        _prefetch(cval, q + 8)
+    s = slot[_u(yi[_u(t)])]
+    if s < 0:
+        return np.int64(0), np.int64(0), 0.0
+    return np.int64(colptr[_u(s)]), np.int64(colptr[_u(s + 1)]), np.float64(yv[_u(t)])
 
 
 @njit(parallel=True, **JIT)
@@ -554,11 +559,8 @@ def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
-                _prefetch_postings(yi, slot, colptr, crow, crow, t + PREFETCH_AHEAD)
-                s = slot[_u(yi[_u(t)])]
-                if s < 0:
-                    continue
-                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
+                q0, q1, _ = _postings(yi, yi, slot, colptr, crow, crow, t)
+                for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
@@ -576,12 +578,8 @@ def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, sta
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
-                _prefetch_postings(yi, slot, colptr, crow, cval, t + PREFETCH_AHEAD)
-                s = slot[_u(yi[_u(t)])]
-                if s < 0:
-                    continue
-                y = np.float64(yv[_u(t)])
-                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
+                q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
@@ -657,12 +655,8 @@ def sparse_fill_by_bitmaps(
                 seen = scratch
                 _meets(yp, yi, slot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
-                _prefetch_postings(yi, slot, colptr, crow, cval, t + PREFETCH_AHEAD)
-                s = slot[_u(yi[_u(t)])]
-                if s < 0:
-                    continue
-                y = np.float64(yv[_u(t)])
-                for q in range(colptr[_u(s)], colptr[_u(s + 1)]):
+                q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)
             for v in range(seen.size):
