@@ -537,7 +537,7 @@ PREFETCH_AHEAD = 4
 
 @njit(inline="always", **JIT)
 def _postings(yi, yv, slot, colptr, crow, cval, t):
-    # (first, end) of Y entry t's postings in X's index (empty where X lacks its column), and its value; the
+    # (slot, first, end) of Y entry t's postings in X's index (empty where X lacks its column), and its value; the
     # postings of entry t + PREFETCH_AHEAD asked for meanwhile.
     ahead = t + PREFETCH_AHEAD
     if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
@@ -548,8 +548,8 @@ def _postings(yi, yv, slot, colptr, crow, cval, t):
         _prefetch(cval, q + 8)
     s = slot[_u(yi[_u(t)])]
     if s < 0:
-        return np.int64(0), np.int64(0), 0.0
-    return np.int64(colptr[_u(s)]), np.int64(colptr[_u(s + 1)]), np.float64(yv[_u(t)])
+        return s, np.int64(0), np.int64(0), 0.0
+    return s, np.int64(colptr[_u(s)]), np.int64(colptr[_u(s + 1)]), np.float64(yv[_u(t)])
 
 
 @njit(parallel=True, **JIT)
@@ -559,7 +559,7 @@ def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
-                q0, q1, _ = _postings(yi, yi, slot, colptr, crow, crow, t)
+                _, q0, q1, _ = _postings(yi, yi, slot, colptr, crow, crow, t)
                 for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
@@ -578,7 +578,7 @@ def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, sta
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
-                q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                _, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
                 for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
@@ -599,6 +599,9 @@ def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, sta
 # words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per product: its
 # accumulators are kept at ``start`` between Y rows, reset as they are read back through the bits.  ``met``
 # (p × m/64 words, or no rows where they would not fit): the bits of each Y row, kept by the count for the fill.
+# A slot with ``dslot[s] >= 0`` is also an m-long column of X, ``dense[dslot[s]]`` (zeros where X lacks it:
+# plus_times only, ``pairwise.dense_columns``): a finite y there is one vectorised axpy into the accumulators,
+# not a walk of its postings; the other rows get 0 (the bits, not the sums, say what is stored).
 # A count adds a whole word's bits at once, with no branch per bit, where the word is dense (results of many
 # products an entry are often nearly so).
 _DENSE_WORD = 16
@@ -641,7 +644,7 @@ def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, c
 
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
-    yp, yi, yv, slot, colptr, crow, cval, rowbits, met, m, nchunks, start, params, starts, indices, data
+    yp, yi, yv, slot, colptr, crow, cval, rowbits, met, dslot, dense, m, nchunks, start, params, starts, indices, data
 ):
     p = yp.size - 1
     for chunk in prange(nchunks):
@@ -655,7 +658,12 @@ def sparse_fill_by_bitmaps(
                 seen = scratch
                 _meets(yp, yi, slot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
-                q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                s, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
+                    column = dense[_u(dslot[_u(s)])]
+                    for r in range(m):  # vectorises
+                        acc[r] = add(acc[r], mult(np.float64(column[r]), y, params), params)
+                    continue
                 for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)

@@ -182,3 +182,26 @@ def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
     assert np.diff(C.indptr).min() >= 75  # every X row meets every Y row holding column 0
     np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+
+
+def test_sparse_result_with_dense_columns_and_an_infinite_value():
+    """A column held by most queries runs as one axpy over an m-long column of X (plus_times), the others as
+    postings walks; an infinite y in the dense column takes the walk (0 × inf is NaN: the X rows without the
+    column must keep their finite sums), as mxm gives it."""
+    rng = np.random.default_rng(11)
+    X = sp.random(70, 40, density=0.1, format="lil", random_state=rng)
+    X[:60, 3] = 1.0 + rng.random((60, 1))  # a dense column (60 of 70 rows)
+    X[60:, 3] = 0.0
+    X[60:, 7] = 1.0  # rows without column 3 that meet Y row 4 at column 7
+    Y = sp.random(90, 40, density=0.1, format="lil", random_state=rng)
+    Y[::3, 3] = rng.random((30, 1))
+    Y[4, 3], Y[4, 7] = np.inf, 2.0
+    X, Y = X.tocsr(), Y.tocsr()
+    X[5, 3] = 0.0  # a stored zero in the dense column (an existing entry: stays stored)
+    X.sort_indices()
+    Y.sort_indices()
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+    column = C[:, 4].toarray().ravel()
+    assert np.isinf(column[:60]).sum() == 59 and np.isnan(column[5])  # inf × x, and inf × a stored 0
+    assert np.isfinite(column[60:]).all() and (column[60:] > 0).all()
