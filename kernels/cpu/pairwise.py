@@ -588,8 +588,9 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     slot, _, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
     colptr, crow, cval = invert_rows_as_stored(X.indptr, xs, X.data, 0, m, nslots)
+    yi = yi[: Y.indptr[-1]]  # Y's entries only: the kernels read a few ahead (prefetching) up to yi's end
     index = (Y.indptr, yi, slot, colptr, crow)
-    rowbits = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], slot, m, budget)
+    rowbits = _row_bitmaps(colptr, crow, yi, slot, m, budget)
     if rowbits is None:
         kernels.sparse_count_by_columns(*index, m, nchunks, counts)
     else:
@@ -656,10 +657,10 @@ def _postings_met(yi, slot, colptr):
 
 # Down Y's rows with bitmaps, a slot whose X rows are at least m / SPARSE_DENSE_COLUMN is also kept as an
 # m-long column of X (zeros elsewhere): a Y entry there is one axpy over it, which vectorises, instead of a walk
-# of its postings, each product a scattered add several times dearer (NYTimes- and MovieLens-like: the 73 and
-# 47 columns held by a quarter of 512 queries form 78 % of the products; CPU time -25 % and -30 % at 1/4, with
-# 1/2 and 1/8 no better, and scRNA-like no slower).  Only where a product with 0 adds nothing (plus_times, and a
-# finite y: the kernel's test); the columns within SPARSE_BITMAPS_BYTES and the budget.
+# of its postings, each product a scattered add several times dearer (NYTimes- and MovieLens-like: a few dozen
+# columns held by a quarter of 512 queries form most of the products; 1/4 was the best of 1/2, 1/4 and 1/8 on
+# the four shapes, 2 threads).  Only where a product with 0 adds nothing (plus_times, and a finite y: the
+# kernel's test); the columns within SPARSE_BITMAPS_BYTES and the budget.  Figures: docs/cpu-engine.md.
 SPARSE_DENSE_COLUMN = 4
 
 
