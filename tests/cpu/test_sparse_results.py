@@ -205,3 +205,22 @@ def test_sparse_result_with_dense_columns_and_an_infinite_value():
     column = C[:, 4].toarray().ravel()
     assert np.isinf(column[:60]).sum() == 59 and np.isnan(column[5])  # inf × x, and inf × a stored 0
     assert np.isfinite(column[60:]).all() and (column[60:] > 0).all()
+
+
+@pytest.mark.parametrize("nchunks", [1, 3, 8])
+def test_index_by_column_across_threads_is_scipys_csc(nchunks):
+    """X's index by column, its rows counted and placed in ranges across threads: SciPy's CSC of X (rows in
+    order within a column), values in X's own type, whatever the ranges (empty rows and columns included)."""
+    from semiring.kernels.cpu.pairwise import _index_by_column
+
+    rng = np.random.default_rng(2)
+    X = sp.random(200, 30, density=0.1, format="lil", random_state=rng, dtype=np.float32)
+    X[50:80] = 0.0  # empty rows
+    X = X.tocsr()
+    colptr, crow, cval = _index_by_column(X.indptr, X.indices, X.data, 30, nchunks)
+    csc = X.tocsc()
+    csc.sort_indices()
+    np.testing.assert_array_equal(colptr, csc.indptr)
+    np.testing.assert_array_equal(crow, csc.indices)
+    assert cval.dtype == np.float32
+    np.testing.assert_array_equal(cval, csc.data)
