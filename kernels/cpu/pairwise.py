@@ -89,9 +89,21 @@ Y_TILE = 16
 
 @njit(**JIT)
 def invert_rows(xp, xi, xv, x0, x1, ncols):
-    """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0), values
-    cval[colptr[c]:colptr[c+1]] in float64."""
-    return _by_column(xp, xi, xv, x0, x1, ncols, np.empty(xp[x1] - xp[x0], np.float64))
+    """Rows x0..x1 of X by column: for column c, rows crow[colptr[c]:colptr[c+1]] (relative to x0)."""
+    colptr = np.zeros(ncols + 1, np.int64)
+    for k in range(xp[x0], xp[x1]):
+        colptr[xi[k] + 1] += 1
+    for c in range(ncols):
+        colptr[c + 1] += colptr[c]
+    crow = np.empty(xp[x1] - xp[x0], np.int32)
+    cval = np.empty(xp[x1] - xp[x0], np.float64)
+    # Each column's next free position: int32 where it fits, a quarter of the time of int64 on EDGAR-like data
+    # (858,000 columns: the positions are read and written at random).
+    if xp[x1] - xp[x0] < 2**31:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].astype(np.int32), crow, cval)
+    else:
+        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].copy(), crow, cval)
+    return colptr, crow, cval
 
 
 def index_by_column(xp, xi, xv, ncols: int):
@@ -133,23 +145,6 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
                 crow[q] = i
                 cval[q] = xv[k]
                 at[xi[k]] = q + 1
-    return colptr, crow, cval
-
-
-@njit(**JIT)
-def _by_column(xp, xi, xv, x0, x1, ncols, cval):
-    colptr = np.zeros(ncols + 1, np.int64)
-    for k in range(xp[x0], xp[x1]):
-        colptr[xi[k] + 1] += 1
-    for c in range(ncols):
-        colptr[c + 1] += colptr[c]
-    crow = np.empty(xp[x1] - xp[x0], np.int32)
-    # Each column's next free position: int32 where it fits, a quarter of the time of int64 on EDGAR-like data
-    # (858,000 columns: the positions are read and written at random).
-    if xp[x1] - xp[x0] < 2**31:
-        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].astype(np.int32), crow, cval)
-    else:
-        _place_by_column(xp, xi, xv, x0, x1, colptr[:-1].copy(), crow, cval)
     return colptr, crow, cval
 
 
@@ -555,7 +550,7 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
       accumulator (rows with products ≥ p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap
       instead); per worker a table of 16 bytes × 2 min(products of a row, p) (plus 8⅛ bytes × p where some
       row is dense); workers are as many as the scratch budget (``semiring.engine.SCRATCH_BUDGET``) allows,
-      at least one.
+      at least one.  "hash" and "dense" (``$SEMIRING_CPU_SPARSE`` only) give every row that accumulator.
 
     Indices are int32 where they fit (SciPy's rule), sorted within each row.
     """
