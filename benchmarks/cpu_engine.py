@@ -4,6 +4,8 @@ Run from the repository root::
 
     python benchmarks/cpu_engine.py --scale 0.1
     python benchmarks/cpu_engine.py --scale 1 --threads 16 --json results.json
+    python benchmarks/cpu_engine.py --scale 0.25 --queries 512 --threads 2 --measures sparse \
+        --rmat-scales= --ktruss-scales= --seed 0      # the sparse product against mxm only
 
 What it measures, on seeded synthetic datasets shaped like the paper's
 (``benchmarks/datasets.py``: MovieLens, NY Times, scRNA, EDGAR), in the paper's
@@ -65,6 +67,8 @@ sys.path.insert(0, str(HERE))
 from datasets import DATASETS, describe, make_dataset
 
 METRICS = ("cosine", "euclidean", "manhattan")
+# What --measures may name: the distances against scikit-learn, the dense and the sparse plus_times against mxm.
+MEASURES = (*METRICS, "plus_times", "sparse")
 
 # Tolerances of the correctness checks.  Results are float32 (float32 inputs), so
 # rtol 1e-4 leaves room for rounding; entries near zero (every query is also a
@@ -94,6 +98,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=list(DATASETS),
         metavar="NAME",
         help=f"subset of {', '.join(DATASETS)} (none after --datasets: the graphs only)",
+    )
+    p.add_argument(
+        "--measures",
+        nargs="+",
+        choices=MEASURES,
+        default=list(MEASURES),
+        metavar="NAME",
+        help=f"the dataset rows to time, a subset of {', '.join(MEASURES)} (default all; sparse: plus_times "
+        "with sparse=True against mxm)",
     )
     p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
     p.add_argument(
@@ -309,7 +322,7 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
     # difference, not an error: those entries are excluded from the check and reported apart.
     empty = (np.diff(Q.indptr) == 0)[:, None] | (np.diff(X.indptr) == 0)[None, :]
 
-    for metric in METRICS:
+    for metric in [m for m in METRICS if m in args.measures]:
         ours_t, ours = timed(lambda m=metric: distances.pairwise_distances(Q, X, metric=m, backend="cpu"), args.repeats)
         peer_t, ref = timed(lambda m=metric: sk_pairwise(Q, X, metric=m, n_jobs=args.threads), args.repeats)
         skip = empty if metric == "cosine" and empty.any() else None
@@ -326,18 +339,22 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
 
     # GraphBLAS gets its inputs converted once, outside the timing (ours reads SciPy CSR directly).
     A, B = gb.io.from_scipy_sparse(Q), gb.io.from_scipy_sparse(X)
-    ours_t, ours = timed(lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu"), args.repeats)
-    sparse_t, _ = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
-    dense_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new().to_dense(fill_value=0), args.repeats)
-    cmp = arbitrate(compare(ours, ref), "plus_times", Q, X, ours, ref)
-    record("plus_times", "graphblas", ours_t, dense_t, cmp)
-    record("plus_times (no dense)", "graphblas", ours_t, sparse_t, {**cmp, "note": "same check as plus_times"})
-    del ours, ref
-    # Sparse results on both sides: ours with sparse=True (only the entries produced), GraphBLAS's mxm as is.
-    ours_t, ours = timed(lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True), args.repeats)
-    sparse_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
-    record("plus_times sparse", "graphblas", ours_t, sparse_t, compare_sparse(ours, gb.io.to_scipy_sparse(ref)))
-    del ours, ref
+    if "plus_times" in args.measures:
+        ours_t, ours = timed(lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu"), args.repeats)
+        sparse_t, _ = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
+        dense_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new().to_dense(fill_value=0), args.repeats)
+        cmp = arbitrate(compare(ours, ref), "plus_times", Q, X, ours, ref)
+        record("plus_times", "graphblas", ours_t, dense_t, cmp)
+        record("plus_times (no dense)", "graphblas", ours_t, sparse_t, {**cmp, "note": "same check as plus_times"})
+        del ours, ref
+    if "sparse" in args.measures:
+        # Sparse results on both sides: ours with sparse=True (only the entries produced), GraphBLAS's mxm as is.
+        ours_t, ours = timed(
+            lambda: semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True), args.repeats
+        )
+        sparse_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
+        record("plus_times sparse", "graphblas", ours_t, sparse_t, compare_sparse(ours, gb.io.to_scipy_sparse(ref)))
+        del ours, ref
     return info, rows
 
 

@@ -121,7 +121,7 @@ class CpuEngine:
         return _pairwise.pairwise_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Gustavson's product with a hash accumulator per row (see ``pairwise.pairwise_sparse``)."""
+        """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (see ``pairwise.pairwise_sparse``)."""
         return _pairwise.pairwise_sparse(*_one_index_type(X, Y), sr, dtype)
 
     def row_norm(self, A, tree, dtype) -> np.ndarray:

@@ -106,6 +106,48 @@ def invert_rows(xp, xi, xv, x0, x1, ncols):
     return colptr, crow, cval
 
 
+def index_by_column(xp, xi, xv, ncols: int):
+    """``invert_rows`` of all of X's rows with the values in X's own type (a float32 X's postings take 8 bytes
+    an entry, not 12: the sparse-result kernels stream postings, widening each value as they read it), built
+    across threads: X's rows in ranges, each range's entries counted and placed by column at the range's own
+    offsets, so each column's rows come out in order, as ``invert_rows`` gives them (serial, it took a tenth of
+    a 16-thread sparse product on scRNA-like queries)."""
+    m = xp.size - 1
+    # Ranges of at least 32 rows, and a count per (range, column) no more than X's entries: linear whatever the
+    # width (a wide, very sparse X is indexed in one range).
+    nchunks = max(1, min(numba.get_num_threads(), m // 32, int(xp[-1]) // max(ncols, 1)))
+    return _index_by_column(xp, xi, xv, ncols, nchunks)
+
+
+@njit(parallel=True, **JIT)
+def _index_by_column(xp, xi, xv, ncols, nchunks):
+    m = xp.size - 1
+    fill = np.zeros((nchunks, ncols), np.int64)
+    for chunk in prange(nchunks):
+        for k in range(xp[chunk * m // nchunks], xp[(chunk + 1) * m // nchunks]):
+            fill[chunk, xi[k]] += 1
+    colptr = np.empty(ncols + 1, np.int64)
+    total = 0
+    for c in range(ncols):
+        colptr[c] = total
+        for chunk in range(nchunks):
+            n = fill[chunk, c]
+            fill[chunk, c] = total
+            total += n
+    colptr[ncols] = total
+    crow = np.empty(total, np.int32)
+    cval = np.empty(total, xv.dtype)
+    for chunk in prange(nchunks):
+        at = fill[chunk]
+        for i in range(chunk * m // nchunks, (chunk + 1) * m // nchunks):
+            for k in range(xp[i], xp[i + 1]):
+                q = at[xi[k]]
+                crow[q] = i
+                cval[q] = xv[k]
+                at[xi[k]] = q + 1
+    return colptr, crow, cval
+
+
 # An intersection's dense result runs through one of two kernels (``intersection_strategy``):
 # * "rows" (``semiring_kernels.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
 #   entries walking the Y rows of the range that hold their column, sums in a range-long accumulator (32 KiB of
@@ -461,7 +503,7 @@ SPARSE_SLOT_BYTES = 16
 SPARSE_DENSE_BYTES = 8 + 1 / 8
 # A row of a sparse result accumulates in p-long arrays (a value and a bit per Y row) once its products are at
 # least p / SPARSE_DENSE_ROW: reading its entries back in order then costs p/64 bitmap words, less than sorting
-# them (semiring_kernels.sparse_fill).
+# them (semiring_kernels.sparse_fill; ``dense_at`` there).
 SPARSE_DENSE_ROW = 32
 
 
@@ -475,15 +517,21 @@ def _row_flops(xp, xi, colptr, flops):
         flops[i] = n
 
 
-SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"  # "rows" or "columns" forces one (tests run each path)
+# "rows" (each row's accumulator by its products), "hash" or "dense" (down X's rows, every row with that
+# accumulator), "columns" forces one (tests run each path).
+SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"
+SPARSE_STRATEGIES = ("auto", "rows", "hash", "dense", "columns")
 
 
 def sparse_strategy(m: int, p: int) -> str:
     """Down Y's rows ("columns", an m-long accumulator) when X has no more rows than Y, else down X's rows
-    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side."""
+    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side.
+    ``$SEMIRING_CPU_SPARSE`` forces one, or "hash" / "dense": down X's rows with that accumulator for every row."""
     forced = os.environ.get(SPARSE_STRATEGY_ENV, "auto")
-    if forced not in ("auto", "rows", "columns"):
-        raise ValueError(f"${SPARSE_STRATEGY_ENV} must be 'auto', 'rows' or 'columns', got {forced!r}")
+    if forced not in SPARSE_STRATEGIES:
+        raise ValueError(
+            f"${SPARSE_STRATEGY_ENV} must be one of {', '.join(map(repr, SPARSE_STRATEGIES))}, got {forced!r}"
+        )
     if forced != "auto":
         return forced
     return "columns" if m <= p else "rows"
@@ -502,7 +550,7 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
       accumulator (rows with products ≥ p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap
       instead); per worker a table of 16 bytes × 2 min(products of a row, p) (plus 8⅛ bytes × p where some
       row is dense); workers are as many as the scratch budget (``semiring.engine.SCRATCH_BUDGET``) allows,
-      at least one.
+      at least one.  "hash" and "dense" (``$SEMIRING_CPU_SPARSE`` only) give every row that accumulator.
 
     Indices are int32 where they fit (SciPy's rule), sorted within each row.
     """
@@ -512,13 +560,16 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
     m, p = X.shape[0], Y.shape[0]
     xi, yi, ncols = compact_columns(X, Y)
     budget = SCRATCH_BUDGET.get()
-    if sparse_strategy(m, p) == "columns":
+    strategy = sparse_strategy(m, p)
+    if strategy == "columns":
         return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget)
-    colptr, crow, cval = invert_rows(Y.indptr, yi, Y.data, 0, p, ncols)
+    colptr, crow, cval = index_by_column(Y.indptr, yi, Y.data, ncols)
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
-    dense = SPARSE_DENSE_ROW * flops >= p  # rows accumulated in p-long arrays (semiring_kernels._dense_row)
+    # Rows of at least dense_at products accumulate in p-long arrays, the others in a hash table.
+    dense_at = {"hash": np.iinfo(np.int64).max, "dense": 0}.get(strategy, -(-p // SPARSE_DENSE_ROW))
+    dense = flops >= dense_at
     hashed_max = int(flops[~dense].max(initial=0))
     table = 2
     while table < 2 * min(hashed_max, p):
@@ -529,10 +580,10 @@ def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[
         workers = max(1, min(workers, int(budget // (SPARSE_SLOT_BYTES * table + SPARSE_DENSE_BYTES * dense_width))))
     counts = np.zeros(m, np.int64)
     if m and p:
-        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, p, table, dense_width, workers, counts)
+        kernels.sparse_count(X.indptr, xi, colptr, crow, flops, dense_at, p, table, dense_width, workers, counts)
     indptr, indices, data = _sparse_arrays(counts, p, out_dtype)
     if indices.size:
-        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, p, table, dense_width, workers)
+        args = (X.indptr, xi, X.data, colptr, crow, cval, flops, dense_at, p, table, dense_width, workers)
         kernels.sparse_fill(*args, sr.start(X.shape[1]), sr.params, indptr, indices, data)
     return indptr, indices, data
 
@@ -553,7 +604,11 @@ SPARSE_CHUNKS_PER_THREAD = 4
 
 def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
-    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``)."""
+    with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``).
+
+    X's index is by slot, the columns X holds numbered (``_x_column_slots``): per-column arrays are then one
+    int32 slot a column, the rest as long as X's columns, however wide Y's space (EDGAR-like: 858,000 columns,
+    3,000 of them in 512 queries; serial passes over every column took half of a 16-thread product)."""
     m, p = X.shape[0], Y.shape[0]
     nchunks = max(1, min(p, SPARSE_CHUNKS_PER_THREAD * numba.get_num_threads()))
     if budget is not None:
@@ -561,33 +616,43 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     counts = np.zeros((nchunks, m), np.int64)
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
-    colptr, crow, cval = invert_rows(X.indptr, xi, X.data, 0, m, ncols)
-    bitmaps = _row_bitmaps(colptr, crow, yi[: Y.indptr[-1]], m, budget)
-    if bitmaps is None:
-        kernels.sparse_count_by_columns(Y.indptr, yi, colptr, crow, m, nchunks, counts)
+    slot, _, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
+    colptr, crow, cval = index_by_column(X.indptr, xs, X.data, nslots)
+    yi = yi[: Y.indptr[-1]]  # Y's entries only: the kernels read a few ahead (prefetching) up to yi's end
+    index = (Y.indptr, yi, slot, colptr, crow)
+    rowbits = _row_bitmaps(colptr, crow, yi, slot, m, budget)
+    if rowbits is None:
+        kernels.sparse_count_by_columns(*index, m, nchunks, counts)
     else:
-        kernels.sparse_count_by_bitmaps(Y.indptr, yi, *bitmaps, nchunks, counts)
+        # The X rows each Y row meets (m bits), kept from the count for the fill where they fit: the fill then
+        # ORs no bitmaps of its own.
+        words = rowbits.shape[1]
+        keep = p * words * 8 <= (SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget))
+        met = np.empty((p if keep else 0, words), np.uint64)
+        kernels.sparse_count_by_bitmaps(*index, rowbits, met, nchunks, counts)
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
-        if bitmaps is None:
-            args = (Y.indptr, yi, Y.data, colptr, crow, cval, m, nchunks, sr.start(X.shape[1]), sr.params, starts)
-            kernels.sparse_fill_by_columns(*args, indices, data)
+        args = (Y.indptr, yi, Y.data, slot, colptr, crow, cval)
+        ops = (m, nchunks, sr.start(X.shape[1]), sr.params, starts, indices, data)
+        if rowbits is None:
+            kernels.sparse_fill_by_columns(*args, *ops)
         else:
-            args = (Y.indptr, yi, Y.data, colptr, crow, cval, *bitmaps, m, nchunks, sr.start(X.shape[1]), sr.params)
-            kernels.sparse_fill_by_bitmaps(*args, starts, indices, data)
+            dense = dense_columns(sr, colptr, crow, cval, m, budget)
+            kernels.sparse_fill_by_bitmaps(*args, rowbits, met, *dense, *ops)
     return indptr, indices, data
 
 
-# Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget).
+# Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget);
+# so do the bitmaps of the X rows each Y row meets, kept from the count for the fill.
 SPARSE_BITMAPS_BYTES = 64 * 2**20
 SPARSE_BITMAPS_ENV = "SEMIRING_CPU_SPARSE_BITMAPS"  # "1" or "0" forces them or not (tests run each path)
 
 
-def _row_bitmaps(colptr, crow, yi, m: int, budget):
-    """``(cslot, rowbits)``: for each column X holds, a slot, and the m-bit bitmap of its X rows; or None where
-    a Y entry's postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
-    held = np.flatnonzero(np.diff(colptr))
+def _row_bitmaps(colptr, crow, yi, slot, m: int, budget):
+    """``rowbits``: for each slot of a column X holds, the m-bit bitmap of its X rows; or None where a Y entry's
+    postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
+    nslots = colptr.size - 1
     words = (m + 63) // 64
     forced = os.environ.get(SPARSE_BITMAPS_ENV, "auto")
     if forced not in ("auto", "0", "1"):
@@ -596,22 +661,67 @@ def _row_bitmaps(colptr, crow, yi, m: int, budget):
         return None
     if forced == "auto":
         limit = SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget)
-        if held.size * words * 8 > limit:
+        if nslots * words * 8 > limit:
             return None
-        postings = np.diff(colptr)[yi]  # the X rows each Y entry meets
-        if postings.sum() < words * np.count_nonzero(postings):
+        products, meeting = _postings_met(yi, slot, colptr)
+        if products < words * meeting:
             return None
-    cslot = np.full(colptr.size - 1, -1, np.int32)
-    cslot[held] = np.arange(held.size, dtype=np.int32)
-    rowbits = np.zeros((held.size, words), np.uint64)
-    _fill_row_bitmaps(colptr, crow, cslot, rowbits)
-    return cslot, rowbits
+    rowbits = np.zeros((nslots, words), np.uint64)
+    _fill_row_bitmaps(colptr, crow, rowbits)
+    return rowbits
+
+
+@njit(parallel=True, **JIT)
+def _postings_met(yi, slot, colptr):
+    """(Σ over Y's entries of the X rows holding their column, Y's entries in a column X holds): a pass over Y's
+    entries across threads (serial, it took a tenth of a 16-thread product on scRNA-like data)."""
+    products = 0
+    meeting = 0
+    for t in prange(yi.size):
+        s = slot[yi[t]]
+        if s >= 0:
+            products += colptr[s + 1] - colptr[s]
+            meeting += 1
+    return products, meeting
+
+
+# Down Y's rows with bitmaps, a slot whose X rows are at least m / SPARSE_DENSE_COLUMN is also kept as an
+# m-long column of X (zeros elsewhere): a Y entry there is one axpy over it, which vectorises, instead of a walk
+# of its postings, each product a scattered add several times dearer (NYTimes- and MovieLens-like: a few dozen
+# columns held by a quarter of 512 queries form most of the products; 1/4 was the best of 1/2, 1/4 and 1/8 on
+# the four shapes, 2 threads).  Only where a product with 0 adds nothing (plus_times, and a finite y: the
+# kernel's test); the columns within SPARSE_BITMAPS_BYTES and the budget.  Figures: docs/cpu-engine.md.
+SPARSE_DENSE_COLUMN = 4
+
+
+def dense_columns(sr, colptr, crow, cval, m: int, budget) -> tuple[np.ndarray, np.ndarray]:
+    """``(dslot, dense)``: for each slot its row in ``dense`` (m-long columns of X's values) or -1."""
+    nslots = colptr.size - 1
+    dslot = np.full(nslots, -1, np.int32)
+    if not (sr.add.kind == "plus" and sr.mult.kind == "times"):
+        return dslot, np.zeros((0, m), cval.dtype)
+    postings = np.diff(colptr)
+    chosen = np.flatnonzero(postings * SPARSE_DENSE_COLUMN >= m)
+    limit = SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget)
+    room = limit // (m * cval.itemsize)
+    if chosen.size > room:  # the densest that fit
+        chosen = np.sort(chosen[np.argsort(-postings[chosen], kind="stable")[:room]])
+    dslot[chosen] = np.arange(chosen.size, dtype=np.int32)
+    dense = np.zeros((chosen.size, m), cval.dtype)
+    _fill_dense_columns(colptr, crow, cval, chosen, dense)
+    return dslot, dense
 
 
 @njit(**JIT)
-def _fill_row_bitmaps(colptr, crow, cslot, rowbits):
-    for c in range(colptr.size - 1):
-        s = cslot[c]
-        for q in range(colptr[c], colptr[c + 1]):
+def _fill_dense_columns(colptr, crow, cval, chosen, dense):
+    for k in range(chosen.size):
+        for q in range(colptr[chosen[k]], colptr[chosen[k] + 1]):
+            dense[k, crow[q]] = cval[q]
+
+
+@njit(parallel=True, **JIT)
+def _fill_row_bitmaps(colptr, crow, rowbits):
+    for s in prange(colptr.size - 1):
+        for q in range(colptr[s], colptr[s + 1]):
             r = crow[q]
             rowbits[s, r >> 6] |= np.uint64(1) << np.uint64(r & 63)

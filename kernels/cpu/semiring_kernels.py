@@ -12,10 +12,12 @@ inside a kernel it is a dynamic global, which numba's disk cache refuses.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core.extending import intrinsic
 
 from semiring.kernels.cpu.jit import JIT
-from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW, X_BLOCK, Y_TILE, invert_rows
+from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
 
 # <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
 # its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
@@ -328,23 +330,33 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
 # --------------------------------------------------------------------------- sparse results (intersection only)
 #
 # C = X ⊕.⊗ Yᵀ keeping only the pairs that share a stored column, as GraphBLAS mxm does: Gustavson's row-by-row
-# product.  Y is indexed by column once (colptr, crow, cval); X row i's entries walk the Y rows holding their
-# column, and the products are summed per Y row j in one of two accumulators, chosen per row by its products
-# (flops[i]) against p (``pairwise.SPARSE_DENSE_ROW``):
-# * many products: p-long values and a p-bit bitmap of the j met; the row's entries come out sorted by walking
-#   the bitmap's set bits (p/64 words, then one step per entry), no sort and no p-long scan;
+# product.  Y is indexed by column once (colptr, crow, cval: values as Y stores them, widened as read); X row i's
+# entries walk the Y rows holding their column, and the products are summed per Y row j in one of two
+# accumulators, chosen per row by its products: flops[i] >= dense_at (p / ``pairwise.SPARSE_DENSE_ROW``, or forced):
+# * many products: p-long values, kept at ``start`` between rows, and a p-bit bitmap of the j met, set with no
+#   test; the row's entries come out sorted by walking the bitmap's set bits (p/64 words, then one step per
+#   entry), no sort and no p-long scan, and the values are reset to ``start`` on the way;
 # * few: an open-addressing table of 2^b >= 2 min(flops[i], p) slots, read back and sorted; scratch follows the
 #   row's work, never p.
-# Two passes: count the entries of each row (the bitmap or the keys only), then fill them.  Workers take rows
+# Two passes: count the entries of each row (the bitmap's bits, or the keys), then fill them.  Workers take rows
 # w, w + workers, …; each owns one accumulator of each kind.
+#
+# Inner loops index through ``_u``: numba tests every signed index for wraparound (a negative one counts from
+# the end), which took half the time of these loops (benchmarks/cpu_engine.py --measures sparse, scRNA-like:
+# 162 products a result entry); their indices are never negative.
+
+
+@njit(inline="always", **JIT)
+def _u(k):
+    return np.uint64(k)
 
 
 @njit(inline="always", **JIT)
 def _slot(keys, j, mask):
     # Linear probing from a multiplicative hash: the slot holding j, or the empty one where j goes.
-    h = (j * 2654435761) & mask
+    h = (_u(j) * _u(2654435761)) & mask
     while keys[h] != -1 and keys[h] != j:
-        h = (h + 1) & mask
+        h = (h + _u(1)) & mask
     return h
 
 
@@ -353,172 +365,137 @@ def _table_mask(flops_i, p):
     size = 2
     while size < 2 * min(flops_i, p):
         size *= 2
-    return size - 1
-
-
-@njit(inline="always", **JIT)
-def _dense_row(flops_i, p):
-    return SPARSE_DENSE_ROW * flops_i >= p
+    return _u(size - 1)
 
 
 # The lowest set bit's position: de Bruijn multiplication (numba has no count-trailing-zeros).
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+# fmt: off
 _DEBRUIJN_TABLE = np.array(
     [
-        0,
-        1,
-        48,
-        2,
-        57,
-        49,
-        28,
-        3,
-        61,
-        58,
-        50,
-        42,
-        38,
-        29,
-        17,
-        4,
-        62,
-        55,
-        59,
-        36,
-        53,
-        51,
-        43,
-        22,
-        45,
-        39,
-        33,
-        30,
-        24,
-        18,
-        12,
-        5,
-        63,
-        47,
-        56,
-        27,
-        60,
-        41,
-        37,
-        16,
-        54,
-        35,
-        52,
-        21,
-        44,
-        32,
-        23,
-        11,
-        46,
-        26,
-        40,
-        15,
-        34,
-        20,
-        31,
-        10,
-        25,
-        14,
-        19,
-        9,
-        13,
-        8,
-        7,
-        6,
+        0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30,
+        24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31,
+        10, 25, 14, 19, 9, 13, 8, 7, 6,
     ],
     np.int64,
 )
+# fmt: on
 
 
 @njit(inline="always", **JIT)
-def _set_bit(bits, j):
-    # Mark j in the bitmap; True where it was not marked yet.
-    w, b = j >> 6, np.uint64(1) << np.uint64(j & 63)
-    if bits[w] & b:
-        return False
-    bits[w] |= b
-    return True
+def _lowest_bit(word):
+    # (the lowest set bit of a nonzero word, its position)
+    low = word & (~word + _u(1))
+    return low, _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> _u(58)]
+
+
+@njit(inline="always", **JIT)
+def _popcount(word):
+    # Set bits of a word (SWAR: numba has no popcount).
+    word = word - ((word >> _u(1)) & _u(0x5555555555555555))
+    word = (word & _u(0x3333333333333333)) + ((word >> _u(2)) & _u(0x3333333333333333))
+    word = (word + (word >> _u(4))) & _u(0x0F0F0F0F0F0F0F0F)
+    return np.int64((word * _u(0x0101010101010101)) >> _u(56))
+
+
+@njit(inline="always", **JIT)
+def _mark(bits, j):
+    bits[_u(j) >> _u(6)] |= _u(1) << (_u(j) & _u(63))
 
 
 @njit(parallel=True, **JIT)
-def sparse_count(xp, xi, colptr, crow, flops, p, table, dense_width, workers, counts):
+def sparse_count(xp, xi, colptr, crow, flops, dense_at, p, table, dense_width, workers, counts):
     m = xp.size - 1
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         bits = np.zeros((dense_width + 63) >> 6, np.uint64)
         for i in range(w, m, workers):
             n = 0
-            if _dense_row(flops[i], p):
+            if flops[i] >= dense_at:
                 for k in range(xp[i], xp[i + 1]):
-                    c = xi[k]
-                    for q in range(colptr[c], colptr[c + 1]):
-                        n += _set_bit(bits, np.int64(crow[q]))
+                    c = _u(xi[_u(k)])
+                    for q in range(colptr[c], colptr[c + _u(1)]):
+                        _mark(bits, crow[_u(q)])
+                for v in range(bits.size):
+                    n += _popcount(bits[v])
                 bits[:] = 0
             else:
                 mask = _table_mask(flops[i], p)
-                keys[: mask + 1] = -1
+                keys[: mask + _u(1)] = -1
                 for k in range(xp[i], xp[i + 1]):
-                    c = xi[k]
-                    for q in range(colptr[c], colptr[c + 1]):
-                        h = _slot(keys, np.int64(crow[q]), mask)
+                    c = _u(xi[_u(k)])
+                    for q in range(colptr[c], colptr[c + _u(1)]):
+                        j = np.int64(crow[_u(q)])
+                        h = _slot(keys, j, mask)
                         if keys[h] == -1:
-                            keys[h] = crow[q]
+                            keys[h] = j
                             n += 1
             counts[i] = n
 
 
 @njit(parallel=True, **JIT)
 def sparse_fill(
-    xp, xi, xv, colptr, crow, cval, flops, p, table, dense_width, workers, start, params, indptr, indices, data
+    xp,
+    xi,
+    xv,
+    colptr,
+    crow,
+    cval,
+    flops,
+    dense_at,
+    p,
+    table,
+    dense_width,
+    workers,
+    start,
+    params,
+    indptr,
+    indices,
+    data,
 ):
     m = xp.size - 1
-    one = np.uint64(1)
     for w in prange(workers):
         keys = np.empty(table, np.int64)
         vals = np.empty(table, np.float64)
         bits = np.zeros((dense_width + 63) >> 6, np.uint64)
-        dvals = np.empty(dense_width, np.float64)
+        dvals = np.full(dense_width, start, np.float64)
         for i in range(w, m, workers):
             a, b = indptr[i], indptr[i + 1]
-            if _dense_row(flops[i], p):
+            if flops[i] >= dense_at:
                 for k in range(xp[i], xp[i + 1]):
-                    c = xi[k]
-                    x = np.float64(xv[k])
-                    for q in range(colptr[c], colptr[c + 1]):
-                        j = np.int64(crow[q])
-                        if _set_bit(bits, j):
-                            dvals[j] = start
-                        dvals[j] = add(dvals[j], mult(x, cval[q], params), params)
-                t = a
+                    c = _u(xi[_u(k)])
+                    x = np.float64(xv[_u(k)])
+                    for q in range(colptr[c], colptr[c + _u(1)]):
+                        j = _u(crow[_u(q)])
+                        dvals[j] = add(dvals[j], mult(x, np.float64(cval[_u(q)]), params), params)
+                        _mark(bits, j)
+                t = _u(a)
                 for v in range(bits.size):
                     word = bits[v]
                     while word:
-                        low = word & (~word + one)
-                        j = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                        low, bit = _lowest_bit(word)
+                        j = (v << 6) + bit
                         indices[t] = j
                         data[t] = dvals[j]
-                        t += 1
+                        dvals[j] = start
+                        t += _u(1)
                         word ^= low
                     bits[v] = 0
             else:
                 mask = _table_mask(flops[i], p)
-                keys[: mask + 1] = -1
+                keys[: mask + _u(1)] = -1
                 for k in range(xp[i], xp[i + 1]):
-                    c = xi[k]
-                    x = np.float64(xv[k])
-                    for q in range(colptr[c], colptr[c + 1]):
-                        j = np.int64(crow[q])
+                    c = _u(xi[_u(k)])
+                    x = np.float64(xv[_u(k)])
+                    for q in range(colptr[c], colptr[c + _u(1)]):
+                        j = np.int64(crow[_u(q)])
                         h = _slot(keys, j, mask)
                         if keys[h] == -1:
                             keys[h] = j
                             vals[h] = start
-                        vals[h] = add(vals[h], mult(x, cval[q], params), params)
+                        vals[h] = add(vals[h], mult(x, np.float64(cval[_u(q)]), params), params)
                 t = a
-                for h in range(mask + 1):
+                for h in range(mask + _u(1)):
                     if keys[h] != -1:
                         indices[t] = keys[h]
                         t += 1
@@ -528,30 +505,70 @@ def sparse_fill(
 
 
 # When X has fewer rows than Y (queries against a collection), the product runs down Y's rows instead: for each
-# Y row j, its entries walk the X rows holding their column (X indexed by column, relative rows r), and the sums
-# per X row r live in an m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j
-# touched.  Y's rows are cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range
-# gives row r, so each range writes its entries of row r at its own offset (``starts``) in increasing j: rows
-# come out sorted with no sort.
+# Y row j, its entries walk the X rows holding their column (X indexed by the slot of each column it holds,
+# ``slot[c]``, -1 for the others; relative rows r, values as X stores them), and the sums per X row r live in an
+# m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j touched.  Y's rows are
+# cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range gives row r, so each
+# range writes its entries of row r at its own offset (``starts``) in increasing j: rows come out sorted with
+# no sort.
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    # A hint to bring array[index]'s cache line in (llvm.prefetch: a read, kept in every level); never faults.
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        byte = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte], fnty)
+        address = builder.bitcast(builder.gep(data, [args[1]]), byte)
+        builder.call(fn, [address, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+# Down Y's rows, each Y entry's postings (a few X rows' worth, anywhere in X's index) are asked for this many
+# entries before they are walked: the walks are too short for the hardware to prefetch, and waiting on them
+# took a third of the fill on scRNA-like data (32 postings an entry, X's index out of L2).
+PREFETCH_AHEAD = 4
+
+
+@njit(inline="always", **JIT)
+def _postings(yi, yv, slot, colptr, crow, cval, t):
+    # (slot, first, end) of Y entry t's postings in X's index (empty where X lacks its column), and its value; the
+    # postings of entry t + PREFETCH_AHEAD asked for meanwhile.
+    ahead = t + PREFETCH_AHEAD
+    if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
+        q = colptr[_u(slot[_u(yi[_u(ahead)])])]
+        _prefetch(crow, q)
+        _prefetch(crow, q + 16)
+        _prefetch(cval, q)
+        _prefetch(cval, q + 8)
+    s = slot[_u(yi[_u(t)])]
+    if s < 0:
+        return s, np.int64(0), np.int64(0), 0.0
+    return s, np.int64(colptr[_u(s)]), np.int64(colptr[_u(s + 1)]), np.float64(yv[_u(t)])
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_columns(yp, yi, colptr, crow, m, nchunks, counts):
+def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                for q in range(colptr[c], colptr[c + 1]):
-                    r = crow[q]
+                _, q0, q1, _ = _postings(yi, yi, slot, colptr, crow, crow, t)
+                for q in range(q0, q1):
+                    r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
                         counts[chunk, r] += 1
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
@@ -561,85 +578,102 @@ def sparse_fill_by_columns(yp, yi, yv, colptr, crow, cval, m, nchunks, start, pa
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                y = np.float64(yv[t])
-                for q in range(colptr[c], colptr[c + 1]):
-                    r = crow[q]
+                _, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                for q in range(q0, q1):
+                    r = _u(crow[_u(q)])
                     if mark[r] != j:
                         mark[r] = j
                         acc[r] = start
                         touched[n] = r
                         n += 1
-                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+                    acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)
             for u in range(n):
-                r = touched[u]
-                indices[pos[r]] = j
-                data[pos[r]] = acc[r]
+                r = _u(touched[u])
+                indices[_u(pos[r])] = j
+                data[_u(pos[r])] = acc[r]
                 pos[r] += 1
 
 
-# The same down Y's rows, where the X rows holding a column are many against m/64: each held column's X rows as
-# an m-bit bitmap (``rowbits[cslot[c]]``), ORed over a Y row's columns, give the X rows it meets, so the count
-# costs m/64 words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per
-# product (its accumulators are reset, and read back, through the bits).
+# The same down Y's rows, where the X rows holding a column are many against m/64: each slot's X rows as an
+# m-bit bitmap (``rowbits[s]``), ORed over a Y row's columns, give the X rows it meets, so the count costs m/64
+# words a Y entry instead of a walk of its postings, and the fill's accumulation needs no test per product: its
+# accumulators are kept at ``start`` between Y rows, reset as they are read back through the bits.  ``met``
+# (p × m/64 words, or no rows where they would not fit): the bits of each Y row, kept by the count for the fill.
+# A slot with ``dslot[s] >= 0`` is also an m-long column of X, ``dense[dslot[s]]`` (zeros where X lacks it:
+# plus_times only, ``pairwise.dense_columns``): a finite y there is one vectorised axpy into the accumulators,
+# not a walk of its postings; the other rows get 0 (the bits, not the sums, say what is stored).
+# A count adds a whole word's bits at once, with no branch per bit, where the word is dense (results of many
+# products an entry are often nearly so).
+_DENSE_WORD = 16
 
 
 @njit(inline="always", **JIT)
-def _meets(yp, yi, cslot, rowbits, j, seen):
+def _meets(yp, yi, slot, rowbits, j, seen):
     seen[:] = 0
     for t in range(yp[j], yp[j + 1]):
-        s = cslot[yi[t]]
+        ahead = t + PREFETCH_AHEAD  # the bitmap of a Y entry's column, anywhere in rowbits: asked for ahead too
+        if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
+            _prefetch(rowbits, slot[_u(yi[_u(ahead)])] * rowbits.shape[1])
+        s = slot[_u(yi[_u(t)])]
         if s >= 0:
             for w in range(seen.size):
-                seen[w] |= rowbits[s, w]
+                seen[w] |= rowbits[_u(s), w]
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, cslot, rowbits, nchunks, counts):
+def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, counts):
     p = yp.size - 1
-    one = np.uint64(1)
     for chunk in prange(nchunks):
-        seen = np.empty(rowbits.shape[1], np.uint64)
+        scratch = np.empty(rowbits.shape[1], np.uint64)
+        row = counts[chunk]
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
-            _meets(yp, yi, cslot, rowbits, j, seen)
+            seen = met[j] if met.shape[0] else scratch
+            _meets(yp, yi, slot, rowbits, j, seen)
             for v in range(seen.size):
                 word = seen[v]
+                if _popcount(word) >= _DENSE_WORD:
+                    base = v << 6
+                    for b in range(min(64, row.size - base)):
+                        row[base + b] += np.int64((word >> _u(b)) & _u(1))
+                    continue
                 while word:
-                    low = word & (~word + one)
-                    counts[chunk, (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] += 1
+                    low, bit = _lowest_bit(word)
+                    row[(v << 6) + bit] += 1
                     word ^= low
 
 
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
-    yp, yi, yv, colptr, crow, cval, cslot, rowbits, m, nchunks, start, params, starts, indices, data
+    yp, yi, yv, slot, colptr, crow, cval, rowbits, met, dslot, dense, m, nchunks, start, params, starts, indices, data
 ):
     p = yp.size - 1
-    one = np.uint64(1)
     for chunk in prange(nchunks):
-        seen = np.empty(rowbits.shape[1], np.uint64)
-        acc = np.empty(m, np.float64)
+        scratch = np.empty(rowbits.shape[1], np.uint64)
+        acc = np.full(m, start, np.float64)
         pos = starts[chunk].copy()
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
-            _meets(yp, yi, cslot, rowbits, j, seen)
-            for v in range(seen.size):
-                word = seen[v]
-                while word:
-                    low = word & (~word + one)
-                    acc[(v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]] = start
-                    word ^= low
+            if met.shape[0]:
+                seen = met[j]
+            else:
+                seen = scratch
+                _meets(yp, yi, slot, rowbits, j, seen)
             for t in range(yp[j], yp[j + 1]):
-                c = yi[t]
-                y = np.float64(yv[t])
-                for q in range(colptr[c], colptr[c + 1]):
-                    r = crow[q]
-                    acc[r] = add(acc[r], mult(cval[q], y, params), params)
+                s, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
+                    column = dense[_u(dslot[_u(s)])]
+                    for r in range(m):  # vectorises
+                        acc[r] = add(acc[r], mult(np.float64(column[r]), y, params), params)
+                    continue
+                for q in range(q0, q1):
+                    r = _u(crow[_u(q)])
+                    acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)
             for v in range(seen.size):
                 word = seen[v]
                 while word:
-                    low = word & (~word + one)
-                    r = (v << 6) + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
-                    indices[pos[r]] = j
-                    data[pos[r]] = acc[r]
+                    low, bit = _lowest_bit(word)
+                    r = _u((v << 6) + bit)
+                    indices[_u(pos[r])] = j
+                    data[_u(pos[r])] = acc[r]
+                    acc[r] = start
                     pos[r] += 1
                     word ^= low

@@ -55,11 +55,45 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
     np.testing.assert_array_equal(dense[outside], sr.add.identity)  # no shared column: the identity, not stored
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), [("rows", "auto"), ("columns", "0"), ("columns", "1")])
+# Every strategy of the sparse product, forced: down X's rows with each row's accumulator by its products
+# ("rows"), every row hashed ("hash") or in p-long arrays ("dense"); down Y's rows walking postings (bitmaps "0")
+# or ORing row bitmaps ("1").
+STRATEGIES = [("rows", "auto"), ("hash", "auto"), ("dense", "auto"), ("columns", "0"), ("columns", "1")]
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, data):
+    """Awkward inputs (empty rows and matrices, explicit zeros, one column, float32 and float64, int32 and int64
+    indices) on each strategy: the pattern is where the rows share a stored column (SciPy's product of the
+    structures), the values SciPy's float64 ``X @ Y.T`` there, and the whole is graphblas's mxm."""
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
+
+    X, Y = data.draw(sparse_pair())
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SPARSE_STRATEGY_ENV, strategy)
+        env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+        C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert C.dtype == X.dtype and C.has_sorted_indices
+    structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
+    pattern = (structure[0] @ structure[1].T).tocsr()
+    pattern.sort_indices()
+    np.testing.assert_array_equal(C.indptr, pattern.indptr)
+    np.testing.assert_array_equal(C.indices, pattern.indices)
+    exact = X.astype(np.float64).toarray() @ Y.astype(np.float64).toarray().T
+    rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+    rtol = 1e-5 if C.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(C.data, exact[rows, C.indices], rtol=rtol, atol=1e-300)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", rtol)
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
 def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, monkeypatch):
     """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
-    on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many) and
-    down Y's rows (sorted by construction) walking postings or ORing row bitmaps, each forced."""
+    on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many; or
+    every row on one, forced) and down Y's rows (sorted by construction) walking postings or ORing row bitmaps
+    (the bits each Y row meets too many to keep for the fill), each forced."""
     from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
 
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
@@ -115,10 +149,78 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")
     assert sparse_strategy(512, 100_000) == "rows"
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "diagonal")
-    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE must be 'auto', 'rows' or 'columns', got 'diagonal'"):
+    message = "SEMIRING_CPU_SPARSE must be one of 'auto', 'rows', 'hash', 'dense', 'columns', got 'diagonal'"
+    with pytest.raises(ValueError, match=message):
         sparse_strategy(1, 1)
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
     monkeypatch.setenv(SPARSE_BITMAPS_ENV, "yes")
     X = sp.csr_matrix(np.eye(3))
     with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
+
+
+@pytest.mark.parametrize("bitmaps", ["0", "1"])
+def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
+    """100 X rows that all hold column 0 (some as a stored zero), against Y rows holding it: each Y row meets
+    every X row, so the count adds whole words of bits at once (a full word and a last word of 36 rows), and
+    the X rows' stored zeros still count as entries."""
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
+
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    rng = np.random.default_rng(5)
+
+    def rows(k, every):  # column 0 stored in every `every`-th row
+        stored = rng.random((k, 6)) < 0.3
+        stored[:, 0] = np.arange(k) % every == 0
+        r, c = np.nonzero(stored)
+        return sp.csr_matrix((rng.random(r.size), (r, c)), shape=(k, 6))
+
+    X, Y = rows(100, 1), rows(150, 2)
+    X.data[(X.indices == 0) & (np.arange(X.nnz) % 7 == 0)] = 0.0  # stored zeros
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert np.diff(C.indptr).min() >= 75  # every X row meets every Y row holding column 0
+    np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+
+
+def test_sparse_result_with_dense_columns_and_an_infinite_value():
+    """A column held by most queries runs as one axpy over an m-long column of X (plus_times), the others as
+    postings walks; an infinite y in the dense column takes the walk (0 × inf is NaN: the X rows without the
+    column must keep their finite sums), as mxm gives it."""
+    rng = np.random.default_rng(11)
+    X = sp.random(70, 40, density=0.1, format="lil", random_state=rng)
+    X[:60, 3] = 1.0 + rng.random((60, 1))  # a dense column (60 of 70 rows)
+    X[60:, 3] = 0.0
+    X[60:, 7] = 1.0  # rows without column 3 that meet Y row 4 at column 7
+    Y = sp.random(90, 40, density=0.1, format="lil", random_state=rng)
+    Y[::3, 3] = rng.random((30, 1))
+    Y[4, 3], Y[4, 7] = np.inf, 2.0
+    X, Y = X.tocsr(), Y.tocsr()
+    X[5, 3] = 0.0  # a stored zero in the dense column (an existing entry: stays stored)
+    X.sort_indices()
+    Y.sort_indices()
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+    column = C[:, 4].toarray().ravel()
+    assert np.isinf(column[:60]).sum() == 59 and np.isnan(column[5])  # inf × x, and inf × a stored 0
+    assert np.isfinite(column[60:]).all() and (column[60:] > 0).all()
+
+
+@pytest.mark.parametrize("nchunks", [1, 3, 8])
+def test_index_by_column_across_threads_is_scipys_csc(nchunks):
+    """X's index by column, its rows counted and placed in ranges across threads: SciPy's CSC of X (rows in
+    order within a column), values in X's own type, whatever the ranges (empty rows and columns included)."""
+    from semiring.kernels.cpu.pairwise import _index_by_column
+
+    rng = np.random.default_rng(2)
+    X = sp.random(200, 30, density=0.1, format="lil", random_state=rng, dtype=np.float32)
+    X[50:80] = 0.0  # empty rows
+    X = X.tocsr()
+    colptr, crow, cval = _index_by_column(X.indptr, X.indices, X.data, 30, nchunks)
+    csc = X.tocsc()
+    csc.sort_indices()
+    np.testing.assert_array_equal(colptr, csc.indptr)
+    np.testing.assert_array_equal(crow, csc.indices)
+    assert cval.dtype == np.float32
+    np.testing.assert_array_equal(cval, csc.data)
