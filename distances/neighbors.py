@@ -568,7 +568,7 @@ def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool, block
     block = measure.block if block is None else block
 
     def rows(r0: int, r1: int):
-        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(Q[r0:r1])
+        return index.slice(engine, r0, r1) if queries_are_index else measure.prepare(validation.row_slice(Q, r0, r1))
 
     def tile(queries, c0: int, c1: int):
         return block(queries, index.slice(engine, c0, c1))

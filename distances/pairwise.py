@@ -111,8 +111,10 @@ def pairwise_distances(
             Xrows = Yrows if Y is X else measure.prepare(X)
             return where.masked(engine, mask, M, measure.at(Xrows, Yrows, engine.entries_from_csr(M)))
 
-        def rows(r0: int, r1: int):  # X against itself in one batch shares Y's preparation and norms
-            return Yrows if (Y is X and (r0, r1) == (0, X.shape[0])) else measure.prepare(X[r0:r1])
+        def rows(r0: int, r1: int):
+            if Y is X and (r0, r1) == (0, X.shape[0]):  # X against itself in one batch shares Y's preparation
+                return Yrows
+            return measure.prepare(validation.row_slice(X, r0, r1))
 
         def tile(Xrows, c0: int, c1: int):
             return measure.block(Xrows, Yrows.slice(engine, c0, c1))

@@ -94,7 +94,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
     if M is None:
 
         def rows(r0: int, r1: int):
-            return Yd if (Y is X and (r0, r1) == (0, X.shape[0])) else engine.to_device(X[r0:r1])
+            return Yd if (Y is X and (r0, r1) == (0, X.shape[0])) else engine.to_device(validation.row_slice(X, r0, r1))
 
         def tile(Xd, c0: int, c1: int):
             Yt = Yd if (c0, c1) == (0, shape[1]) else engine.row_slice(Yd, c0, c1)

@@ -248,6 +248,21 @@ def _check_structure(A, name: str) -> None:
             raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
 
 
+def row_slice(A, r0: int, r1: int):
+    """Rows ``r0:r1`` of canonical CSR ``A``, its values and column indices as views, in A's index type.
+
+    Not ``A[r0:r1]`` for SciPy: it narrows int64 indices to int32 where they fit, and each index type the
+    kernels meet is another compile of each of them.  CuPy's CSR holds int32 indices only: sliced as it is.
+    """
+    if is_cupy(A):
+        return A[r0:r1]
+    lo, hi = A.indptr[r0], A.indptr[r1]
+    rows = type(A)((r1 - r0, A.shape[1]), dtype=A.dtype)
+    rows.data, rows.indices, rows.indptr = A.data[lo:hi], A.indices[lo:hi], A.indptr[r0 : r1 + 1] - lo
+    rows.has_canonical_format = True  # rows of a canonical matrix
+    return rows
+
+
 def is_cupy(A) -> bool:
     """Whether A is a CuPy array or a ``cupyx.scipy.sparse`` matrix (told by its module: CuPy is not imported)."""
     return type(A).__module__.split(".")[0] in ("cupy", "cupyx")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import validation
 from semiring.engine import Entries, LastDerived
 from semiring.validation import is_cupy
 
@@ -20,19 +21,6 @@ from . import pairwise as _pairwise
 from . import rowops as _rowops
 from . import topk as _topk
 from .jit import fork_guarded
-
-
-def _rows(A: sp.csr_matrix, r0: int, r1: int) -> sp.csr_matrix:
-    """Rows ``r0:r1`` of canonical CSR ``A``, its values and column indices as views, in A's index type.
-
-    Not ``A[r0:r1]``: SciPy narrows int64 indices to int32 where they fit, and each index type the kernels
-    meet is another numba compile of each of them.
-    """
-    lo, hi = A.indptr[r0], A.indptr[r1]
-    rows = sp.csr_matrix((r1 - r0, A.shape[1]), dtype=A.dtype)
-    rows.data, rows.indices, rows.indptr = A.data[lo:hi], A.indices[lo:hi], A.indptr[r0 : r1 + 1] - lo
-    rows.has_canonical_format = True  # rows of a canonical matrix
-    return rows
 
 
 def _one_index_type(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -105,8 +93,8 @@ class CpuEngine:
         return np.dtype(np.float64)
 
     def row_slice(self, A, r0: int, r1: int) -> sp.csr_matrix:
-        """Views of A's values and column indices, in A's index type (``_rows``)."""
-        return _rows(A, r0, r1)
+        """Views of A's values and column indices, in A's index type (``semiring.validation.row_slice``)."""
+        return validation.row_slice(A, r0, r1)
 
     def entries_from_csr(self, M) -> Entries:
         return _csr_entries(self.to_device(M))

@@ -97,3 +97,42 @@ def test_engines_see_the_working_memory_as_their_scratch_budget(kind):
         driver.topk(engine, (3, 4), 2, np.float64, 8, 2.0, largest=False, exclude_self=False, **common)
     assert seen and all(b == 2 * 2**20 for b in seen)
     assert SCRATCH_BUDGET.get() is None
+
+
+def test_row_batches_reach_the_engine_in_the_callers_index_type(monkeypatch):
+    """Batches of X's rows keep X's int64 indices (SciPy's ``X[r0:r1]`` narrows them to int32, and each index
+    type the kernels meet is another compile of each): ``semiring.pairwise``, ``pairwise_distances`` and
+    ``kneighbors``, each in several batches, against the oracle."""
+    from scipy.spatial.distance import cdist
+
+    from semiring import distances
+    from semiring.kernels.cpu.engine import CpuEngine
+
+    def int64(A):
+        A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+        return A
+
+    X = int64(sp.random(12, 9, density=0.4, format="csr", random_state=5, dtype=np.float64))
+    Y = int64(sp.random(10, 9, density=0.4, format="csr", random_state=6, dtype=np.float64))
+    seen = []
+    real_pairwise, real_row_norm = CpuEngine.pairwise, CpuEngine.row_norm
+
+    def pairwise(self, A, B, *rest, **kw):
+        seen.append({A.indptr.dtype, A.indices.dtype})
+        return real_pairwise(self, A, B, *rest, **kw)
+
+    def row_norm(self, A, *rest):
+        seen.append({A.indptr.dtype, A.indices.dtype})
+        return real_row_norm(self, A, *rest)
+
+    monkeypatch.setattr(CpuEngine, "pairwise", pairwise)
+    monkeypatch.setattr(CpuEngine, "row_norm", row_norm)
+    batches = 3 * 10 * 8 / 2**20  # three rows of float64 results against Y's ten
+    got = semiring.pairwise(X, Y, semiring.plus_times, backend="cpu", working_memory=batches)
+    np.testing.assert_allclose(got, (X @ Y.T).toarray(), rtol=1e-12, atol=1e-15)
+    got = distances.pairwise_distances(X, Y, "euclidean", backend="cpu", working_memory=batches)
+    np.testing.assert_allclose(got, cdist(X.toarray(), Y.toarray()), rtol=1e-9, atol=1e-12)
+    nn = distances.NearestNeighbors(n_neighbors=3, metric="euclidean", backend="cpu", working_memory=batches)
+    dist, _ = nn.fit(Y).kneighbors(X)
+    np.testing.assert_allclose(dist, np.sort(cdist(X.toarray(), Y.toarray()), axis=1)[:, :3], rtol=1e-9, atol=1e-12)
+    assert len(seen) > 6 and all(types == {np.dtype(np.int64)} for types in seen), seen

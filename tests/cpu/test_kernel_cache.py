@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,39 @@ def test_generated_files_are_content_addressed_and_written_once(tmp_path, monkey
     assert other.__file__ != path
     leftovers = [p for p in os.listdir(tmp_path / "cpu") if p.startswith(".tmp-")]
     assert leftovers == []
+
+
+def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(tmp_path, monkeypatch):
+    """numba's cache of a generated module is keyed by that file alone: its name must change with every engine
+    file its code imports (and theirs), and only with those, so that editing the graph kernels or the engine
+    classes recompiles no semiring."""
+    assert jit._dependencies("semiring_kernels") == {"semiring_kernels", "pairwise", "jit"}
+    assert jit._dependencies("expansion_kernels") == {"expansion_kernels", "jit"}
+    assert {"graph", "rowops", "topk", "pairwise"} <= jit._dependencies("engine")  # ``from . import x as _x``
+
+    copy = tmp_path / "cpu"
+    shutil.copytree(jit._HERE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(jit, "_HERE", copy)
+
+    def digests():
+        jit._dependencies.cache_clear()
+        jit._engine_digest.cache_clear()
+        return {t: jit._engine_digest(t) for t in ("semiring_kernels", "expansion_kernels")}
+
+    try:
+        before = digests()
+        for name in ("graph", "topk", "engine"):
+            (copy / f"{name}.py").write_text((copy / f"{name}.py").read_text() + "\n# edited\n")
+        assert digests() == before
+        (copy / "pairwise.py").write_text((copy / "pairwise.py").read_text() + "\n# edited\n")
+        after = digests()
+        assert after["semiring_kernels"] != before["semiring_kernels"]
+        assert after["expansion_kernels"] == before["expansion_kernels"]
+        (copy / "jit.py").write_text((copy / "jit.py").read_text() + "\n# edited\n")
+        assert all(digests()[t] != after[t] for t in after)
+    finally:
+        monkeypatch.undo()
+        digests()  # the real files' again
 
 
 def test_constants_keep_numpy_semantics_in_generated_kernels(tmp_path, monkeypatch):
