@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -366,7 +365,8 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     """A real SIGINT during a long run: KeyboardInterrupt at the next tile, the estimator still usable."""
     script = tmp_path / "long_knn.py"
     script.write_text(
-        "import sys, time, numpy as np, scipy.sparse as sp\n"
+        "import signal, sys, time, numpy as np, scipy.sparse as sp\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a terminal gives it (see below)\n"
         "from semiring import distances\n"
         "X = sp.random(12000, 400, density=0.05, format='csr', random_state=0)  # 0.5 to 6 s a run, by machine\n"
         "nn = distances.NearestNeighbors(3, 'inner_product', backend='cpu', working_memory=8).fit(X)\n"
@@ -381,38 +381,26 @@ def test_ctrl_c_stops_cleanly(tmp_path):
         "    print(f'interrupted after {time.perf_counter() - t:.2f} s', flush=True)\n"
         "print('still works', nn.kneighbors(X[:2], n_neighbors=1)[1].shape, flush=True)\n"
     )
+    # The child sets Python's own SIGINT handler itself: a suite run as a background job (`cmd &` in a script)
+    # has SIGINT ignored, children inherit that, and Python then never raises KeyboardInterrupt (this test
+    # timed out in whole-suite runs started that way, and passed in the foreground).
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    # A KeyboardInterrupt raised while the interpreter runs a finaliser (a __del__, a weakref callback during a
-    # garbage collection) is printed as "Exception ignored" and dropped by CPython: a Ctrl-C can be lost that way
-    # whatever the library does.  So the test presses Ctrl-C again while the child runs (as a user would) and
-    # checks that the run stops within a tile of the signal that took effect; a child that never stops fails.
     try:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(0.5)
-        presses = 0
-        while presses < 10:
-            sent = time.perf_counter()
-            proc.send_signal(signal.SIGINT)
-            presses += 1
-            try:
-                out, err = proc.communicate(timeout=5.0)  # stops at the end of the tile being computed
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        else:
-            raise AssertionError("the child did not stop after 10 interrupts 5 s apart")
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()  # a child the interrupts missed loops for ever: it must not outlive the test
+        proc.kill()  # a child the interrupt missed loops for ever: it must not outlive the test
         proc.wait()
     assert proc.returncode == 0, err
     assert "interrupted after" in out, out
-    assert time.perf_counter() - sent < 5.0
+    assert time.perf_counter() - sent < 5.0  # stops at the end of the tile being computed
     assert "still works (2, 1)" in out
-    if presses > 1:  # visible in the run's summary, with what the child printed, for whoever looks into it
-        warnings.warn(f"Ctrl-C took effect at press {presses}; the child's stderr: {err[-2000:]}", stacklevel=1)
 
 
 def test_the_fitted_rows_as_queries_are_not_prepared_again(monkeypatch):
