@@ -15,7 +15,7 @@ engine of the worker that holds them (see ``docs/dask.md``):
   similarities, NaN last, ties to the smaller index, as one machine orders
   them.  The results are lazy Dask arrays with the queries' row blocks.
   ``radius_neighbors_graph`` asks every shard the same way and puts the
-  answers side by side (computed: the single-machine CSR matrix).
+  answers side by side (``within``; the single-machine call builds its CSR matrix).
 * graph measures — the graph is assembled and checked once (the
   single-machine checks), held whole by every worker that works on it, and cut
   into row blocks of about equal stored entries; each block's values are the
@@ -306,18 +306,13 @@ def _side_by_side(parts) -> tuple:
     return rows[order].astype(np.int64), cols[order], dist[order]
 
 
-def radius_neighbors_graph(model, X, radius: float, mode: str, sort_results: bool) -> sp.csr_matrix:
-    """``radius_neighbors_graph`` against a sharded index, or with Dask queries, computed: the single-machine
-    result (a SciPy CSR matrix; ``radius_neighbors`` reads its rows).  Each shard answers every query block
-    with the single-machine call; the answers are put side by side, column numbers made global."""
+def within(model, X, radius: float) -> tuple:
+    """The fitted rows within ``radius`` of each query, for ``radius_neighbors_graph`` on a sharded index or
+    Dask queries: ``((rows, columns, distances), value type, number of queries)`` on the host, rows ascending,
+    each row's entries in index order.  Each shard answers every query block with the single-machine call; the
+    answers are put side by side, column numbers made global."""
     import dask
 
-    from .neighbors import _check_mode, _check_radius
-
-    _check_mode(mode)
-    radius = _check_radius(model.radius if radius is None else radius)
-    model._check_fitted()
-    spec, _, _ = model._resolve()
     Q = _queries(model, X)
     dtype = _sdask.result_dtype(Q, model._fit_X)
 
@@ -326,18 +321,11 @@ def radius_neighbors_graph(model, X, radius: float, mode: str, sort_results: boo
 
     blocks = _combined(model, X, Q, _shard_within, _side_by_side, args_of)
     blocks = dask.compute(*blocks) if _distributed_client() is None else [f.result() for f in blocks]
-    counts = _sdask.known_rows(Q, "X")
-    first = np.concatenate([[0], np.cumsum(counts)])
-    rows = np.concatenate([b[0] + first[q] for q, b in enumerate(blocks)]) if blocks else np.zeros(0, np.int64)
-    cols = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, np.int64)
-    dist = np.concatenate([b[2] for b in blocks]).astype(dtype) if blocks else np.zeros(0, dtype)
-    if sort_results and mode == "distance":  # best first, ties by index: the single-machine order
-        order = np.lexsort((cols, -dist if spec.similarity else dist, rows))
-        rows, cols, dist = rows[order], cols[order], dist[order]
-    data = np.ones(cols.size) if mode == "connectivity" else dist
-    indptr = np.zeros(Q.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=Q.shape[0]), out=indptr[1:])
-    return sp.csr_matrix((data, cols, indptr), shape=(Q.shape[0], model.n_samples_fit_))
+    first = np.concatenate([[0], np.cumsum(_sdask.known_rows(Q, "X"))])
+    rows = np.concatenate([b[0] + first[q] for q, b in enumerate(blocks)] or [np.zeros(0, np.int64)])
+    cols = np.concatenate([b[1] for b in blocks] or [np.zeros(0, np.int64)])
+    dist = np.concatenate([b[2] for b in blocks] or [np.zeros(0, dtype)])
+    return (rows, cols, dist), dtype, Q.shape[0]
 
 
 class _Computed:
@@ -609,4 +597,5 @@ __all__ = [
     "row_blocks",
     "similarity",
     "triangle_count",
+    "within",
 ]

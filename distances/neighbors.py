@@ -395,21 +395,28 @@ class NearestNeighbors:
         scikit-learn).  CuPy queries on the GPU get a ``cupyx.scipy.sparse``
         CSR matrix, built there.  See :meth:`radius_neighbors`.
         """
-        if _sdask.is_dask(X) or _dask.is_sharded(self):  # every shard's answer, side by side (docs/dask.md)
-            return _dask.radius_neighbors_graph(self, X, radius, mode, sort_results)
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
         self._check_fitted()
+        if _sdask.is_dask(X) or _dask.is_sharded(self):  # every shard's answer, side by side (docs/dask.md)
+            (rows, cols, dist), dtype, n_queries = _dask.within(self, X, radius)
+            return self._entries_graph(rows, cols, dist.astype(dtype), n_queries, mode, sort_results)
         (rows, cols, dist), where, measure, n_queries = self._search(X, _within, radius)
+        dist = dist.astype(measure.dtype, copy=False)
+        return where.give(self._entries_graph(rows, cols, dist, n_queries, mode, sort_results))
+
+    def _entries_graph(self, rows, cols, dist, n_queries: int, mode: str, sort_results: bool):
+        """The ``(n_queries, n_samples_fit)`` CSR matrix of the entries found (rows ascending, each row's
+        entries in index order), or best first with ``sort_results`` in ``mode="distance"``; NumPy or CuPy."""
         xp = validation.array_module(rows)
-        if sort_results and mode == "distance":
-            order = xp.lexsort(xp.stack((cols, -dist if measure.spec.similarity else dist, rows)))
+        if sort_results and mode == "distance":  # best first, ties by index
+            similarity = self._resolve()[0].similarity
+            order = xp.lexsort(xp.stack((cols, -dist if similarity else dist, rows)))
             rows, cols, dist = rows[order], cols[order], dist[order]
-        data = xp.ones(cols.size) if mode == "connectivity" else dist.astype(measure.dtype, copy=False)
+        data = xp.ones(cols.size) if mode == "connectivity" else dist
         indptr = xp.zeros(n_queries + 1, np.int64)
         xp.cumsum(xp.bincount(rows, minlength=n_queries), out=indptr[1:])
-        G = validation.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
-        return where.give(G)
+        return validation.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
 
 
 def radius_neighbors_graph(
