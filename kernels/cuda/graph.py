@@ -90,12 +90,9 @@ def degrees(G: DeviceCSR):
 
 def edge_rows(G: DeviceCSR):
     """The row of every stored entry (COO rows), in G's index type."""
-    import cupy
 
-    it, indptr, indices = _index(G)
-    rows = cupy.empty(indices.size, indices.dtype)
-    _launch(src.render_rows(it), 32 * G.shape[0], (indptr, np.int64(G.shape[0]), rows))
-    return rows
+    _, indptr, indices = _index(G)
+    return launch.entry_rows(indptr, indices.size, indices.dtype)
 
 
 def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool):

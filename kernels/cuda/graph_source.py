@@ -7,7 +7,6 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
   self-loops, and fingerprints of symmetry; ``render_check_exact`` (one warp
   per row, a binary search per entry) counts the entries whose reverse is
   missing or weighs differently, run only when a fingerprint says so.
-* ``render_rows`` — one warp per row: the row of every stored entry (COO rows).
 * ``render_compact`` — one warp per row, in two passes (count, then fill):
   the entries that ``u ≺ v`` in the total order keeps (``mode="orient"``,
   giving the oriented graph L) or that a flag keeps (``mode="keep"``, the
@@ -160,21 +159,6 @@ extern "C" __global__ void {name}(
         if (r == indptr[v + 1] || indices[r] != u) atomicAdd(&counts[2], 1ull);
         else if (weighted && data[r] != data[k]) atomicAdd(&counts[3], 1ull);
     }}
-}}
-"""
-    return KernelSource(name, _head(index_type) + body)
-
-
-def render_rows(index_type: str = "int32") -> KernelSource:
-    """rows[k] = the row of stored entry k."""
-    name = f"gr_rows_{index_type}"
-    body = f"""\
-extern "C" __global__ void {name}(const I* __restrict__ indptr, long long n, I* __restrict__ rows)
-{{
-    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (u >= n) return;
-    for (I k = indptr[u] + lane; k < indptr[u + 1]; k += 32) rows[k] = (I)u;
 }}
 """
     return KernelSource(name, _head(index_type) + body)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compile import compile_cached
-from .source import KernelSource, render_column_counts, render_csr_check
+from .source import KernelSource, render_column_counts, render_csr_check, render_entry_rows
 
 THREADS = 256  # threads per block of a one-dimensional launch
 
@@ -139,6 +139,20 @@ class DeviceCSR:
             launch(render_column_counts(index_type), indices.size, (indices, np.int64(indices.size), counts))
             self.__dict__["_column_counts"] = counts.view(np.int64)  # counts < 2**63: the same bits
         return self.__dict__["_column_counts"]
+
+
+def entry_rows(indptr, nnz: int, dtype):
+    """The row of each of the first ``nnz`` stored entries (COO rows) of the CSR row pointers ``indptr``, as
+    ``dtype`` (int32 or int64): one kernel, no temporaries."""
+    import cupy
+
+    index_type = "int32" if np.dtype(dtype) == np.int32 else "int64"
+    indptr = indptr.astype(dtype, copy=False)
+    rows = cupy.empty(nnz, dtype)
+    if nnz:
+        nrows = indptr.size - 1
+        launch(render_entry_rows(index_type), 32 * nrows, (indptr, np.int64(nrows), rows))
+    return rows
 
 
 CHECK_BLOCKS = 2048  # the CSR check's grid: warps stride over the rows, one set of atomics per warp

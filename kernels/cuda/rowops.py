@@ -90,8 +90,7 @@ def entries_from_csr(M) -> Entries:
     import cupy
 
     indptr, nnz = cupy.asarray(M.indptr), int(M.indptr[-1])
-    rows = (cupy.searchsorted(indptr, cupy.arange(nnz), side="right") - 1).astype(M.indices.dtype)
-    return Entries(rows, cupy.asarray(M.indices[:nnz]))
+    return Entries(launch.entry_rows(indptr, nnz, M.indices.dtype), cupy.asarray(M.indices[:nnz]))
 
 
 def scatter(out, entries: Entries, values) -> None:

@@ -239,12 +239,11 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
     Y's postings are built a slab of columns at a time within the driver's scratch budget
     (``semiring.engine.SCRATCH_BUDGET``): on scRNA-like data all of them at once took 590 MiB.
     """
-    import cupy
 
     I = np.int32 if index_type == "int32" else np.int64
     colptr = _column_pointers(Y, I)
     nnz = X.indices.size
-    xrow = (cupy.searchsorted(X.indptr, cupy.arange(nnz), side="right") - 1).astype(I)
+    xrow = launch.entry_rows(X.indptr, nnz, I)
     xi = X.indices.astype(I, copy=False)
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
@@ -378,7 +377,6 @@ def _coo_pass(
 ):
     """One pass of ``render_pairwise_coo``: the held rows (in parts) against the streamed entries (with
     ``margins`` — the union semiring and its entries' margins — the margin split's cross op)."""
-    import cupy
 
     ap, ai, av = held
     bp, bi, bv = streamed
@@ -418,7 +416,7 @@ def _coo_pass(
         args = (*head, np.int64(m_b), np.int64(stride_a), np.int64(stride_b), out)
         launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
         return
-    brow = (cupy.searchsorted(bp, cupy.arange(nnz_b, dtype=bp.dtype), side="right") - 1).astype(bp.dtype)
+    brow = launch.entry_rows(bp, nnz_b, bp.dtype)
     per_block = hash_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
     grid_y = max(1, min(-(-nnz_b // per_block), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
     args = (*head, brow, np.int64(nnz_b), np.int64(stride_a), np.int64(stride_b), out)

@@ -226,3 +226,10 @@ def test_coo_kernel_refuses_bad_shapes():
         hash_source.render_pairwise_coo(semiring.plus_times, stream="csc")
     with pytest.raises(ValueError, match="a margin split's cross op runs in hash tables"):
         hash_source.render_pairwise_coo(semiring.plus_times, table="dense", split_of=semiring.plus_absdiff)
+
+
+@pytest.mark.parametrize("index_type", ["int32", "int64"])
+def test_entry_rows_kernel_compiles(index_type):
+    kernel = cuda_source.render_entry_rows(index_type)
+    assert f"typedef {cuda_source.INDEX_TYPES[index_type]} I;" in kernel.source
+    assert len(cuda_compile.compile_cached(kernel)) > 0

@@ -17,7 +17,6 @@ COUNT = E.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
 def kernels(index_type: str):
     yield src.render_check(index_type)
     yield src.render_check_exact(index_type)
-    yield src.render_rows(index_type)
     yield src.render_mirror(index_type)
     for mode in ("orient", "keep"):
         for fill in (False, True):
@@ -38,7 +37,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert len(names) == 11 + 4 * (1 + len(SIMILARITIES))  # every kernel has its own name
+    assert len(names) == 10 + 4 * (1 + len(SIMILARITIES))  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
