@@ -2,7 +2,7 @@
 # On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
 # wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
 # the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
-# PROFILE_JOBS: stage_profile.py's --jobs; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
+# PROFILE_JOBS, PROFILE_ARGS, PROFILE_TAG: stage_profile.py's --jobs, further arguments, results file tag; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
 # the tag in its results file's name).
 # Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [cpu] [smoke]; logs and JSON
 # go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
@@ -43,7 +43,7 @@ for job in "$@"; do
         2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
     profile)
       python3 "$REPO/benchmarks/stage_profile.py" --seed "${SEED:-0}" --jobs "${PROFILE_JOBS:?PROFILE_JOBS: dataset:metric:job,...}" \
-        --json "$OUT/stage_profile.json" 2>&1 | tee "$OUT/stage_profile.log" || status=1 ;;
+        ${PROFILE_ARGS:-} --json "$OUT/stage_profile${PROFILE_TAG:-}.json" 2>&1 | tee "$OUT/stage_profile${PROFILE_TAG:-}.log" || status=1 ;;
     cpu)  # the CPU engine's table on the machine's host cores (CPU_ARGS: cpu_engine.py's arguments)
       python3 "$REPO/benchmarks/cpu_engine.py" ${CPU_ARGS:?CPU_ARGS: cpu_engine.py arguments} 2>&1 | tee -a "$OUT/cpu_engine.log" || status=1 ;;
     smoke)

@@ -10,6 +10,11 @@ stages as shares, not as the call's figure.  ``--pool`` times the stages with
 CuPy's memory pool instead (no memory figures): without the pool every
 allocation is a ``cudaMalloc``, which inflates the stages that allocate much.
 
+``--host N`` runs each job's call N times under ``cProfile`` (no stages, no
+synchronisation added) and prints where the host's time goes: a call whose GPU
+work is short is bound by the host launching kernels and waiting at each copy
+back (``get``, ``int()`` of a device scalar), which these rows name.
+
 ``--kernels N`` runs each job's call N times and nothing else (no stages), for
 a kernel profiler to read: ``ncu --csv --metrics gpu__time_duration.sum,...
 python benchmarks/stage_profile.py --seed 0 --jobs edgar:cosine:pairwise --kernels 2``.
@@ -125,6 +130,37 @@ def job_call(dataset: str, metric: str, job: str, seed: int, queries: int):
     return lambda: distances.pairwise_distances(Qc, Xc, metric=metric)
 
 
+def host_profile(call, n: int, top: int = 40) -> dict:
+    """The call run ``n`` times under cProfile: wall ms per call, and the functions with the most own time."""
+    import cProfile
+    import pstats
+
+    import cupy
+
+    cupy.cuda.Device().synchronize()
+    profiler = cProfile.Profile()
+    t = time.perf_counter()
+    profiler.enable()
+    for _ in range(n):
+        call()
+    cupy.cuda.Device().synchronize()
+    profiler.disable()
+    wall = (time.perf_counter() - t) * 1e3 / n
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (path, line, name), (_, ncalls, own, cum, _) in stats.stats.items():
+        where = f"{Path(path).name}:{line}({name})" if line else name
+        rows.append({"function": where, "calls": ncalls / n, "own_ms": own * 1e3 / n, "cum_ms": cum * 1e3 / n})
+    rows.sort(key=lambda r: -r["own_ms"])
+    print(f"  host: {wall:.2f} ms a call under cProfile; own time per call:")
+    for r in rows[:top]:
+        print(f"    {r['own_ms']:8.3f} ms {r['calls']:7.1f} calls  (cum {r['cum_ms']:8.3f})  {r['function']}")
+    return {
+        "host_ms": round(wall, 3),
+        "functions": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows[:top]],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
@@ -132,6 +168,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2048)
     parser.add_argument("--pool", action="store_true", help="stages timed with CuPy's pool, no memory figures")
     parser.add_argument("--kernels", type=int, default=0, help="only run each call this many times (for ncu)")
+    parser.add_argument("--host", type=int, default=0, help="run each call this many times under cProfile")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = []
@@ -143,6 +180,12 @@ def main() -> None:
                 call()
             continue
         ms, _ = timed(call, 2)
+        if args.host:
+            print(f"\n{dataset} {metric} {job}: {ms:.2f} ms (CUDA events)")
+            results.append(
+                {"dataset": dataset, "metric": metric, "job": job, "ms": round(ms, 2), **host_profile(call, args.host)}
+            )
+            continue
         memory, table = StageMemory(), {}
         restore = instrument(memory, table)
         try:

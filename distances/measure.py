@@ -29,7 +29,9 @@ def scale_columns(A, scale: np.ndarray | None):
         return A
     xp = validation.array_module(A)
     nnz = int(A.indptr[-1])
-    data = (A.data[:nnz] * xp.asarray(scale)[A.indices[:nnz]]).astype(A.dtype)
+    scale, data = xp.asarray(scale), xp.empty(nnz, A.dtype)
+    for e0, e1 in validation.entry_chunks(nnz):
+        data[e0:e1] = A.data[e0:e1] * scale[A.indices[e0:e1]]
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
 
 
@@ -52,11 +54,6 @@ def prepare(A, how: str):
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
 
 
-# Entries handled at a time by the row-sum division: each costs about 24 bytes of temporaries (its row, the
-# positions it is found from, its row's sum), so scRNA-like rows took 514 MiB in one piece on an H200.
-L1_CHUNK_ENTRIES = 1 << 22
-
-
 def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
     """Each value divided by its row's sum (0 where the sum is 0), in ``dtype``, a chunk of entries at a time.
 
@@ -67,8 +64,7 @@ def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
     nnz = values.size
 
     def chunks():
-        for e0 in range(0, nnz, L1_CHUNK_ENTRIES):
-            e1 = min(nnz, e0 + L1_CHUNK_ENTRIES)
+        for e0, e1 in validation.entry_chunks(nnz):
             yield e0, e1, xp.searchsorted(indptr, xp.arange(e0, e1), side="right") - 1
 
     sums = xp.zeros(nrows, np.float64)

@@ -240,13 +240,16 @@ def test_working_memory_must_be_positive():
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 20])
-def test_l1_rows_in_chunks_equal_cdist(monkeypatch, chunk):
-    """Rows divided by their sums a chunk of entries at a time (chunks ending inside rows, and empty rows)."""
-    from semiring.distances import measure
+@pytest.mark.parametrize("metric", ["jensenshannon", "seuclidean"])
+def test_values_in_chunks_equal_cdist(monkeypatch, chunk, metric):
+    """Rows divided by their sums, seuclidean's column variances and its scaled columns, a chunk of entries at
+    a time (chunks ending inside rows, and an empty row)."""
+    from semiring import validation
 
-    monkeypatch.setattr(measure, "L1_CHUNK_ENTRIES", chunk)
+    monkeypatch.setattr(validation, "ENTRY_CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     X = sp.random(40, 30, density=0.2, format="csr", random_state=rng, dtype=np.float64)
     X[3] = 0  # an empty row: its sum is 0
+    X = (X + sp.eye(40, 30, k=-10) * 0.5).tocsr()  # every column stored somewhere: V has no 0
     X.eliminate_zeros()
-    check_metric("jensenshannon", X, X[:7])
+    check_metric(metric, X, X[:7])

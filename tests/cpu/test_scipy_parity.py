@@ -89,6 +89,10 @@ def test_seuclidean_refuses_what_scipy_turns_into_nan():
         distances.pairwise_distances(X, metric="seuclidean", backend="cpu")
     with pytest.raises(ValueError, match="fewer than 2 rows"):
         distances.pairwise_distances(np.array([[1.0, 2.0]]), metric="seuclidean", backend="cpu")
+    # a column with no stored value, found from the stored columns (fewer values than columns) or their counts
+    for rows, empty in (([[1.0, 0, 0], [2.0, 0, 0]], 1), ([[1.0, 1, 0], [2.0, 0, 0], [3.0, 1, 0], [1.0, 2, 0]], 2)):
+        with pytest.raises(ValueError, match=f"column {empty} is constant"):
+            distances.pairwise_distances(sp.csr_matrix(rows), metric="seuclidean", backend="cpu")
     with pytest.raises(ValueError, match="V must be finite and > 0 for seuclidean, got 0.0 at column 1"):
         distances.pairwise_distances(X, metric="seuclidean", V=[1.0, 0.0], backend="cpu")
 

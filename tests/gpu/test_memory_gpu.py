@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from oracles import oracle, tolerances
 
-from semiring import distances
+from semiring import distances, validation
 from semiring.distances import measure
 from semiring.engine import SCRATCH_BUDGET
 from semiring.kernels.cuda import strategies
@@ -146,7 +146,7 @@ def test_l1_rows_in_chunks_equal_one_piece(monkeypatch):
     rng = np.random.default_rng(4)
     A = wide(rng, 300, 500, 7)
     whole = measure.prepare(csp.csr_matrix(A), "l1").data.get()
-    monkeypatch.setattr(measure, "L1_CHUNK_ENTRIES", 13)
+    monkeypatch.setattr(validation, "ENTRY_CHUNK", 13)
     chunked = measure.prepare(csp.csr_matrix(A), "l1").data.get()
     np.testing.assert_allclose(chunked, whole, rtol=1e-6)
     sums = np.asarray(A.sum(axis=1)).ravel()
