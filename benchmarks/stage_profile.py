@@ -15,6 +15,9 @@ synchronisation added) and prints where the host's time goes: a call whose GPU
 work is short is bound by the host launching kernels and waiting at each copy
 back (``get``, ``int()`` of a device scalar), which these rows name.
 
+``--allocations MIB`` lists every allocation of at least MIB during the
+profiled call, with the live bytes after it and the library frames that asked.
+
 ``--kernels N`` runs each job's call N times and nothing else (no stages), for
 a kernel profiler to read: ``ncu --csv --metrics gpu__time_duration.sum,...
 python benchmarks/stage_profile.py --seed 0 --jobs edgar:cosine:pairwise --kernels 2``.
@@ -33,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -65,14 +69,19 @@ STAGES = {
 class StageMemory(PeakMemory):
     """PeakMemory that also keeps the peak since a mark (one per open stage)."""
 
-    def __init__(self):
+    def __init__(self, large_mib: float = 0.0):
         super().__init__()
         self.marks: list[list[int]] = []
+        self.large_mib, self.large = large_mib, []
 
     def _malloc(self, size: int, device: int) -> int:
         ptr = super()._malloc(size, device)
         for mark in self.marks:
             mark[1] = max(mark[1], self.live)
+        if self.large_mib and size >= self.large_mib * MIB:  # who asked: the library's innermost frames
+            frames = [f for f in traceback.extract_stack() if "/semiring/" in f.filename][-3:]
+            site = " < ".join(f"{Path(f.filename).name}:{f.lineno}({f.name})" for f in reversed(frames))
+            self.large.append({"mib": round(size / MIB, 1), "live_mib": round(self.live / MIB, 1), "site": site})
         return ptr
 
 
@@ -168,6 +177,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2048)
     parser.add_argument("--pool", action="store_true", help="stages timed with CuPy's pool, no memory figures")
     parser.add_argument("--kernels", type=int, default=0, help="only run each call this many times (for ncu)")
+    parser.add_argument("--allocations", type=float, default=0.0, help="list allocations of at least this many MiB")
     parser.add_argument("--host", type=int, default=0, help="run each call this many times under cProfile")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -186,7 +196,7 @@ def main() -> None:
                 {"dataset": dataset, "metric": metric, "job": job, "ms": round(ms, 2), **host_profile(call, args.host)}
             )
             continue
-        memory, table = StageMemory(), {}
+        memory, table = StageMemory(args.allocations), {}
         restore = instrument(memory, table)
         try:
             t = time.perf_counter()
@@ -208,8 +218,11 @@ def main() -> None:
         )
         for s in stages:
             print(f"  {s['stage']:<32} {s['calls']:>5} calls {s['ms']:>9.2f} ms  peak +{s['peak_extra_mib']:.1f} MiB")
+        for a in memory.large:
+            print(f"  alloc {a['mib']:>8.1f} MiB, live {a['live_mib']:>8.1f}  {a['site']}")
         results.append(
             {
+                "allocations": memory.large,
                 "dataset": dataset,
                 "metric": metric,
                 "job": job,

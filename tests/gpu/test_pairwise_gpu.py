@@ -263,3 +263,20 @@ def test_gpu_engine_implements_the_interface():
     assert not missing_methods(ENGINE, PairwiseEngine) and isinstance(ENGINE, PairwiseEngine)
     assert ENGINE.name == "cuda" and ENGINE.device_results
     assert 0 < ENGINE.memory_limit_bytes()
+
+
+def test_memory_limit_counts_the_pools_cached_blocks_and_keeps_them():
+    """The limit counts what CuPy's pool caches unused as free, without emptying the pool (which would
+    synchronise the device and send the call's buffers back to cudaMalloc)."""
+    import cupy
+
+    from semiring.kernels.cuda import ENGINE
+
+    pool = cupy.get_default_memory_pool()
+    block = cupy.empty(256 * 2**20, dtype=np.uint8)
+    del block  # cached by the pool, not in use
+    cached = pool.free_bytes()
+    assert cached >= 256 * 2**20
+    limit = ENGINE.memory_limit_bytes()
+    assert pool.free_bytes() == cached  # nothing given back
+    assert abs(limit - (cupy.cuda.Device().mem_info[0] + cached) // 2) <= 2**20
