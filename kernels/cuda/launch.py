@@ -158,13 +158,26 @@ def entry_rows(indptr, nnz: int, dtype):
 CHECK_BLOCKS = 2048  # the CSR check's grid: warps stride over the rows, one set of atomics per warp
 
 
+_VERDICTS_START: dict = {}
+
+
+def _verdicts_start():
+    """The check's counters before it runs (none found; the lowest column found so far the largest int64,
+    the highest the smallest), on this device."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+    if device not in _VERDICTS_START:
+        _VERDICTS_START[device] = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0], dtype=np.int64)
+    return _VERDICTS_START[device]
+
+
 def csr_verdicts(A, nnz: int) -> dict[str, int]:
     """What ``render_csr_check`` finds in the CuPy CSR matrix A whose indptr ends at ``nnz`` (checked by the
     caller to be within its arrays): one launch, one copy back."""
-    import cupy
 
     m = A.shape[0]
-    out = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0], dtype=np.int64)
+    out = _verdicts_start().copy()  # a copy on the device, not one from the host
     if m:  # with no entries (nnz 0) only the row pointers are read
         index_type, (indptr, indices) = common_index(A.indptr, A.indices)
         value_type = "float32" if A.data.dtype == np.float32 else "float64"
@@ -213,9 +226,19 @@ def common_index(*arrays) -> tuple[str, list]:
     return "int64", [a.astype(np.int64, copy=False) for a in arrays]
 
 
+_PARAMS: dict = {}
+
+
 def device_params(values) -> object:
-    """Parameter values as a float64 device array (one dummy slot when there are none)."""
+    """Parameter values as a float64 device array (one dummy slot when there are none), made once per values
+    and device: kernels read it as ``const``, and each host-to-device copy cost a launch's worth of host time
+    (a dozen per EDGAR-like call)."""
     import cupy
 
-    values = np.asarray(values, dtype=np.float64)
-    return cupy.asarray(values if values.size else np.zeros(1))
+    values = np.asarray(values, dtype=np.float64).ravel()
+    key = (values.tobytes(), cupy.cuda.Device().id)
+    if key not in _PARAMS:
+        if len(_PARAMS) >= 1024:  # parameters swept over many values: keep the newest
+            _PARAMS.clear()
+        _PARAMS[key] = cupy.asarray(values if values.size else np.zeros(1))
+    return _PARAMS[key]

@@ -182,26 +182,28 @@ def _column_pointers(Y: DeviceCSR, I):
     return cache[I]
 
 
-def _slabs(colptr, budget: int | None, entry_bytes: int) -> list[tuple[int, int]]:
-    """Column ranges whose postings (``entry_bytes`` a stored entry) take about ``budget`` bytes each (one
-    range when no budget is set).
+def _slabs(colptr, total: int, budget: int | None, entry_bytes: int) -> list[tuple[int, int, int, int]]:
+    """Column ranges ``(c0, c1)`` whose postings (``entry_bytes`` a stored entry) take about ``budget`` bytes
+    each (one range when no budget is set), with where their postings begin and end ``(e0, e1)``; ``total``:
+    the stored entries (``colptr[-1]``, known on the host: one range needs no copy back).
 
     Columns are grouped by the multiple of the slab size their postings start in, so a slab exceeds it by
-    at most its last column; the few boundaries are found on the device and only they come back.
+    at most its last column; the few boundaries are found on the device and come back in one copy.
     """
     import cupy
 
-    ncols, total = colptr.size - 1, int(colptr[-1])
+    ncols = colptr.size - 1
     step = total if budget is None else max(1, budget // entry_bytes)
     if total <= step:
-        return [(0, ncols)]
+        return [(0, ncols, 0, total)]
     marks = cupy.arange(step, total, step, dtype=colptr.dtype)
-    cuts = cupy.searchsorted(colptr[:-1], marks, side="left").get().tolist()
-    bounds = sorted({0, ncols, *cuts})
-    return list(pairwise(bounds))
+    cuts = cupy.searchsorted(colptr[:-1], marks, side="left")
+    cuts, starts = cupy.stack([cuts.astype(np.int64), colptr[cuts].astype(np.int64)]).get().tolist()
+    bounds = sorted({0: 0, ncols: total, **dict(zip(cuts, starts))}.items())
+    return [(c0, c1, e0, e1) for (c0, e0), (c1, e1) in pairwise(bounds)]
 
 
-def _postings(Y: DeviceCSR, value_name: str, index_type: str, c0: int, c1: int, colptr):
+def _postings(Y: DeviceCSR, value_name: str, index_type: str, slab: tuple[int, int, int, int], colptr):
     """The postings of Y's columns ``c0:c1`` — row of each entry and value, column by column — and column
     pointers over the whole column space into them (empty outside the slab), so the inverted kernel skips
     X's entries of other columns without a test of its own.  Cached on Y when one slab is the whole space.
@@ -213,12 +215,12 @@ def _postings(Y: DeviceCSR, value_name: str, index_type: str, c0: int, c1: int, 
     import cupy
 
     I, T = colptr.dtype, value_type(value_name)[1]
+    c0, c1, base, end = slab
     whole = (c0, c1) == (0, Y.shape[1])
     cache = Y.__dict__.setdefault("_postings", {})
     key = (index_type, value_name)
     if whole and key in cache:
         return cache[key]
-    base, end = int(colptr[c0]), int(colptr[c1])
     cursor = (colptr[c0:c1] - base).astype(I)
     post_row, post_val = cupy.empty(end - base, I), cupy.empty(end - base, T)
     args = (Y.indptr.astype(I, copy=False), Y.indices.astype(I, copy=False), Y.data.astype(T, copy=False))
@@ -248,8 +250,8 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
     entry_bytes = np.dtype(I).itemsize + out.dtype.itemsize  # a posting: row and value
-    for c0, c1 in _slabs(colptr, SCRATCH_BUDGET.get(), entry_bytes):
-        pointers, yrow, yv = _postings(Y, value_name, index_type, c0, c1, colptr)
+    for slab in _slabs(colptr, Y.indices.size, SCRATCH_BUDGET.get(), entry_bytes):
+        pointers, yrow, yv = _postings(Y, value_name, index_type, slab, colptr)
         args = (xrow, xi, xv, np.int64(nnz), pointers, yrow, yv)
         launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
         del pointers, yrow, yv

@@ -73,13 +73,15 @@ def test_slabs_cover_the_columns_each_within_the_budget():
     counts = rng.integers(0, 50, size=1000)
     counts[17] = 400  # one column longer than a slab: a slab of its own
     colptr = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    slabs = strategies._slabs(colptr, 100 * 8, 8)
+    host = colptr.get()
+    total = int(host[-1])
+    slabs = strategies._slabs(colptr, total, 100 * 8, 8)
     assert slabs[0][0] == 0 and slabs[-1][1] == 1000
     assert all(a[1] == b[0] and a[0] < a[1] for a, b in pairwise(slabs))
-    host = colptr.get()
-    for c0, c1 in slabs:  # at most one column past the slab size
+    for c0, c1, e0, e1 in slabs:  # at most one column past the slab size; its postings' range read from colptr
         assert host[c1 - 1] - host[c0] <= 100 or c1 - c0 == 1
-    assert strategies._slabs(colptr, None, 8) == [(0, 1000)]
+        assert (e0, e1) == (host[c0], host[c1])
+    assert strategies._slabs(colptr, total, None, 8) == [(0, 1000, 0, total)]
 
 
 @pytest.mark.parametrize("metric", ["cityblock", "cosine", "jensenshannon", "braycurtis"])
