@@ -278,7 +278,7 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
         x_rows=X.shape[0],
         x_stored=X.indices.size,
         margins=margin_split_applies if margins else False,
-        finite=lambda: _finite(xv, yv),
+        finite=lambda: all_finite(xv, yv),
         rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: _inverted_pays(X, Y),
     )
@@ -319,14 +319,18 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
 
 
 def all_nonnegative(*values) -> bool:
-    """Whether every value of these device arrays is ≥ 0."""
-    return all(v.size == 0 or float(v.min()) >= 0 for v in values)
-
-
-def _finite(*values) -> bool:
+    """Whether every value of these device arrays is ≥ 0 (one copy back for all of them)."""
     import cupy
 
-    return all(bool(cupy.isfinite(v).all()) for v in values)
+    lows = [v.min() for v in values if v.size]
+    return not lows or float(cupy.stack(lows).min()) >= 0
+
+
+def all_finite(*values) -> bool:
+    """Whether every value of these device arrays is finite (one copy back for all of them)."""
+    import cupy
+
+    return bool(cupy.stack([cupy.isfinite(v).all() for v in values]).all()) if values else True
 
 
 def _inverted_pays(X: DeviceCSR, Y: DeviceCSR) -> bool:

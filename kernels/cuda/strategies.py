@@ -118,14 +118,13 @@ _MARGIN_CANCELS = _expr.parse("abs(c0) <= 0.125 * (nx1 + ny1) and nx1 + ny1 > 0.
 
 def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings: Settings):
     """A plus-monoid union in one intersection pass; None where a margin is not finite."""
-    import cupy
 
     T = value_type(out_dtype)[1]
     norms = []
     for A, tree in ((X, split.x_margin), (Y, split.y_margin)):
         norms.append([rowops.row_norm(A, tree, T), rowops.row_norm(A, _expr.Node("call", ("abs", tree)), T)])
     (nx, ax), (ny, ay) = norms
-    if not bool(cupy.isfinite(ax).all()) or not bool(cupy.isfinite(ay).all()):
+    if not planner.all_finite(ax, ay):
         return None
     out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
     none = np.zeros(0)
