@@ -21,6 +21,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from semiring.validation import array_module
+
 from . import launch
 from .launch import DeviceCSR
 from .source import _costly, rowvec_shared_bytes
@@ -319,18 +321,17 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
 
 
 def all_nonnegative(*values) -> bool:
-    """Whether every value of these device arrays is ≥ 0 (one copy back for all of them)."""
-    import cupy
-
+    """Whether every value of these device arrays (or host arrays) is ≥ 0: one copy back for all of them."""
     lows = [v.min() for v in values if v.size]
-    return not lows or float(cupy.stack(lows).min()) >= 0
+    return not lows or float(array_module(lows[0]).stack(lows).min()) >= 0
 
 
 def all_finite(*values) -> bool:
-    """Whether every value of these device arrays is finite (one copy back for all of them)."""
-    import cupy
-
-    return bool(cupy.stack([cupy.isfinite(v).all() for v in values]).all()) if values else True
+    """Whether every value of these device arrays (or host arrays) is finite: one copy back for all of them."""
+    if not values:
+        return True
+    xp = array_module(values[0])
+    return bool(xp.stack([xp.isfinite(v).all() for v in values]).all())
 
 
 def _inverted_pays(X: DeviceCSR, Y: DeviceCSR) -> bool:
