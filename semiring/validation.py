@@ -114,8 +114,9 @@ def _checked_on_device(A, name: str, allow_inf: bool, copied: bool):
     import importlib
 
     n = A.shape[1]
-    nnz = _check_pointers(A, name)
-    verdict = importlib.import_module("semiring.kernels.cuda.launch").csr_verdicts(A, nnz)
+    _check_pointer_arrays(A, name)
+    verdict = importlib.import_module("semiring.kernels.cuda.launch").csr_verdicts(A)
+    nnz = _check_pointer_ends(A, name, verdict["first"], verdict["last"])
     if verdict["decreasing rows"]:
         raise ValueError(f"{name}: indptr must be non-decreasing")
     low, high = verdict["lowest column"], verdict["highest column"]
@@ -217,14 +218,23 @@ def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
 
 def _check_pointers(A, name: str) -> int:
     """The rules of a CSR matrix's arrays that need no pass over its entries; the end of its entries."""
-    m = A.shape[0]
+    _check_pointer_arrays(A, name)
+    first, last = (int(x) for x in A.indptr[[0, -1]].tolist())  # one copy back for CuPy arrays
+    return _check_pointer_ends(A, name, first, last)
+
+
+def _check_pointer_arrays(A, name: str) -> None:
+    """The index arrays' types and indptr's length (no value of them read)."""
     indptr, indices = A.indptr, A.indices
     if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
         raise TypeError(f"{name}: CSR index arrays must be integers, got {indptr.dtype} and {indices.dtype}")
-    if indptr.shape != (m + 1,):
-        raise ValueError(f"{name}: indptr must have {m + 1} entries (rows + 1), got {indptr.shape[0]}")
-    first, last = (int(x) for x in indptr[[0, -1]].tolist())  # one copy back for CuPy arrays
-    if first != 0 or last > indices.shape[0] or last > A.data.shape[0]:
+    if indptr.shape != (A.shape[0] + 1,):
+        raise ValueError(f"{name}: indptr must have {A.shape[0] + 1} entries (rows + 1), got {indptr.shape[0]}")
+
+
+def _check_pointer_ends(A, name: str, first: int, last: int) -> int:
+    """indptr's first and last values against the stored arrays; the end of the entries."""
+    if first != 0 or last > A.indices.shape[0] or last > A.data.shape[0]:
         raise ValueError(f"{name}: indptr must start at 0 and end at most at the number of stored values")
     return last
 

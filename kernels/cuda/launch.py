@@ -168,23 +168,23 @@ def _verdicts_start():
 
     device = cupy.cuda.Device().id
     if device not in _VERDICTS_START:
-        _VERDICTS_START[device] = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0], dtype=np.int64)
+        _VERDICTS_START[device] = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0, 0, 0], dtype=np.int64)
     return _VERDICTS_START[device]
 
 
-def csr_verdicts(A, nnz: int) -> dict[str, int]:
-    """What ``render_csr_check`` finds in the CuPy CSR matrix A whose indptr ends at ``nnz`` (checked by the
-    caller to be within its arrays): one launch, one copy back."""
-
+def csr_verdicts(A) -> dict[str, int]:
+    """What ``render_csr_check`` finds in the CuPy CSR matrix A (its index arrays' types and indptr's length
+    checked by the caller), with its first and last row pointers: one launch, one copy back.  Entries are
+    read within the stored arrays only; the caller checks the pointers against their length."""
     m = A.shape[0]
     out = _verdicts_start().copy()  # a copy on the device, not one from the host
-    if m:  # with no entries (nnz 0) only the row pointers are read
-        index_type, (indptr, indices) = common_index(A.indptr, A.indices)
-        value_type = "float32" if A.data.dtype == np.float32 else "float64"
-        blocks = min(CHECK_BLOCKS, (m + 7) // 8)
-        kernel = function(render_csr_check(value_type, index_type))
-        run(kernel, (blocks,), (THREADS,), (indptr, indices, A.data, np.int64(m), np.int64(nnz), out))
-    keys = ("decreasing rows", "lowest column", "highest column", "unsorted", "nan", "inf")
+    index_type, (indptr, indices) = common_index(A.indptr, A.indices)
+    value_type = "float32" if A.data.dtype == np.float32 else "float64"
+    blocks = max(1, min(CHECK_BLOCKS, (m + 7) // 8))  # one block at least: it reads the pointers
+    kernel = function(render_csr_check(value_type, index_type))
+    bound = min(indices.size, A.data.size)
+    run(kernel, (blocks,), (THREADS,), (indptr, indices, A.data, np.int64(m), np.int64(bound), out))
+    keys = ("decreasing rows", "lowest column", "highest column", "unsorted", "nan", "inf", "first", "last")
     return dict(zip(keys, (int(x) for x in out.get())))
 
 

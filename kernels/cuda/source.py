@@ -373,12 +373,13 @@ extern "C" __global__ void {name}(const I* __restrict__ indptr, long long n, I* 
 def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """Every rule of a CSR matrix that reads its entries, in one pass: warps stride over the rows.
 
-    ``out`` (six int64, set to 0, +max, −max, 0, 0, 0 by the caller) gets: [0] rows ending before they
-    start, [1] the smallest and [2] the largest column index, [3] entries not above the one before them in
-    their row (unsorted or repeated), [4] NaN values, [5] infinite values.  Reads stay within
-    ``[0, nnz)`` whatever indptr holds, so a malformed matrix is reported, never read out of bounds.  One
-    launch and one copy back replace the twenty-odd CuPy reductions (each with its own launch and wait)
-    that checking a matrix took, most of a small call's host time.
+    ``out`` (eight int64, set to 0, +max, −max, 0, 0, 0, 0, 0 by the caller) gets: [0] rows ending before
+    they start, [1] the smallest and [2] the largest column index, [3] entries not above the one before them
+    in their row (unsorted or repeated), [4] NaN values, [5] infinite values, [6] and [7] the first and the
+    last row pointer.  Reads stay within ``[0, nnz)`` (the stored arrays' length) whatever indptr holds, so
+    a malformed matrix is reported, never read out of bounds.  One launch and one copy back replace the
+    twenty-odd CuPy reductions (each with its own launch and wait) that checking a matrix took, most of a
+    small call's host time; the pointers come back with the findings, not in a copy of their own.
     """
     V, I = _types(value_type, index_type)
     name = f"sr_csr_check_{value_type}_{index_type}"
@@ -391,6 +392,10 @@ extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
     long long m, long long nnz, long long* __restrict__ out)
 {{
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {{
+        out[6] = indptr[0];
+        out[7] = indptr[m];
+    }}
     long long decreasing = 0, unsorted = 0, nans = 0, infs = 0;
     long long low = 0x7fffffffffffffffLL, high = -0x7fffffffffffffffLL;
     for (long long u = (long long)blockIdx.x * SR_WARPS + warp; u < m; u += (long long)gridDim.x * SR_WARPS) {{

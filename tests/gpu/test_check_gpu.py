@@ -97,6 +97,8 @@ def test_verdicts_of_a_valid_matrix_and_it_is_used_as_it_is():
         "unsorted": 0,
         "nan": 0,
         "inf": 0,
+        "first": 0,
+        "last": H.nnz,
     }
-    assert launch.csr_verdicts(X, H.nnz) == want
+    assert launch.csr_verdicts(X) == want
     assert validation.check_matrix(X, "X") is X  # canonical float64 CSR: no copy
