@@ -249,11 +249,17 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
     out.fill(0)
     kernel = source.render_pairwise_inverted(sr, value_name, index_type)
     entry_bytes = np.dtype(I).itemsize + out.dtype.itemsize  # a posting: row and value
-    for slab in _slabs(colptr, Y.indices.size, SCRATCH_BUDGET.get(), entry_bytes):
-        pointers, yrow, yv = _postings(Y, value_name, index_type, slab, colptr)
-        args = (xrow, xi, xv, np.int64(nnz), pointers, yrow, yv)
-        launch.launch(kernel, nnz * 32, (*args, np.int64(out.shape[1]), device_params(sr.params), out))
-        del pointers, yrow, yv
+    budget = SCRATCH_BUDGET.get()
+    if budget is not None:  # what the slabs share the budget with: X's entry rows, a slab's two pointer arrays
+        budget = max(entry_bytes, budget - xrow.nbytes - 2 * colptr.nbytes)
+    for slab in _slabs(colptr, Y.indices.size, budget, entry_bytes):
+        postings = _postings(Y, value_name, index_type, slab, colptr)
+        launch.launch(
+            kernel,
+            nnz * 32,
+            (xrow, xi, xv, np.int64(nnz), *postings, np.int64(out.shape[1]), device_params(sr.params), out),
+        )
+        del postings  # freed before the next slab is built (a slab alive with the next held 50 MiB more)
 
 
 def _shared_capacity(value_name: str, sr) -> int:
