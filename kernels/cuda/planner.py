@@ -29,7 +29,7 @@ from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "dense-gemm", "margins", "coo", "hash")
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,10 @@ def decide(settings: Settings, facts: Facts) -> str:
         return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
     if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
         return "dense-gemm"
-    if inverted_applies(facts) and (forced == "inverted" or (auto and _known(facts.inverted_pays))):
-        return "inverted"
+    if inverted_applies(facts) and forced in ("inverted", "ranges"):
+        return forced
+    if inverted_applies(facts) and auto and _known(facts.inverted_pays):
+        return "inverted"  # "ranges" (the same products, sums in shared memory) only forced until measured
     return strategy
 
 

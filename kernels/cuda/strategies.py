@@ -31,6 +31,12 @@ DENSE_CHUNK_BYTES = 128 * 2**20
 # Each band costs a selection and a masked merge: on scRNA-like data (nearly every entry cancels) bands of
 # 64 MiB took cityblock from 52 to 76 ms on an H200, so bands are no smaller than the budget makes them.
 MARGIN_RECOMPUTE_BYTES = 1 << 30
+# The row-range kernel (``render_pairwise_ranges``): a range of Y rows' sums of one X row in this much shared
+# memory (16,384 float32), a block of RANGE_THREADS, at most RANGE_BLOCKS_PER_SM blocks a multiprocessor
+# looping over (row, range).  First values, not yet tuned on a GPU.
+RANGE_SHARED_BYTES = 64 * 2**10
+RANGE_THREADS = 512
+RANGE_BLOCKS_PER_SM = 8
 
 
 def product(
@@ -66,8 +72,8 @@ def product(
                 return done
             strategy = planner.plan(sr, X, Y, xv, yv, margins=False, settings=settings)  # a margin is not finite
         out = cupy.empty((m, p), dtype=T)
-        if strategy == "inverted":
-            inverted(sr, value_name, index_type, X, xv, Y, out)
+        if strategy in ("inverted", "ranges"):
+            inverted(sr, value_name, index_type, X, xv, Y, out, in_ranges=strategy == "ranges")
         elif strategy == "dense-gemm":
             dense_gemm(value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], out)
         elif strategy == "rowvec":
@@ -234,31 +240,48 @@ def _postings(Y: DeviceCSR, value_name: str, index_type: str, slab: tuple[int, i
     return result
 
 
-def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out):
+def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out, in_ranges: bool = False):
     """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair.
 
     Y's postings are built a slab of columns at a time within the driver's scratch budget
     (``semiring.engine.SCRATCH_BUDGET``): on scRNA-like data all of them at once took 590 MiB.
+    ``in_ranges``: the adds go to X's row's sums over a range of Y's rows in shared memory, each output
+    entry written once (``render_pairwise_ranges``); else straight into the zeroed output.
     """
-
     I = np.int32 if index_type == "int32" else np.int64
     colptr = _column_pointers(Y, I)
-    nnz = X.indices.size
-    xrow = launch.entry_rows(X.indptr, nnz, I)
-    xi = X.indices.astype(I, copy=False)
-    out.fill(0)
-    kernel = source.render_pairwise_inverted(sr, value_name, index_type)
+    (m, p), nnz = out.shape, X.indices.size
+    xi, params = X.indices.astype(I, copy=False), device_params(sr.params)
+    if out.size == 0:
+        return
+    if in_ranges:
+        held = 0
+        xp = X.indptr.astype(I, copy=False)
+        kernel = launch.function(source.render_pairwise_ranges(sr, value_name, index_type))
+        width = max(1, min(p, min(RANGE_SHARED_BYTES, launch.max_shared_bytes()) // out.dtype.itemsize))
+        shared = width * out.dtype.itemsize
+        launch.allow_shared(kernel, shared)
+        blocks = min(m * -(-p // width), RANGE_BLOCKS_PER_SM * launch.multiprocessor_count())
+
+        def run(postings, later: bool):
+            args = (xp, xi, xv, np.int64(m), *postings, np.int64(p), np.int64(width), np.int32(later), params, out)
+            launch.run(kernel, (blocks,), (RANGE_THREADS,), args, shared)
+    else:
+        xrow = launch.entry_rows(X.indptr, nnz, I)
+        held = xrow.nbytes
+        out.fill(0)
+        kernel = source.render_pairwise_inverted(sr, value_name, index_type)
+
+        def run(postings, later: bool):
+            launch.launch(kernel, nnz * 32, (xrow, xi, xv, np.int64(nnz), *postings, np.int64(p), params, out))
+
     entry_bytes = np.dtype(I).itemsize + out.dtype.itemsize  # a posting: row and value
     budget = SCRATCH_BUDGET.get()
     if budget is not None:  # what the slabs share the budget with: X's entry rows, a slab's two pointer arrays
-        budget = max(entry_bytes, budget - xrow.nbytes - 2 * colptr.nbytes)
-    for slab in _slabs(colptr, Y.indices.size, budget, entry_bytes):
+        budget = max(entry_bytes, budget - held - 2 * colptr.nbytes)
+    for k, slab in enumerate(_slabs(colptr, Y.indices.size, budget, entry_bytes)):
         postings = _postings(Y, value_name, index_type, slab, colptr)
-        launch.launch(
-            kernel,
-            nnz * 32,
-            (xrow, xi, xv, np.int64(nnz), *postings, np.int64(out.shape[1]), device_params(sr.params), out),
-        )
+        run(postings, later=k > 0)
         del postings  # freed before the next slab is built (a slab alive with the next held 50 MiB more)
 
 

@@ -97,8 +97,11 @@ def test_inverted_postings_in_slabs_equal_cdist(monkeypatch, metric):
     np.testing.assert_allclose(got.get(), want, **tolerances(metric, np.float32))
 
 
-def test_inverted_slabs_forced_equal_one_slab():
-    """The inverted kernel forced, with the scratch budget set directly: slabs and the whole postings agree."""
+@pytest.mark.parametrize("in_ranges", [False, True])
+def test_inverted_slabs_forced_equal_one_slab(in_ranges, monkeypatch):
+    """The inverted kernel forced, with the scratch budget set directly: slabs and the whole postings agree
+    (the row-range form with ranges of 128 rows, so each X row's sums come in several ranges, and later
+    slabs add to what the first wrote)."""
     import cupy
 
     from semiring.kernels.cuda.launch import to_device
@@ -107,13 +110,14 @@ def test_inverted_slabs_forced_equal_one_slab():
     rng = np.random.default_rng(2)
     X, Y = wide(rng, 50, 3000, 5), wide(rng, 900, 3000, 5)
     sr = BUILTIN_SEMIRINGS["plus_times"]
+    monkeypatch.setattr(strategies, "RANGE_SHARED_BYTES", 128 * 4)
     outs = []
     for budget in (None, 40 * 8):
-        out = cupy.empty((50, 900), np.float32)
+        out = cupy.full((50, 900), np.nan, np.float32)  # every entry must be written (or zeroed first)
         token = SCRATCH_BUDGET.set(budget)
         try:
             Xd, Yd = to_device(X), to_device(Y)
-            strategies.inverted(sr, "float32", "int32", Xd, Xd.data, Yd, out)
+            strategies.inverted(sr, "float32", "int32", Xd, Xd.data, Yd, out, in_ranges=in_ranges)
         finally:
             SCRATCH_BUDGET.reset(token)
         outs.append(out.get())

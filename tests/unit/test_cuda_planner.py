@@ -156,6 +156,9 @@ def test_inverted_only_within_its_column_limit():
         ("inverted", semiring.plus_times, "inverted"),
         ("inverted", semiring.plus_pair, "inverted"),
         ("inverted", semiring.plus_absdiff, "rowvec"),  # a union: inverted does not apply
+        ("ranges", semiring.plus_times, "ranges"),
+        ("ranges", semiring.plus_pair, "ranges"),
+        ("ranges", semiring.plus_absdiff, "rowvec"),  # the inverted kernel's semirings only
         ("dense-gemm", semiring.plus_times, "dense-gemm"),  # forced: whatever Y's density
         ("dense-gemm", semiring.plus_pair, "rowvec"),  # not a matrix product
         ("margins", semiring.plus_absdiff, "margins"),

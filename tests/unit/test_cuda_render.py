@@ -132,15 +132,18 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
     "sr", [sr for sr in SEMIRINGS if sr.add.op.text == "x + y" and not sr.is_union], ids=lambda s: s.name
 )
 @pytest.mark.parametrize("value_type, index_type", TYPES)
-def test_inverted_kernel_compiles(sr, value_type, index_type):
-    assert len(cuda_compile.compile_cached(cuda_source.render_pairwise_inverted(sr, value_type, index_type))) > 0
+def test_inverted_kernels_compile(sr, value_type, index_type):
+    """The inverted kernel and its row-range form (sums in shared memory), for every semiring they take."""
+    for render in (cuda_source.render_pairwise_inverted, cuda_source.render_pairwise_ranges):
+        assert len(cuda_compile.compile_cached(render(sr, value_type, index_type))) > 0
 
 
-def test_inverted_kernel_refuses_what_it_cannot_add():
+@pytest.mark.parametrize("render", [cuda_source.render_pairwise_inverted, cuda_source.render_pairwise_ranges])
+def test_inverted_kernels_refuse_what_they_cannot_add(render):
     with pytest.raises(ValueError, match="plus-monoid intersection"):
-        cuda_source.render_pairwise_inverted(semiring.min_plus)
+        render(semiring.min_plus)
     with pytest.raises(ValueError, match="plus-monoid intersection"):
-        cuda_source.render_pairwise_inverted(semiring.plus_absdiff)
+        render(semiring.plus_absdiff)
 
 
 def test_inverted_kernel_takes_plus_however_written():
