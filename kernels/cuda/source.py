@@ -256,6 +256,15 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + body)
 
 
+def _postings_kernel(kind: str, sr, value_type: str, index_type: str) -> tuple[str, str, str]:
+    """The value and index types and the name of a kernel walking Y's postings (``inverted``, ``ranges``):
+    its sums are atomic adds, so only plus-monoid intersection semirings."""
+    if sr.add.kind != "plus" or sr.is_union:
+        raise ValueError(f"the {kind} kernel needs a plus-monoid intersection semiring, got {sr!r}")
+    T, I = _types(value_type, index_type)
+    return T, I, f"sr_{kind}_{_suffix(sr.name, value_type, index_type)}"
+
+
 def render_pairwise_inverted(sr, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """One warp per stored entry ``(i, c, x)`` of X, walking column c's postings of Y:
     ``out[i, j] += x ⊗ y`` with an atomic add for every ``(j, y)`` stored in that column.
@@ -267,10 +276,7 @@ def render_pairwise_inverted(sr, value_type: str = "float32", index_type: str = 
     postings (Y in CSC form) are built once per device matrix; ``out`` starts
     zeroed.
     """
-    if sr.add.kind != "plus" or sr.is_union:
-        raise ValueError(f"the inverted kernel needs a plus-monoid intersection semiring, got {sr!r}")
-    T, I = _types(value_type, index_type)
-    name = f"sr_inverted_{_suffix(sr.name, value_type, index_type)}"
+    T, I, name = _postings_kernel("inverted", sr, value_type, index_type)
     body = f"""\
 typedef {I} I;
 extern "C" __global__ void {name}(
@@ -302,10 +308,7 @@ def render_pairwise_ranges(sr, value_type: str = "float32", index_type: str = "i
     2.0 GB moved for a 781 MiB output), at the price of each range walking all of the row's postings (they
     are few and sit in L2).  ``accumulate``: add to ``out`` (a later slab of postings) instead of writing.
     """
-    if sr.add.kind != "plus" or sr.is_union:
-        raise ValueError(f"the row-range kernel needs a plus-monoid intersection semiring, got {sr!r}")
-    T, I = _types(value_type, index_type)
-    name = f"sr_ranges_{_suffix(sr.name, value_type, index_type)}"
+    T, I, name = _postings_kernel("ranges", sr, value_type, index_type)
     body = f"""\
 typedef {I} I;
 extern "C" __global__ void {name}(
