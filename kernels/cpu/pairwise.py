@@ -638,9 +638,40 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         if rowbits is None:
             kernels.sparse_fill_by_columns(*args, *ops)
         else:
-            dense = dense_columns(sr, colptr, crow, cval, m, budget)
-            kernels.sparse_fill_by_bitmaps(*args, rowbits, met, *dense, *ops)
+            dslot, dense = dense_columns(sr, colptr, crow, cval, m, budget)
+            bounds, tile = column_blocks(slot, colptr, dslot, m, cval.itemsize, ncols, nchunks, budget)
+            kernels.sparse_fill_by_bitmaps(*args, rowbits, met, dslot, dense, bounds, tile, *ops)
     return indptr, indices, data
+
+
+# Down Y's rows with bitmaps, X's index (with its dense columns) is cut into blocks of columns of at most
+# SPARSE_BLOCK_BYTES where it is larger, and Y's rows walk them a tile at a time, each row's m-long sums in a
+# tile of SPARSE_TILE_BYTES (``semiring_kernels.sparse_fill_by_bitmaps``): a block and the tile's sums stay in
+# L2 (1-2 MiB a core on the machines we run), so X's index is read from beyond it once a tile, not once a Y row.
+SPARSE_BLOCK_BYTES = 512 * 2**10
+SPARSE_TILE_BYTES = 256 * 2**10
+SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of at least one column) or not
+
+
+def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunks: int, budget):
+    """``(bounds, tile)``: the end column of each block of X's index and the Y rows walked together; one block
+    and a tile of one where X's index fits in a block."""
+    forced = os.environ.get(SPARSE_BLOCKS_ENV, "auto")
+    if forced not in ("auto", "0", "1"):
+        raise ValueError(f"${SPARSE_BLOCKS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    postings = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
+    postings[dslot >= 0] = m * itemsize
+    per_column = np.where(slot >= 0, postings[slot], 0)
+    total = int(per_column.sum())
+    # Forced: blocks of an eighth of X's index and tiles of 3 rows, so that tests cross both on small inputs.
+    block = max(1, total // 8) if forced == "1" else SPARSE_BLOCK_BYTES
+    if forced == "0" or total <= block:
+        return np.array([ncols], np.int64), 1
+    ends = np.cumsum(per_column)
+    bounds = np.unique(np.searchsorted(ends, np.arange(block, total, block), side="right"))
+    bounds = np.append(bounds[(bounds > 0) & (bounds < ncols)], ncols).astype(np.int64)
+    room = SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
+    return bounds, 3 if forced == "1" else max(1, room // (8 * max(m, 1)))
 
 
 # Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget);

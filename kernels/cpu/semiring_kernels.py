@@ -642,38 +642,88 @@ def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, c
                     word ^= low
 
 
+# X's index out of L2 (scRNA-like: 512 queries × 1,611 entries, 6.6 MB), each Y row's walks would read their
+# postings from further out, every Y row again.  So X's columns are cut into blocks (``bounds``: each block's
+# end, in increasing columns; ``pairwise.column_blocks``), each block's postings (and dense columns) within L2,
+# and Y's rows taken ``tile`` at a time: the tile's rows walk one block's postings, then the next's, each row's
+# sums kept in its own m-long row of ``acc`` (tile × m, in L2) and its entries of the block found by a cursor
+# (Y's rows are sorted), so each block is read into L2 once a tile, not once a Y row.  One block and a tile of
+# one: the walk of each Y row in turn.
+
+
+@njit(inline="always", **JIT)
+def _accumulate(yi, yv, slot, colptr, crow, cval, dslot, dense, t, a, params):
+    # Y entry t's products into a (m-long sums of one Y row, at ``start`` where nothing has been added).
+    s, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+    if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
+        column = dense[_u(dslot[_u(s)])]
+        for r in range(a.size):  # vectorises
+            a[r] = add(a[r], mult(np.float64(column[r]), y, params), params)
+        return
+    for q in range(q0, q1):
+        r = _u(crow[_u(q)])
+        a[r] = add(a[r], mult(np.float64(cval[_u(q)]), y, params), params)
+
+
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
-    yp, yi, yv, slot, colptr, crow, cval, rowbits, met, dslot, dense, m, nchunks, start, params, starts, indices, data
+    yp,
+    yi,
+    yv,
+    slot,
+    colptr,
+    crow,
+    cval,
+    rowbits,
+    met,
+    dslot,
+    dense,
+    bounds,
+    tile,
+    m,
+    nchunks,
+    start,
+    params,
+    starts,
+    indices,
+    data,
 ):
     p = yp.size - 1
     for chunk in prange(nchunks):
         scratch = np.empty(rowbits.shape[1], np.uint64)
-        acc = np.full(m, start, np.float64)
+        acc = np.full((tile, m), start, np.float64)
+        cursor = np.empty(tile, np.int64)
         pos = starts[chunk].copy()
-        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
-            if met.shape[0]:
-                seen = met[j]
-            else:
-                seen = scratch
-                _meets(yp, yi, slot, rowbits, j, seen)
-            for t in range(yp[j], yp[j + 1]):
-                s, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
-                if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
-                    column = dense[_u(dslot[_u(s)])]
-                    for r in range(m):  # vectorises
-                        acc[r] = add(acc[r], mult(np.float64(column[r]), y, params), params)
-                    continue
-                for q in range(q0, q1):
-                    r = _u(crow[_u(q)])
-                    acc[r] = add(acc[r], mult(np.float64(cval[_u(q)]), y, params), params)
-            for v in range(seen.size):
-                word = seen[v]
-                while word:
-                    low, bit = _lowest_bit(word)
-                    r = _u((v << 6) + bit)
-                    indices[_u(pos[r])] = j
-                    data[_u(pos[r])] = acc[r]
-                    acc[r] = start
-                    pos[r] += 1
-                    word ^= low
+        last = (chunk + 1) * p // nchunks
+        for j0 in range(chunk * p // nchunks, last, tile):
+            nj = min(tile, last - j0)
+            for jj in range(nj):
+                cursor[jj] = yp[j0 + jj]
+            for b in range(bounds.size):
+                end = bounds[b]
+                for jj in range(nj):
+                    a = acc[jj]
+                    t = cursor[jj]
+                    row_end = yp[j0 + jj + 1]
+                    while t < row_end and yi[_u(t)] < end:
+                        _accumulate(yi, yv, slot, colptr, crow, cval, dslot, dense, t, a, params)
+                        t += 1
+                    cursor[jj] = t
+            for jj in range(nj):
+                j = j0 + jj
+                if met.shape[0]:
+                    seen = met[j]
+                else:
+                    seen = scratch
+                    _meets(yp, yi, slot, rowbits, j, seen)
+                a = acc[jj]
+                for v in range(seen.size):
+                    word = seen[v]
+                    while word:
+                        low, bit = _lowest_bit(word)
+                        r = _u((v << 6) + bit)
+                        indices[_u(pos[r])] = j
+                        data[_u(pos[r])] = a[r]
+                        a[r] = start
+                        pos[r] += 1
+                        word ^= low

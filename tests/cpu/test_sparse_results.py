@@ -57,23 +57,36 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
 
 # Every strategy of the sparse product, forced: down X's rows with each row's accumulator by its products
 # ("rows"), every row hashed ("hash") or in p-long arrays ("dense"); down Y's rows walking postings (bitmaps "0")
-# or ORing row bitmaps ("1").
-STRATEGIES = [("rows", "auto"), ("hash", "auto"), ("dense", "auto"), ("columns", "0"), ("columns", "1")]
+# or ORing row bitmaps ("1"), these with X's index whole (blocks "0") or in blocks of columns walked by tiles of
+# Y rows ("1").
+STRATEGIES = [
+    ("rows", "auto", "auto"),
+    ("hash", "auto", "auto"),
+    ("dense", "auto", "auto"),
+    ("columns", "0", "auto"),
+    ("columns", "1", "0"),
+    ("columns", "1", "1"),
+]
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
+def force(env, strategy: str, bitmaps: str, blocks: str) -> None:
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_BLOCKS_ENV, SPARSE_STRATEGY_ENV
+
+    env.setenv(SPARSE_STRATEGY_ENV, strategy)
+    env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    env.setenv(SPARSE_BLOCKS_ENV, blocks)
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps", "blocks"), STRATEGIES)
 @settings(max_examples=15)
 @given(data=st.data())
-def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, data):
+def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, blocks, data):
     """Awkward inputs (empty rows and matrices, explicit zeros, one column, float32 and float64, int32 and int64
     indices) on each strategy: the pattern is where the rows share a stored column (SciPy's product of the
     structures), the values SciPy's float64 ``X @ Y.T`` there, and the whole is graphblas's mxm."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
-
     X, Y = data.draw(sparse_pair())
     with pytest.MonkeyPatch.context() as env:
-        env.setenv(SPARSE_STRATEGY_ENV, strategy)
-        env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+        force(env, strategy, bitmaps, blocks)
         C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
     assert C.dtype == X.dtype and C.has_sorted_indices
     structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
@@ -88,16 +101,15 @@ def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bit
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", rtol)
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
-def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, monkeypatch):
+@pytest.mark.parametrize(("strategy", "bitmaps", "blocks"), STRATEGIES)
+def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, blocks, monkeypatch):
     """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
     on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many; or
     every row on one, forced) and down Y's rows (sorted by construction) walking postings or ORing row bitmaps
     (the bits each Y row meets too many to keep for the fill), each forced."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
+    from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW
 
-    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
-    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    force(monkeypatch, strategy, bitmaps, blocks)
 
     rng = np.random.default_rng(3)
     p, n = 3000, 1_000_000
@@ -159,15 +171,12 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
 
 
-@pytest.mark.parametrize("bitmaps", ["0", "1"])
-def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
+@pytest.mark.parametrize(("bitmaps", "blocks"), [("0", "auto"), ("1", "0"), ("1", "1")])
+def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, blocks, monkeypatch):
     """100 X rows that all hold column 0 (some as a stored zero), against Y rows holding it: each Y row meets
     every X row, so the count adds whole words of bits at once (a full word and a last word of 36 rows), and
     the X rows' stored zeros still count as entries."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
-
-    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
-    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    force(monkeypatch, "columns", bitmaps, blocks)
     rng = np.random.default_rng(5)
 
     def rows(k, every):  # column 0 stored in every `every`-th row
@@ -184,10 +193,12 @@ def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
 
 
-def test_sparse_result_with_dense_columns_and_an_infinite_value():
+@pytest.mark.parametrize("blocks", ["0", "1"])
+def test_sparse_result_with_dense_columns_and_an_infinite_value(blocks, monkeypatch):
     """A column held by most queries runs as one axpy over an m-long column of X (plus_times), the others as
     postings walks; an infinite y in the dense column takes the walk (0 × inf is NaN: the X rows without the
-    column must keep their finite sums), as mxm gives it."""
+    column must keep their finite sums), as mxm gives it; X's index whole or in blocks walked by tiles."""
+    force(monkeypatch, "auto", "auto", blocks)
     rng = np.random.default_rng(11)
     X = sp.random(70, 40, density=0.1, format="lil", random_state=rng)
     X[:60, 3] = 1.0 + rng.random((60, 1))  # a dense column (60 of 70 rows)
