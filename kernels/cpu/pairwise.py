@@ -654,11 +654,13 @@ SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of
 
 
 def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunks: int, budget):
-    """``(bounds, tile)``: the end column of each block of X's index and the Y rows walked together; one block
-    and a tile of one where X's index fits in a block."""
+    """``(bounds, tile)``: the end column of each block of X's index (one block where it fits in one) and the Y
+    rows walked together (at most 64: the kernel keeps a bit per tile row)."""
     forced = os.environ.get(SPARSE_BLOCKS_ENV, "auto")
     if forced not in ("auto", "0", "1"):
         raise ValueError(f"${SPARSE_BLOCKS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    room = SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
+    tile = max(1, min(64, room // (8 * max(m, 1))))
     postings = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
     postings[dslot >= 0] = m * itemsize
     per_column = np.where(slot >= 0, postings[slot], 0)
@@ -666,12 +668,11 @@ def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunk
     # Forced: blocks of an eighth of X's index and tiles of 3 rows, so that tests cross both on small inputs.
     block = max(1, total // 8) if forced == "1" else SPARSE_BLOCK_BYTES
     if forced == "0" or total <= block:
-        return np.array([ncols], np.int64), 1
+        return np.array([ncols], np.int64), tile
     ends = np.cumsum(per_column)
     bounds = np.unique(np.searchsorted(ends, np.arange(block, total, block), side="right"))
     bounds = np.append(bounds[(bounds > 0) & (bounds < ncols)], ncols).astype(np.int64)
-    room = SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
-    return bounds, 3 if forced == "1" else max(1, room // (8 * max(m, 1)))
+    return bounds, 3 if forced == "1" else tile
 
 
 # Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget);
