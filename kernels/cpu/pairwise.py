@@ -616,10 +616,10 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     counts = np.zeros((nchunks, m), np.int64)
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
-    slot, _, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
+    slot, held, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
     colptr, crow, cval = index_by_column(X.indptr, xs, X.data, nslots)
     yi = yi[: Y.indptr[-1]]  # Y's entries only: the kernels read a few ahead (prefetching) up to yi's end
-    index = (Y.indptr, yi, slot, colptr, crow)
+    index = (Y.indptr, yi, slot, held, colptr, crow)
     rowbits = _row_bitmaps(colptr, crow, yi, slot, m, budget)
     if rowbits is None:
         kernels.sparse_count_by_columns(*index, m, nchunks, counts)
@@ -633,7 +633,7 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
-        args = (Y.indptr, yi, Y.data, slot, colptr, crow, cval)
+        args = (Y.indptr, yi, Y.data, slot, held, colptr, crow, cval)
         ops = (m, nchunks, sr.start(X.shape[1]), sr.params, starts, indices, data)
         if rowbits is None:
             kernels.sparse_fill_by_columns(*args, *ops)
@@ -661,15 +661,14 @@ def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunk
         raise ValueError(f"${SPARSE_BLOCKS_ENV} must be 'auto', '0' or '1', got {forced!r}")
     room = SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
     tile = max(1, min(64, room // (8 * max(m, 1))))
-    postings = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
-    postings[dslot >= 0] = m * itemsize
-    per_column = np.where(slot >= 0, postings[slot], 0)
-    total = int(per_column.sum())
+    weight = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
+    weight[dslot >= 0] = m * itemsize
+    total = int(weight.sum())
     # Forced: blocks of an eighth of X's index and tiles of 3 rows, so that tests cross both on small inputs.
     block = max(1, total // 8) if forced == "1" else SPARSE_BLOCK_BYTES
-    if forced == "0" or total <= block:
+    if forced == "0" or total <= block:  # no pass over the columns (EDGAR-like: 858,000, most of them not X's)
         return np.array([ncols], np.int64), tile
-    ends = np.cumsum(per_column)
+    ends = np.cumsum(np.where(slot >= 0, weight[slot], 0))
     bounds = np.unique(np.searchsorted(ends, np.arange(block, total, block), side="right"))
     bounds = np.append(bounds[(bounds > 0) & (bounds < ncols)], ncols).astype(np.int64)
     return bounds, 3 if forced == "1" else tile

@@ -536,30 +536,42 @@ PREFETCH_AHEAD = 4
 
 
 @njit(inline="always", **JIT)
-def _postings(yi, yv, slot, colptr, crow, cval, t):
+def _slot_of(slot, held, c):
+    # The slot of column c, or -1: X's bit of the column first (a bit a column, in cache), so that Y's columns
+    # X lacks read nothing of ``slot`` (4 bytes a column: EDGAR-like, 858,000 columns, read at random).
+    c = _u(c)
+    if (held[c >> _u(6)] >> (c & _u(63))) & _u(1):
+        return slot[c]
+    return np.int32(-1)
+
+
+@njit(inline="always", **JIT)
+def _postings(yi, yv, slot, held, colptr, crow, cval, t):
     # (slot, first, end) of Y entry t's postings in X's index (empty where X lacks its column), and its value; the
     # postings of entry t + PREFETCH_AHEAD asked for meanwhile.
     ahead = t + PREFETCH_AHEAD
-    if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
-        q = colptr[_u(slot[_u(yi[_u(ahead)])])]
-        _prefetch(crow, q)
-        _prefetch(crow, q + 16)
-        _prefetch(cval, q)
-        _prefetch(cval, q + 8)
-    s = slot[_u(yi[_u(t)])]
+    if ahead < yi.size:
+        s = _slot_of(slot, held, yi[_u(ahead)])
+        if s >= 0:
+            q = colptr[_u(s)]
+            _prefetch(crow, q)
+            _prefetch(crow, q + 16)
+            _prefetch(cval, q)
+            _prefetch(cval, q + 8)
+    s = _slot_of(slot, held, yi[_u(t)])
     if s < 0:
         return s, np.int64(0), np.int64(0), 0.0
     return s, np.int64(colptr[_u(s)]), np.int64(colptr[_u(s + 1)]), np.float64(yv[_u(t)])
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
+def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             for t in range(yp[j], yp[j + 1]):
-                _, q0, q1, _ = _postings(yi, yi, slot, colptr, crow, crow, t)
+                _, q0, q1, _ = _postings(yi, yi, slot, held, colptr, crow, crow, t)
                 for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
@@ -568,7 +580,7 @@ def sparse_count_by_columns(yp, yi, slot, colptr, crow, m, nchunks, counts):
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+def sparse_fill_by_columns(yp, yi, yv, slot, held, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
@@ -578,7 +590,7 @@ def sparse_fill_by_columns(yp, yi, yv, slot, colptr, crow, cval, m, nchunks, sta
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             n = 0
             for t in range(yp[j], yp[j + 1]):
-                _, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+                _, q0, q1, y = _postings(yi, yv, slot, held, colptr, crow, cval, t)
                 for q in range(q0, q1):
                     r = _u(crow[_u(q)])
                     if mark[r] != j:
@@ -608,27 +620,29 @@ _DENSE_WORD = 16
 
 
 @njit(inline="always", **JIT)
-def _meets(yp, yi, slot, rowbits, j, seen):
+def _meets(yp, yi, slot, held, rowbits, j, seen):
     seen[:] = 0
     for t in range(yp[j], yp[j + 1]):
         ahead = t + PREFETCH_AHEAD  # the bitmap of a Y entry's column, anywhere in rowbits: asked for ahead too
-        if ahead < yi.size and slot[_u(yi[_u(ahead)])] >= 0:
-            _prefetch(rowbits, slot[_u(yi[_u(ahead)])] * rowbits.shape[1])
-        s = slot[_u(yi[_u(t)])]
+        if ahead < yi.size:
+            s = _slot_of(slot, held, yi[_u(ahead)])
+            if s >= 0:
+                _prefetch(rowbits, s * rowbits.shape[1])
+        s = _slot_of(slot, held, yi[_u(t)])
         if s >= 0:
             for w in range(seen.size):
                 seen[w] |= rowbits[_u(s), w]
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, counts):
+def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
         scratch = np.empty(rowbits.shape[1], np.uint64)
         row = counts[chunk]
         for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
             seen = met[j] if met.shape[0] else scratch
-            _meets(yp, yi, slot, rowbits, j, seen)
+            _meets(yp, yi, slot, held, rowbits, j, seen)
             for v in range(seen.size):
                 word = seen[v]
                 if _popcount(word) >= _DENSE_WORD:
@@ -652,9 +666,9 @@ def sparse_count_by_bitmaps(yp, yi, slot, colptr, crow, rowbits, met, nchunks, c
 
 
 @njit(inline="always", **JIT)
-def _accumulate(yi, yv, slot, colptr, crow, cval, dslot, dense, t, a, params):
+def _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params):
     # Y entry t's products into a (m-long sums of one Y row, at ``start`` where nothing has been added).
-    s, q0, q1, y = _postings(yi, yv, slot, colptr, crow, cval, t)
+    s, q0, q1, y = _postings(yi, yv, slot, held, colptr, crow, cval, t)
     if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
         column = dense[_u(dslot[_u(s)])]
         for r in range(a.size):  # vectorises
@@ -671,6 +685,7 @@ def sparse_fill_by_bitmaps(
     yi,
     yv,
     slot,
+    held,
     colptr,
     crow,
     cval,
@@ -709,7 +724,7 @@ def sparse_fill_by_bitmaps(
                     t = cursor[jj]
                     row_end = yp[j0 + jj + 1]
                     while t < row_end and yi[_u(t)] < end:
-                        _accumulate(yi, yv, slot, colptr, crow, cval, dslot, dense, t, a, params)
+                        _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
                         t += 1
                     cursor[jj] = t
             # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r]), then
@@ -722,7 +737,7 @@ def sparse_fill_by_bitmaps(
                     seen = met[j0 + jj]
                 else:
                     seen = scratch
-                    _meets(yp, yi, slot, rowbits, j0 + jj, seen)
+                    _meets(yp, yi, slot, held, rowbits, j0 + jj, seen)
                 for v in range(seen.size):
                     word = seen[v]
                     while word:
