@@ -629,7 +629,9 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         words = rowbits.shape[1]
         keep = p * words * 8 <= (SPARSE_BITMAPS_BYTES if budget is None else min(SPARSE_BITMAPS_BYTES, budget))
         met = np.empty((p if keep else 0, words), np.uint64)
-        kernels.sparse_count_by_bitmaps(*index, rowbits, met, nchunks, counts)
+        dslot, dense = dense_columns(sr, colptr, crow, cval, m, budget)
+        bounds, tile = column_blocks(slot, colptr, dslot, m, cval.itemsize, ncols, nchunks, budget)
+        kernels.sparse_count_by_bitmaps(*index, rowbits, met, bounds, tile, nchunks, counts)
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
@@ -638,8 +640,6 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         if rowbits is None:
             kernels.sparse_fill_by_columns(*args, *ops)
         else:
-            dslot, dense = dense_columns(sr, colptr, crow, cval, m, budget)
-            bounds, tile = column_blocks(slot, colptr, dslot, m, cval.itemsize, ncols, nchunks, budget)
             kernels.sparse_fill_by_bitmaps(*args, rowbits, met, dslot, dense, bounds, tile, *ops)
     return indptr, indices, data
 

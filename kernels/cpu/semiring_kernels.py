@@ -620,9 +620,10 @@ _DENSE_WORD = 16
 
 
 @njit(inline="always", **JIT)
-def _meets(yp, yi, slot, held, rowbits, j, seen):
-    seen[:] = 0
-    for t in range(yp[j], yp[j + 1]):
+def _meets(yi, slot, held, rowbits, t, row_end, end, seen):
+    # ORs into seen the bitmaps of Y entries t, t + 1, … of a row (up to row_end) in columns below end; returns the
+    # first entry not taken.
+    while t < row_end and yi[_u(t)] < end:
         ahead = t + PREFETCH_AHEAD  # the bitmap of a Y entry's column, anywhere in rowbits: asked for ahead too
         if ahead < yi.size:
             s = _slot_of(slot, held, yi[_u(ahead)])
@@ -632,28 +633,43 @@ def _meets(yp, yi, slot, held, rowbits, j, seen):
         if s >= 0:
             for w in range(seen.size):
                 seen[w] |= rowbits[_u(s), w]
+        t += 1
+    return t
+
+
+# The count goes by tiles of Y rows and blocks of X's columns as the fill below does, so that the bitmaps of a
+# block (64 bytes a column for 512 queries) are read into L2 once a tile, not once a Y row.
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, nchunks, counts):
+def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, bounds, tile, nchunks, counts):
     p = yp.size - 1
     for chunk in prange(nchunks):
-        scratch = np.empty(rowbits.shape[1], np.uint64)
+        scratch = np.empty((tile, rowbits.shape[1]), np.uint64)
+        cursor = np.empty(tile, np.int64)
         row = counts[chunk]
-        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
-            seen = met[j] if met.shape[0] else scratch
-            _meets(yp, yi, slot, held, rowbits, j, seen)
-            for v in range(seen.size):
-                word = seen[v]
-                if _popcount(word) >= _DENSE_WORD:
-                    base = v << 6
-                    for b in range(min(64, row.size - base)):
-                        row[base + b] += np.int64((word >> _u(b)) & _u(1))
-                    continue
-                while word:
-                    low, bit = _lowest_bit(word)
-                    row[(v << 6) + bit] += 1
-                    word ^= low
+        last = (chunk + 1) * p // nchunks
+        for j0 in range(chunk * p // nchunks, last, tile):
+            nj = min(tile, last - j0)
+            seen = met[j0 : j0 + nj] if met.shape[0] else scratch[:nj]
+            seen[:] = 0
+            for jj in range(nj):
+                cursor[jj] = yp[j0 + jj]
+            for b in range(bounds.size):
+                for jj in range(nj):
+                    cursor[jj] = _meets(yi, slot, held, rowbits, cursor[jj], yp[j0 + jj + 1], bounds[b], seen[jj])
+            for jj in range(nj):
+                for v in range(seen.shape[1]):
+                    word = seen[jj, v]
+                    if _popcount(word) >= _DENSE_WORD:
+                        base = v << 6
+                        for b in range(min(64, row.size - base)):
+                            row[base + b] += np.int64((word >> _u(b)) & _u(1))
+                        continue
+                    while word:
+                        low, bit = _lowest_bit(word)
+                        row[(v << 6) + bit] += 1
+                        word ^= low
 
 
 # X's index out of L2 (scRNA-like: 512 queries × 1,611 entries, 6.6 MB), each Y row's walks would read their
@@ -737,7 +753,8 @@ def sparse_fill_by_bitmaps(
                     seen = met[j0 + jj]
                 else:
                     seen = scratch
-                    _meets(yp, yi, slot, held, rowbits, j0 + jj, seen)
+                    seen[:] = 0
+                    _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen)
                 for v in range(seen.size):
                     word = seen[v]
                     while word:
