@@ -647,8 +647,9 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
 # Down Y's rows with bitmaps, X's index (with its dense columns) is cut into blocks of columns of at most
 # SPARSE_BLOCK_BYTES where it is larger, and Y's rows walk them a tile at a time, each row's m-long sums in a
 # tile of SPARSE_TILE_BYTES (``semiring_kernels.sparse_fill_by_bitmaps``): a block and the tile's sums stay in
-# L2 (1-2 MiB a core on the machines we run), so X's index is read from beyond it once a tile, not once a Y row.
-SPARSE_BLOCK_BYTES = 512 * 2**10
+# L2 (1-2 MiB a core on the machines we run, shared by two hyperthreads), so X's index is read from beyond it
+# once a tile, not once a Y row.  (2 threads, scRNA-like: blocks of 256 KiB to 1 MiB within 3 % of each other.)
+SPARSE_BLOCK_BYTES = 256 * 2**10
 SPARSE_TILE_BYTES = 256 * 2**10
 SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of at least one column) or not
 
