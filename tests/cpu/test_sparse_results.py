@@ -169,6 +169,40 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     X = sp.csr_matrix(np.eye(3))
     with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, "1")
+    monkeypatch.setenv("SEMIRING_CPU_SPARSE_BLOCKS", "2")
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BLOCKS must be 'auto', '0' or '1', got '2'"):
+        semiring.pairwise(X, X, semiring.plus_times, sparse=True)
+
+
+def test_sparse_result_with_the_queries_index_in_blocks(monkeypatch):
+    """Queries whose index (postings and dense columns) is larger than a block: on their own (no override),
+    the product down Y's rows cuts X's columns into blocks of at most ``SPARSE_BLOCK_BYTES`` (one column may be
+    more), in order, the last ending the space, and walks them by tiles of 64 Y rows; still SciPy's and mxm's."""
+    from semiring.kernels.cpu import pairwise
+
+    blocks = []
+
+    def column_blocks(slot, colptr, dslot, m, itemsize, ncols, nchunks, budget):
+        bounds, tile = original(slot, colptr, dslot, m, itemsize, ncols, nchunks, budget)
+        weight = np.where(dslot >= 0, m * itemsize, np.diff(colptr) * (4 + itemsize))
+        per_column = np.where(slot >= 0, weight[np.maximum(slot, 0)], 0)
+        sizes = [per_column[a:b].sum() for a, b in zip(np.r_[0, bounds[:-1]], bounds)]
+        blocks.append((sizes, per_column.max(), bounds, tile, ncols))
+        return bounds, tile
+
+    original = pairwise.column_blocks
+    monkeypatch.setattr(pairwise, "column_blocks", column_blocks)
+    rng = np.random.default_rng(13)
+    dense = sp.csr_matrix(rng.random((128, 40), dtype=np.float32) + 0.5)  # each one axpy (plus_times)
+    X = sp.hstack([dense, sp.random(128, 2960, density=0.3, random_state=rng, dtype=np.float32)], format="csr")
+    Y = sp.random(300, 3000, density=0.05, format="csr", random_state=rng, dtype=np.float32)
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    sizes, widest, bounds, tile, ncols = blocks[-1]
+    assert len(sizes) >= 3 and tile == 64 and bounds[-1] == ncols and (np.diff(bounds) > 0).all()
+    assert max(sizes) <= pairwise.SPARSE_BLOCK_BYTES + widest  # a block ends past the column that fills it
+    np.testing.assert_allclose(C.toarray(), X.toarray().astype(np.float64) @ Y.toarray().T, rtol=1e-5)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-5)
 
 
 @pytest.mark.parametrize(("bitmaps", "blocks"), [("0", "auto"), ("1", "0"), ("1", "1")])
