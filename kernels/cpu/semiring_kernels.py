@@ -580,7 +580,9 @@ def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, nchunks, counts
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill_by_columns(yp, yi, yv, slot, held, colptr, crow, cval, m, nchunks, start, params, starts, indices, data):
+def sparse_fill_by_columns(
+    yp, yi, yv, slot, held, colptr, crow, cval, m, nchunks, start, params, starts, indices, data
+):
     p = yp.size - 1
     for chunk in prange(nchunks):
         mark = np.full(m, -1, np.int64)
@@ -726,7 +728,8 @@ def sparse_fill_by_bitmaps(
         # in one set of the cache, and evict each other.
         acc = np.full((tile, (m | 7) + 9), start, np.float64)
         cursor = np.empty(tile, np.int64)
-        below = np.empty(m, np.uint64)
+        below = np.zeros(m, np.uint64)
+        rows = np.empty(rowbits.shape[1], np.uint64)
         pos = starts[chunk].copy()
         last = (chunk + 1) * p // nchunks
         for j0 in range(chunk * p // nchunks, last, tile):
@@ -743,11 +746,11 @@ def sparse_fill_by_bitmaps(
                         _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
                         t += 1
                     cursor[jj] = t
-            # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r]), then
-            # r's entries written as one run, in increasing j: written at random one entry at a time (each Y
-            # row's entries go to m rows of the result), they took most of the fill of results with few
-            # products an entry (MovieLens-like: 35 cycles an entry, the lines and pages of 2m write streams).
-            below[:] = 0
+            # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
+            # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
+            # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:
+            # 46 -> 36 ms a product).
+            rows[:] = 0
             for jj in range(nj):
                 if met.shape[0]:
                     seen = met[j0 + jj]
@@ -757,18 +760,25 @@ def sparse_fill_by_bitmaps(
                     _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen)
                 for v in range(seen.size):
                     word = seen[v]
+                    rows[v] |= word
                     while word:
                         low, bit = _lowest_bit(word)
                         below[_u((v << 6) + bit)] |= _u(1) << _u(jj)
                         word ^= low
-            for r in range(m):
-                word = below[r]
-                q = pos[r]
-                while word:
-                    low, jj = _lowest_bit(word)
-                    indices[_u(q)] = j0 + jj
-                    data[_u(q)] = acc[jj, r]
-                    acc[jj, r] = start
-                    q += 1
-                    word ^= low
-                pos[r] = q
+            for v in range(rows.size):
+                union = rows[v]
+                while union:
+                    low_r, bit_r = _lowest_bit(union)
+                    r = _u((v << 6) + bit_r)
+                    word = below[r]
+                    below[r] = 0
+                    q = pos[r]
+                    while word:
+                        low, jj = _lowest_bit(word)
+                        indices[_u(q)] = j0 + jj
+                        data[_u(q)] = acc[jj, r]
+                        acc[jj, r] = start
+                        q += 1
+                        word ^= low
+                    pos[r] = q
+                    union ^= low_r
