@@ -636,11 +636,13 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
         args = (Y.indptr, yi, Y.data, slot, held, colptr, crow, cval)
-        ops = (m, nchunks, sr.start(X.shape[1]), sr.params, starts, indices, data)
+        ops = (sr.start(X.shape[1]), sr.params, starts, indices, data)
         if rowbits is None:
-            kernels.sparse_fill_by_columns(*args, *ops)
+            kernels.sparse_fill_by_columns(*args, m, nchunks, *ops)
         else:
-            kernels.sparse_fill_by_bitmaps(*args, rowbits, met, dslot, dense, bounds, tile, *ops)
+            workers = min(nchunks, numba.get_num_threads())  # each allocates its tile once
+            tiles = (rowbits, met, dslot, dense, bounds, tile)
+            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, nchunks, workers, *ops)
     return indptr, indices, data
 
 
