@@ -269,3 +269,25 @@ def test_index_by_column_across_threads_is_scipys_csc(nchunks):
     np.testing.assert_array_equal(crow, csc.indices)
     assert cval.dtype == np.float32
     np.testing.assert_array_equal(cval, csc.data)
+
+
+@pytest.mark.parametrize("strategy", ["columns", "rows"])
+def test_sparse_result_over_2_40_columns_is_that_of_the_same_rows_on_8(strategy, monkeypatch):
+    """A hashed feature space of 2**40 columns (int64 indices): down Y's rows the columns are renumbered (by
+    sorting: too wide for a slot a column), down X's rows too; the result is the same rows' on 8 columns."""
+    from semiring.kernels.cpu.pairwise import SPARSE_STRATEGY_ENV
+
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
+    spread = np.array([0, 7, 99, 12345, 1 << 20, 1 << 30, (1 << 40) - 9, (1 << 40) - 1], dtype=np.int64)
+    rng = np.random.default_rng(17)
+    small = [sp.random(k, 8, density=0.5, format="coo", random_state=rng) for k in (3, 5)]
+    small[0].data[0] = 0.0  # a stored zero still meets
+    wide = [sp.csr_matrix((A.data, (A.row, spread[A.col])), shape=(A.shape[0], 1 << 40)) for A in small]
+    C = semiring.pairwise(wide[0], wide[1], semiring.plus_times, sparse=True)
+    X, Y = (A.tocsr() for A in small)
+    structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
+    pattern = (structure[0] @ structure[1].T).tocsr()
+    pattern.sort_indices()
+    np.testing.assert_array_equal(C.indptr, pattern.indptr)
+    np.testing.assert_array_equal(C.indices, pattern.indices)
+    np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
