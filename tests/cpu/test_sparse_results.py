@@ -291,3 +291,24 @@ def test_sparse_result_over_2_40_columns_is_that_of_the_same_rows_on_8(strategy,
     np.testing.assert_array_equal(C.indptr, pattern.indptr)
     np.testing.assert_array_equal(C.indices, pattern.indices)
     np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_the_bitmaps_choice_reads_every_step_th_y_row(step):
+    """``_postings_met`` (the choice of bitmaps down Y's rows) sums over the entries of rows 0, step, 2·step, …:
+    the X rows holding each entry's column, and the entries in a column X holds, as SciPy counts them."""
+    from semiring.kernels.cpu.pairwise import _postings_met, _x_column_slots, index_by_column
+
+    rng = np.random.default_rng(19)
+    X = sp.random(40, 30, density=0.2, format="csc", random_state=rng)
+    X = X[:, :29]  # column 29: one X lacks
+    X.resize(40, 30)
+    X = X.tocsr()
+    X.sort_indices()
+    Y = sp.random(10, 30, density=0.3, format="csr", random_state=rng)
+    slot, _, xs, nslots = _x_column_slots(X.indptr, X.indices, 30)
+    colptr, _, _ = index_by_column(X.indptr, xs, X.data, nslots)
+    sample = Y[::step]
+    postings = np.diff(X.tocsc().indptr)  # X rows holding each column
+    expected = (int(postings[sample.indices].sum()), int((postings[sample.indices] > 0).sum()))
+    assert _postings_met(Y.indptr, Y.indices, slot, colptr, step) == expected
