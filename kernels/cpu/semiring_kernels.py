@@ -736,115 +736,54 @@ def sparse_fill_by_bitmaps(
         pos = np.empty(m, np.int64)
         for chunk in range(w * nchunks // workers, (w + 1) * nchunks // workers):
             pos[:] = starts[chunk]
-            _fill_range(
-                yp,
-                yi,
-                yv,
-                slot,
-                held,
-                colptr,
-                crow,
-                cval,
-                rowbits,
-                met,
-                dslot,
-                dense,
-                bounds,
-                tile,
-                m,
-                start,
-                params,
-                indices,
-                data,
-                scratch,
-                acc,
-                cursor,
-                below,
-                rows,
-                pos,
-                chunk * p // nchunks,
-                (chunk + 1) * p // nchunks,
-            )
-
-
-@njit(inline="always", **JIT)
-def _fill_range(
-    yp,
-    yi,
-    yv,
-    slot,
-    held,
-    colptr,
-    crow,
-    cval,
-    rowbits,
-    met,
-    dslot,
-    dense,
-    bounds,
-    tile,
-    m,
-    start,
-    params,
-    indices,
-    data,
-    scratch,
-    acc,
-    cursor,
-    below,
-    rows,
-    pos,
-    first,
-    last,
-):
-    # Y rows first … last - 1 of sparse_fill_by_bitmaps, by tiles.
-    for j0 in range(first, last, tile):
-        nj = min(tile, last - j0)
-        for jj in range(nj):
-            cursor[jj] = yp[j0 + jj]
-        for b in range(bounds.size):
-            end = bounds[b]
-            for jj in range(nj):
-                a = acc[jj, :m]
-                t = cursor[jj]
-                row_end = yp[j0 + jj + 1]
-                while t < row_end and yi[_u(t)] < end:
-                    _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
-                    t += 1
-                cursor[jj] = t
-        # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
-        # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
-        # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:
-        # 46 -> 36 ms a product).
-        rows[:] = 0
-        for jj in range(nj):
-            if met.shape[0]:
-                seen = met[j0 + jj]
-            else:
-                seen = scratch
-                seen[:] = 0
-                _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen)
-            for v in range(seen.size):
-                word = seen[v]
-                rows[v] |= word
-                while word:
-                    low, bit = _lowest_bit(word)
-                    below[_u((v << 6) + bit)] |= _u(1) << _u(jj)
-                    word ^= low
-        for v in range(rows.size):
-            union = rows[v]
-            while union:
-                low_r, bit_r = _lowest_bit(union)
-                r = _u((v << 6) + bit_r)
-                word = below[r]
-                below[r] = 0
-                q = pos[r]
-                while word:
-                    low, jj = _lowest_bit(word)
-                    indices[_u(q)] = j0 + jj
-                    data[_u(q)] = acc[jj, r]
-                    acc[jj, r] = start
-                    q += 1
-                    word ^= low
-                pos[r] = q
-                union ^= low_r
+            first, last = chunk * p // nchunks, (chunk + 1) * p // nchunks
+            for j0 in range(first, last, tile):
+                nj = min(tile, last - j0)
+                for jj in range(nj):
+                    cursor[jj] = yp[j0 + jj]
+                for b in range(bounds.size):
+                    end = bounds[b]
+                    for jj in range(nj):
+                        a = acc[jj, :m]
+                        t = cursor[jj]
+                        row_end = yp[j0 + jj + 1]
+                        while t < row_end and yi[_u(t)] < end:
+                            _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
+                            t += 1
+                        cursor[jj] = t
+                # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
+                # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
+                # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:
+                # 46 -> 36 ms a product).
+                rows[:] = 0
+                for jj in range(nj):
+                    if met.shape[0]:
+                        seen = met[j0 + jj]
+                    else:
+                        seen = scratch
+                        seen[:] = 0
+                        _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen)
+                    for v in range(seen.size):
+                        word = seen[v]
+                        rows[v] |= word
+                        while word:
+                            low, bit = _lowest_bit(word)
+                            below[_u((v << 6) + bit)] |= _u(1) << _u(jj)
+                            word ^= low
+                for v in range(rows.size):
+                    union = rows[v]
+                    while union:
+                        low_r, bit_r = _lowest_bit(union)
+                        r = _u((v << 6) + bit_r)
+                        word = below[r]
+                        below[r] = 0
+                        q = pos[r]
+                        while word:
+                            low, jj = _lowest_bit(word)
+                            indices[_u(q)] = j0 + jj
+                            data[_u(q)] = acc[jj, r]
+                            acc[jj, r] = start
+                            q += 1
+                            word ^= low
+                        pos[r] = q
+                        union ^= low_r
