@@ -57,23 +57,36 @@ def test_sparse_result_is_graphblas_mxm_and_the_dense_one_at_its_entries(name, d
 
 # Every strategy of the sparse product, forced: down X's rows with each row's accumulator by its products
 # ("rows"), every row hashed ("hash") or in p-long arrays ("dense"); down Y's rows walking postings (bitmaps "0")
-# or ORing row bitmaps ("1").
-STRATEGIES = [("rows", "auto"), ("hash", "auto"), ("dense", "auto"), ("columns", "0"), ("columns", "1")]
+# or ORing row bitmaps ("1"), these with X's index whole (blocks "0") or in blocks of columns walked by tiles of
+# Y rows ("1").
+STRATEGIES = [
+    ("rows", "auto", "auto"),
+    ("hash", "auto", "auto"),
+    ("dense", "auto", "auto"),
+    ("columns", "0", "auto"),
+    ("columns", "1", "0"),
+    ("columns", "1", "1"),
+]
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
+def force(env, strategy: str, bitmaps: str, blocks: str) -> None:
+    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_BLOCKS_ENV, SPARSE_STRATEGY_ENV
+
+    env.setenv(SPARSE_STRATEGY_ENV, strategy)
+    env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    env.setenv(SPARSE_BLOCKS_ENV, blocks)
+
+
+@pytest.mark.parametrize(("strategy", "bitmaps", "blocks"), STRATEGIES)
 @settings(max_examples=15)
 @given(data=st.data())
-def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, data):
+def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bitmaps, blocks, data):
     """Awkward inputs (empty rows and matrices, explicit zeros, one column, float32 and float64, int32 and int64
     indices) on each strategy: the pattern is where the rows share a stored column (SciPy's product of the
     structures), the values SciPy's float64 ``X @ Y.T`` there, and the whole is graphblas's mxm."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
-
     X, Y = data.draw(sparse_pair())
     with pytest.MonkeyPatch.context() as env:
-        env.setenv(SPARSE_STRATEGY_ENV, strategy)
-        env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+        force(env, strategy, bitmaps, blocks)
         C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
     assert C.dtype == X.dtype and C.has_sorted_indices
     structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
@@ -88,16 +101,15 @@ def test_every_sparse_strategy_is_scipys_product_and_graphblas_mxm(strategy, bit
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", rtol)
 
 
-@pytest.mark.parametrize(("strategy", "bitmaps"), STRATEGIES)
-def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, monkeypatch):
+@pytest.mark.parametrize(("strategy", "bitmaps", "blocks"), STRATEGIES)
+def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(strategy, bitmaps, blocks, monkeypatch):
     """EDGAR-like rows over 10⁶ columns (compacted), one worker's scratch at most: still mxm's, down X's rows
     on both accumulators (hashed rows of few products, p-long arrays read back through a bitmap for many; or
     every row on one, forced) and down Y's rows (sorted by construction) walking postings or ORing row bitmaps
     (the bits each Y row meets too many to keep for the fill), each forced."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_DENSE_ROW, SPARSE_STRATEGY_ENV
+    from semiring.kernels.cpu.pairwise import SPARSE_DENSE_ROW
 
-    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
-    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    force(monkeypatch, strategy, bitmaps, blocks)
 
     rng = np.random.default_rng(3)
     p, n = 3000, 1_000_000
@@ -157,17 +169,48 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     X = sp.csr_matrix(np.eye(3))
     with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
+    monkeypatch.setenv(SPARSE_BITMAPS_ENV, "1")
+    monkeypatch.setenv("SEMIRING_CPU_SPARSE_BLOCKS", "2")
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BLOCKS must be 'auto', '0' or '1', got '2'"):
+        semiring.pairwise(X, X, semiring.plus_times, sparse=True)
 
 
-@pytest.mark.parametrize("bitmaps", ["0", "1"])
-def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
+def test_sparse_result_with_the_queries_index_in_blocks(monkeypatch):
+    """Queries whose index (postings and dense columns) is larger than a block: on their own (no override),
+    the product down Y's rows cuts X's columns into blocks of at most ``SPARSE_BLOCK_BYTES`` (one column may be
+    more), in order, the last ending the space, and walks them by tiles of 64 Y rows; still SciPy's and mxm's."""
+    from semiring.kernels.cpu import pairwise
+
+    blocks = []
+
+    def column_blocks(slot, colptr, dslot, m, itemsize, ncols, nchunks, budget):
+        bounds, tile = original(slot, colptr, dslot, m, itemsize, ncols, nchunks, budget)
+        weight = np.where(dslot >= 0, m * itemsize, np.diff(colptr) * (4 + itemsize))
+        per_column = np.where(slot >= 0, weight[np.maximum(slot, 0)], 0)
+        sizes = [per_column[a:b].sum() for a, b in zip(np.r_[0, bounds[:-1]], bounds)]
+        blocks.append((sizes, per_column.max(), bounds, tile, ncols))
+        return bounds, tile
+
+    original = pairwise.column_blocks
+    monkeypatch.setattr(pairwise, "column_blocks", column_blocks)
+    rng = np.random.default_rng(13)
+    dense = sp.csr_matrix(rng.random((128, 40), dtype=np.float32) + 0.5)  # each one axpy (plus_times)
+    X = sp.hstack([dense, sp.random(128, 2960, density=0.3, random_state=rng, dtype=np.float32)], format="csr")
+    Y = sp.random(300, 3000, density=0.05, format="csr", random_state=rng, dtype=np.float32)
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    sizes, widest, bounds, tile, ncols = blocks[-1]
+    assert len(sizes) >= 3 and tile == 64 and bounds[-1] == ncols and (np.diff(bounds) > 0).all()
+    assert max(sizes) <= pairwise.SPARSE_BLOCK_BYTES + widest  # a block ends past the column that fills it
+    np.testing.assert_allclose(C.toarray(), X.toarray().astype(np.float64) @ Y.toarray().T, rtol=1e-5)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-5)
+
+
+@pytest.mark.parametrize(("bitmaps", "blocks"), [("0", "auto"), ("1", "0"), ("1", "1")])
+def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, blocks, monkeypatch):
     """100 X rows that all hold column 0 (some as a stored zero), against Y rows holding it: each Y row meets
     every X row, so the count adds whole words of bits at once (a full word and a last word of 36 rows), and
     the X rows' stored zeros still count as entries."""
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV
-
-    monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
-    monkeypatch.setenv(SPARSE_BITMAPS_ENV, bitmaps)
+    force(monkeypatch, "columns", bitmaps, blocks)
     rng = np.random.default_rng(5)
 
     def rows(k, every):  # column 0 stored in every `every`-th row
@@ -184,10 +227,12 @@ def test_sparse_result_down_y_rows_meeting_every_x_row(bitmaps, monkeypatch):
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
 
 
-def test_sparse_result_with_dense_columns_and_an_infinite_value():
+@pytest.mark.parametrize("blocks", ["0", "1"])
+def test_sparse_result_with_dense_columns_and_an_infinite_value(blocks, monkeypatch):
     """A column held by most queries runs as one axpy over an m-long column of X (plus_times), the others as
     postings walks; an infinite y in the dense column takes the walk (0 × inf is NaN: the X rows without the
-    column must keep their finite sums), as mxm gives it."""
+    column must keep their finite sums), as mxm gives it; X's index whole or in blocks walked by tiles."""
+    force(monkeypatch, "auto", "auto", blocks)
     rng = np.random.default_rng(11)
     X = sp.random(70, 40, density=0.1, format="lil", random_state=rng)
     X[:60, 3] = 1.0 + rng.random((60, 1))  # a dense column (60 of 70 rows)
@@ -224,3 +269,46 @@ def test_index_by_column_across_threads_is_scipys_csc(nchunks):
     np.testing.assert_array_equal(crow, csc.indices)
     assert cval.dtype == np.float32
     np.testing.assert_array_equal(cval, csc.data)
+
+
+@pytest.mark.parametrize("strategy", ["columns", "rows"])
+def test_sparse_result_over_2_40_columns_is_that_of_the_same_rows_on_8(strategy, monkeypatch):
+    """A hashed feature space of 2**40 columns (int64 indices): down Y's rows the columns are renumbered (by
+    sorting: too wide for a slot a column), down X's rows too; the result is the same rows' on 8 columns."""
+    from semiring.kernels.cpu.pairwise import SPARSE_STRATEGY_ENV
+
+    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
+    spread = np.array([0, 7, 99, 12345, 1 << 20, 1 << 30, (1 << 40) - 9, (1 << 40) - 1], dtype=np.int64)
+    rng = np.random.default_rng(17)
+    small = [sp.random(k, 8, density=0.5, format="coo", random_state=rng) for k in (3, 5)]
+    small[0].data[0] = 0.0  # a stored zero still meets
+    wide = [sp.csr_matrix((A.data, (A.row, spread[A.col])), shape=(A.shape[0], 1 << 40)) for A in small]
+    C = semiring.pairwise(wide[0], wide[1], semiring.plus_times, sparse=True)
+    X, Y = (A.tocsr() for A in small)
+    structure = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
+    pattern = (structure[0] @ structure[1].T).tocsr()
+    pattern.sort_indices()
+    np.testing.assert_array_equal(C.indptr, pattern.indptr)
+    np.testing.assert_array_equal(C.indices, pattern.indices)
+    np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_the_bitmaps_choice_reads_every_step_th_y_row(step):
+    """``_postings_met`` (the choice of bitmaps down Y's rows) sums over the entries of rows 0, step, 2·step, …:
+    the X rows holding each entry's column, and the entries in a column X holds, as SciPy counts them."""
+    from semiring.kernels.cpu.pairwise import _postings_met, _x_column_slots, index_by_column
+
+    rng = np.random.default_rng(19)
+    X = sp.random(40, 30, density=0.2, format="csc", random_state=rng)
+    X = X[:, :29]  # column 29: one X lacks
+    X.resize(40, 30)
+    X = X.tocsr()
+    X.sort_indices()
+    Y = sp.random(10, 30, density=0.3, format="csr", random_state=rng)
+    slot, _, xs, nslots = _x_column_slots(X.indptr, X.indices, 30)
+    colptr, _, _ = index_by_column(X.indptr, xs, X.data, nslots)
+    sample = Y[::step]
+    postings = np.diff(X.tocsc().indptr)  # X rows holding each column
+    expected = (int(postings[sample.indices].sum()), int((postings[sample.indices] > 0).sum()))
+    assert _postings_met(Y.indptr, Y.indices, slot, colptr, step) == expected
