@@ -25,7 +25,9 @@ for job in "$@"; do
   case $job in
     tests)
       echo "# HYPOTHESIS_EXAMPLES=10 python -m pytest -m gpu tests/gpu tests/unit/test_architecture.py -q" | tee "$OUT/gpu_tests.log"
+      # One process (not pyproject's xdist addopts): no xdist here, and one GPU's memory is not to be shared.
       HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
+        -o addopts="-ra --import-mode=importlib" \
         ${GPU_TESTS:-"$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py"} 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
     bench)
       python3 "$REPO/benchmarks/gpu_bench.py" --scale 1.0 --json "$OUT/gpu_bench_h200.json" 2>&1 | tee "$OUT/gpu_bench.log" || status=1 ;;
