@@ -140,12 +140,12 @@ class ColumnParam:
                     total += xp.bincount(cols[e0:e1], weights=term(cols[e0:e1], data[e0:e1]), minlength=n)
             return total
 
-        stored = column_sums(lambda cols, data: xp.ones(cols.size, np.float64))
-        if not bool((stored > 0).all()):
-            self._refuse_constant(int(xp.flatnonzero(stored == 0)[0]), metric, m)
+        counts = column_sums(lambda cols, data: xp.ones(cols.size, np.float64))  # stored values a column
+        if not bool((counts > 0).all()):
+            self._refuse_constant(int(xp.flatnonzero(counts == 0)[0]), metric, m)
         mean = column_sums(lambda cols, data: data.astype(np.float64)) / m
         dev = column_sums(lambda cols, data: (data - mean[cols]) ** 2)
-        var = (dev + (m - stored) * mean**2) / (m - 1)  # the columns' zeros, each (0 - mean)^2
+        var = (dev + (m - counts) * mean**2) / (m - 1)  # the columns' zeros, each (0 - mean)^2
         if not bool((var > 0).all()):
             self._refuse_constant(int(xp.flatnonzero(~(var > 0))[0]), metric, m)
         return var
