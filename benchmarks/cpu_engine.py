@@ -20,6 +20,8 @@ setting of the first ``--queries`` rows (2048 at scale 1) against every row:
   without it;
 * the same with ``sparse=True`` (only the entries produced, CSR) against
   ``mxm`` as is: both results sparse, checked for the same pattern and values;
+* a call's input checks (``semiring.validation.check_pair``) by the CPU engine's
+  one pass across threads against NumPy's reductions (``--measures checks``);
 * ``semiring.distances.graph.triangle_count(A, backend="cpu")`` on R-MAT graphs
   (``--rmat-scales``, Graph500 parameters, seeded) against python-graphblas's
   masked ``plus_pair`` product, the counts compared: the total (``C⟨L⟩ = L
@@ -67,8 +69,9 @@ sys.path.insert(0, str(HERE))
 from datasets import DATASETS, describe, make_dataset
 
 METRICS = ("cosine", "euclidean", "manhattan")
-# What --measures may name: the distances against scikit-learn, the dense and the sparse plus_times against mxm.
-MEASURES = (*METRICS, "plus_times", "sparse")
+# What --measures may name: the distances against scikit-learn, the dense and the sparse plus_times against mxm,
+# and the input checks of a call (the CPU engine's one pass against NumPy's reductions).
+MEASURES = (*METRICS, "plus_times", "sparse", "checks")
 
 # Tolerances of the correctness checks.  Results are float32 (float32 inputs), so
 # rtol 1e-4 leaves room for rounding; entries near zero (every query is also a
@@ -106,7 +109,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=list(MEASURES),
         metavar="NAME",
         help=f"the dataset rows to time, a subset of {', '.join(MEASURES)} (default all; sparse: plus_times "
-        "with sparse=True against mxm)",
+        "with sparse=True against mxm; checks: a call's input checks)",
     )
     p.add_argument("--seed", type=int, default=0, help="dataset and graph seed (default 0)")
     p.add_argument(
@@ -261,9 +264,10 @@ def compare_sparse(ours, ref) -> dict:
 
 
 def check_line(label: str, cmp: dict) -> str:
-    line = (
-        f"  {cmp['status']:8s} {label}: max |diff| {cmp.get('max_abs_diff', float('nan')):.3g}, "
-        f"max rel {cmp.get('max_rel_diff', float('nan')):.3g}"
+    line = f"  {cmp['status']:8s} {label}: " + (
+        f"max |diff| {cmp['max_abs_diff']:.3g}, max rel {cmp.get('max_rel_diff', float('nan')):.3g}"
+        if "max_abs_diff" in cmp
+        else cmp.get("detail", "")
     )
     if cmp["status"] != "CORRECT":
         line += (
@@ -355,6 +359,24 @@ def bench_dataset(name: str, args, engines) -> tuple[dict, list[dict]]:
         sparse_t, ref = timed(lambda: A.mxm(B.T, gb.semiring.plus_times).new(), args.repeats)
         record("plus_times sparse", "graphblas", ours_t, sparse_t, compare_sparse(ours, gb.io.to_scipy_sparse(ref)))
         del ours, ref
+    if "checks" in args.measures:
+        # A call's checks of its two inputs (semiring.validation): the CPU engine's one pass across threads, used
+        # from its VERDICTS_MIN_ENTRIES entries, against NumPy's reductions (SciPy's canonical-order test is cached
+        # on the matrices after the first call, so that side's figure leaves it out).  Both accept the inputs as
+        # they are: the check is that each gives back the very matrices it was given.
+        from semiring import validation
+        from semiring.kernels.cpu import checks
+
+        def one_pass():
+            return validation.check_pair(Q, X, verdicts=checks.csr_verdicts)
+
+        ours_t, ours = timed(one_pass, args.repeats)
+        peer_t, ref = timed(lambda: validation.check_pair(Q, X), args.repeats)
+        same = all(a is b for a, b in zip((*ours, *ref), (Q, X, Q, X)))
+        verdict = "the same matrices given back" if same else "other matrices given back"
+        record(
+            "input checks", "numpy", ours_t, peer_t, {"status": "CORRECT" if same else "MISMATCH", "detail": verdict}
+        )
     return info, rows
 
 

@@ -220,12 +220,12 @@ class NearestNeighbors:
         if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
             return _dask.fit(self, X)
         spec, values, columns = self._resolve()
-        _backend.resolve(self.backend)  # an unusable backend is refused now, with the reason
+        engine = _backend.engine(self.backend)  # an unusable backend is refused now, with the reason
         driver.check_working_memory(self.working_memory)
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
         _check_algorithm(self.algorithm, self.leaf_size)
         check_n_jobs(self.n_jobs)
-        X = validation.check_matrix(X, "X")
+        X = validation.check_matrix(X, "X", verdicts=engine.csr_verdicts)
         if X.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
         if X.shape[1] == 0:
@@ -271,7 +271,7 @@ class NearestNeighbors:
             self._fit_checked_nonnegative = True  # the fitted rows do not change until the next fit
         if X is None:
             return self._fit_X
-        Q = validation.check_matrix(X, "X")
+        Q = validation.check_matrix(X, "X", verdicts=_backend.engine(self.backend).csr_verdicts)
         if Q.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "

@@ -93,7 +93,7 @@ def pairwise_distances(
     check_all_finite(ensure_all_finite)
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
-    X, Y = validation.check_pair(X, Y)  # CuPy input is checked on the GPU, where it stays
+    X, Y = validation.check_pair(X, Y, verdicts=engine.csr_verdicts)  # CuPy input: on the GPU, where it stays
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:

@@ -78,7 +78,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
     engine = _backend.engine(backend)
     where = driver.placement(engine, X, Y, mask)
     csr_kind = _csr_kind(X)  # a sparse result is a csr_array for sparse-array input
-    X, Y = validation.check_pair(X, Y, allow_inf=True)
+    X, Y = validation.check_pair(X, Y, allow_inf=True, verdicts=engine.csr_verdicts)
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
     M = None if mask is None else validation.check_mask(mask, shape)

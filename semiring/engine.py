@@ -93,6 +93,12 @@ class PairwiseEngine(Protocol):
     def memory_limit_bytes(self) -> int | None:
         """The most temporary memory a call may take on the device now, or None for no limit of its own."""
 
+    def csr_verdicts(self, A) -> dict[str, int] | None:
+        """What one pass over a SciPy CSR matrix's entries finds, for ``semiring.validation`` (the keys of the
+        GPU engine's check kernel: ``kernels.cpu.checks.VERDICT_KEYS``), or None where NumPy's reductions are
+        to check it.  Only its index arrays' types and indptr's length are known good: entries are read within
+        the stored arrays whatever indptr holds."""
+
     def to_device(self, A) -> Any:
         """A canonical CSR matrix (sorted, unique indices; float32/float64) on the device: a SciPy one, or a
         ``cupyx.scipy.sparse`` one checked on the GPU (``semiring.validation``), which each engine brings into its

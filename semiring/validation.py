@@ -21,13 +21,16 @@ import scipy.sparse as sp
 FLOAT_TYPES = (np.float32, np.float64)
 
 
-def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
+def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.csr_matrix:
     """``A`` as a canonical CSR matrix (sorted, unique column indices), float32 or float64.
 
     Accepts any SciPy sparse matrix or array and dense 2-D array-likes.  CSR
     input in canonical form with float32/float64 values is used without a copy.
     Integer and boolean values become float64.  CuPy input gives a
     ``cupyx.scipy.sparse.csr_matrix``, checked on the device.
+
+    ``verdicts`` (an engine's ``csr_verdicts``) checks a SciPy CSR matrix's entries in one pass where it
+    gives verdicts for it; elsewhere NumPy's reductions do.
     """
     if is_cupy(A):
         return _check_device_matrix(A, name, allow_inf)
@@ -46,6 +49,10 @@ def check_matrix(A, name: str, *, allow_inf: bool = False) -> sp.csr_matrix:
             A = A.astype(dtype)
             copied = True
         A = _as_csr_matrix(A)
+        _check_pointer_arrays(A, name)
+        verdict = None if verdicts is None else verdicts(A)
+        if verdict is not None:
+            return _checked_by_verdicts(A, name, allow_inf, copied, verdict)
         _check_structure(A, name)
         A = _canonical(A, copied)
     else:
@@ -105,17 +112,23 @@ def _check_device_matrix(A, name: str, allow_inf: bool):
 
 
 def _checked_on_device(A, name: str, allow_inf: bool, copied: bool):
-    """CuPy CSR ``A`` checked by one kernel of the GPU engine (``csr_verdicts``), with the host rules'
-    messages; canonical order restored on a copy when the kernel finds a row out of order or repeated.
+    """CuPy CSR ``A`` checked by one kernel of the GPU engine (``csr_verdicts``).
 
     The engine is reached by module name at call time (as ``semiring.backend`` does): the core imports no
     engine.
     """
     import importlib
 
-    n = A.shape[1]
     _check_pointer_arrays(A, name)
     verdict = importlib.import_module("semiring.kernels.cuda.launch").csr_verdicts(A)
+    return _checked_by_verdicts(A, name, allow_inf, copied, verdict)
+
+
+def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: dict[str, int]):
+    """CSR ``A`` (its index arrays' types and indptr's length checked) judged by what an engine's one pass found
+    in it (``csr_verdicts``: the GPU engine's kernel, or the CPU engine's), with the NumPy checks' messages;
+    canonical order restored on a copy when the pass finds a row out of order or repeated."""
+    n = A.shape[1]
     nnz = _check_pointer_ends(A, name, verdict["first"], verdict["last"])
     if verdict["decreasing rows"]:
         raise ValueError(f"{name}: indptr must be non-decreasing")
@@ -305,10 +318,10 @@ def as_cupy(result):
     return cupy.asarray(result)
 
 
-def check_pair(X, Y, *, allow_inf: bool = False):
-    """Validate X and Y (``Y=None`` means X against itself) and their widths."""
-    X = check_matrix(X, "X", allow_inf=allow_inf)
-    Y = X if Y is None else check_matrix(Y, "Y", allow_inf=allow_inf)
+def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
+    """Validate X and Y (``Y=None`` means X against itself) and their widths (``verdicts``: see ``check_matrix``)."""
+    X = check_matrix(X, "X", allow_inf=allow_inf, verdicts=verdicts)
+    Y = X if Y is None else check_matrix(Y, "Y", allow_inf=allow_inf, verdicts=verdicts)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"X has {X.shape[1]} columns but Y has {Y.shape[1]}; rows are compared column by column, "

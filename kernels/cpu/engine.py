@@ -16,6 +16,7 @@ from semiring import validation
 from semiring.engine import Entries, LastDerived
 from semiring.validation import is_cupy
 
+from . import checks as _checks
 from . import graph as _graph
 from . import pairwise as _pairwise
 from . import rowops as _rowops
@@ -75,6 +76,12 @@ class CpuEngine:
 
     def memory_limit_bytes(self) -> int | None:
         return None  # host memory: the caller's working-memory budget is the only limit
+
+    def csr_verdicts(self, A) -> dict[str, int] | None:
+        """Across threads (``checks``), from ``checks.VERDICTS_MIN_ENTRIES`` entries."""
+        if A.indices.size < _checks.VERDICTS_MIN_ENTRIES:
+            return None
+        return _checks.csr_verdicts(A)
 
     def to_device(self, A) -> sp.csr_matrix:
         return A.get() if is_cupy(A) else A  # a CuPy caller's matrix, checked on the GPU, copied here once

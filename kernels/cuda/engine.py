@@ -59,6 +59,9 @@ class CudaEngine:
     def empty(self, shape, dtype) -> Any:
         return launch.empty(shape, dtype)
 
+    def csr_verdicts(self, A) -> None:
+        """None: host input is checked by NumPy's reductions (CuPy input by the check kernel, in validation)."""
+
     def accumulate_dtype(self, result_dtype) -> np.dtype:
         """The GPU accumulates in the result's type (float32 for float32 input)."""
         return np.dtype(result_dtype)

@@ -12,48 +12,10 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import check_outcome as outcome
+from strategies import raw_csr
 
 from semiring import validation
-
-
-@st.composite
-def raw_csr(draw):
-    m, n = draw(st.integers(0, 6)), draw(st.integers(1, 8))
-    counts = draw(st.lists(st.integers(0, 5), min_size=m, max_size=m))
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    nnz = int(indptr[-1])
-    rows = [sorted(draw(st.lists(st.integers(0, n - 1), min_size=c, max_size=c, unique=c <= n))) for c in counts]
-    indices = np.array([c for r in rows for c in r], dtype=np.int64)
-    # no subnormals: CuPy's sum_duplicates flushes float32 ones to 0 (the GPU's arithmetic), SciPy keeps them
-    floats = st.floats(-3, 3, width=32, allow_subnormal=False)
-    data = np.array(draw(st.lists(floats, min_size=nnz, max_size=nnz)), dtype=np.float64)
-    fault = draw(st.sampled_from(["none", "unsorted", "range", "negative", "indptr", "nan", "inf", "big"]))
-    if nnz and fault == "unsorted":
-        indices = indices[::-1].copy()
-    elif nnz and fault == "range":
-        indices[draw(st.integers(0, nnz - 1))] = n + draw(st.integers(0, 3))
-    elif nnz and fault == "negative":
-        indices[draw(st.integers(0, nnz - 1))] = -1
-    elif m >= 2 and fault == "indptr":
-        indptr[1], indptr[2] = indptr[2] + 1, indptr[1]  # decreasing (or beyond the entries at the end)
-    elif nnz and fault in ("nan", "inf"):
-        data[draw(st.integers(0, nnz - 1))] = np.nan if fault == "nan" else -np.inf
-    elif nnz and fault == "big":  # finite values whose repeats sum to infinity in float32
-        indices[:] = 0
-        data[:] = 3e38
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
-    index = draw(st.sampled_from([np.int32, np.int64]))
-    return data.astype(dtype), indices.astype(index), indptr.astype(index), (m, n)
-
-
-def outcome(A, allow_inf: bool):
-    """``check_matrix``'s checked matrix as host (indptr, indices, data, dtype), or its error's type and message."""
-    try:
-        B = validation.check_matrix(A, "X", allow_inf=allow_inf)
-    except (ValueError, TypeError) as exc:
-        return type(exc).__name__, str(exc)
-    get = (lambda a: a.get()) if validation.is_cupy(B) else np.asarray
-    return get(B.indptr), get(B.indices), get(B.data), B.dtype
 
 
 @given(parts=raw_csr(), allow_inf=st.booleans())
