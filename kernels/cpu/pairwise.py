@@ -610,6 +610,18 @@ def _sparse_arrays(counts: np.ndarray, p: int, out_dtype):
 SPARSE_CHUNKS_PER_THREAD = 4
 
 
+def row_ranges(indptr: np.ndarray, ranges: int) -> np.ndarray:
+    """``cuts`` (int64, ``ranges + 1`` of them, from 0 to the rows): rows cut where the entries before them reach
+    each k/ranges of all, so that ranges of skewed or sorted row lengths take about equal work; ranges may be
+    empty.  Whatever a malformed indptr holds (``checks``), the cuts are in order and cover every row once."""
+    m = indptr.size - 1
+    shares = np.arange(ranges + 1, dtype=np.int64) * int(indptr[-1]) // ranges
+    cuts = np.searchsorted(indptr, shares.astype(indptr.dtype, copy=False), side="left")
+    cuts = np.clip(np.maximum.accumulate(cuts), 0, m).astype(np.int64)
+    cuts[0], cuts[-1] = 0, m
+    return cuts
+
+
 def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
     with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``).
@@ -624,13 +636,14 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
     counts = np.zeros((nchunks, m), np.int64)
     if not (m and p):
         return _sparse_arrays(counts.sum(axis=0), p, out_dtype)
+    cuts = row_ranges(Y.indptr, nchunks)
     slot, held, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
     colptr, crow, cval = index_by_column(X.indptr, xs, X.data, nslots)
     yi = yi[: Y.indptr[-1]]  # Y's entries only: the kernels read a few ahead (prefetching) up to yi's end
     index = (Y.indptr, yi, slot, held, colptr, crow)
     rowbits = _row_bitmaps(colptr, crow, Y.indptr, yi, slot, m, budget)
     if rowbits is None:
-        kernels.sparse_count_by_columns(*index, m, nchunks, counts)
+        kernels.sparse_count_by_columns(*index, m, cuts, counts)
     else:
         # The X rows each Y row meets (m bits), kept from the count for the fill where they fit: the fill then
         # ORs no bitmaps of its own.
@@ -639,18 +652,18 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         met = np.empty((p if keep else 0, words), np.uint64)
         dslot, dense = dense_columns(sr, colptr, crow, cval, m, budget)
         bounds, tile = column_blocks(slot, colptr, dslot, m, cval.itemsize, ncols, nchunks, budget)
-        kernels.sparse_count_by_bitmaps(*index, rowbits, met, bounds, tile, nchunks, counts)
+        kernels.sparse_count_by_bitmaps(*index, rowbits, met, bounds, tile, cuts, counts)
     indptr, indices, data = _sparse_arrays(counts.sum(axis=0), p, out_dtype)
     if indices.size:
         starts = indptr[:-1].astype(np.int64) + np.cumsum(counts, axis=0) - counts  # each range's offset in a row
         args = (Y.indptr, yi, Y.data, slot, held, colptr, crow, cval)
         ops = (sr.start(X.shape[1]), sr.params, starts, indices, data)
         if rowbits is None:
-            kernels.sparse_fill_by_columns(*args, m, nchunks, *ops)
+            kernels.sparse_fill_by_columns(*args, m, cuts, *ops)
         else:
             workers = min(nchunks, numba.get_num_threads())  # each allocates its tile once
             tiles = (rowbits, met, dslot, dense, bounds, tile)
-            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, nchunks, workers, *ops)
+            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, *ops)
     return indptr, indices, data
 
 

@@ -508,9 +508,9 @@ def sparse_fill(
 # Y row j, its entries walk the X rows holding their column (X indexed by the slot of each column it holds,
 # ``slot[c]``, -1 for the others; relative rows r, values as X stores them), and the sums per X row r live in an
 # m-long accumulator (in L1 for hundreds of queries), reset through the list of rows j touched.  Y's rows are
-# cut into ``nchunks`` ranges in order; ``counts[chunk, r]`` are the entries each range gives row r, so each
-# range writes its entries of row r at its own offset (``starts``) in increasing j: rows come out sorted with
-# no sort.
+# cut into ranges in order (range k: rows ``cuts[k]`` to ``cuts[k + 1]``, of about equal entries);
+# ``counts[chunk, r]`` are the entries each range gives row r, so each range writes its entries of row r at its
+# own offset (``starts``) in increasing j: rows come out sorted with no sort.
 
 
 @intrinsic
@@ -565,11 +565,10 @@ def _postings(yi, yv, slot, held, colptr, crow, cval, t):
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, nchunks, counts):
-    p = yp.size - 1
-    for chunk in prange(nchunks):
+def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, cuts, counts):
+    for chunk in prange(cuts.size - 1):
         mark = np.full(m, -1, np.int64)
-        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+        for j in range(cuts[chunk], cuts[chunk + 1]):
             for t in range(yp[j], yp[j + 1]):
                 _, q0, q1, _ = _postings(yi, yi, slot, held, colptr, crow, crow, t)
                 for q in range(q0, q1):
@@ -581,15 +580,14 @@ def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, nchunks, counts
 
 @njit(parallel=True, **JIT)
 def sparse_fill_by_columns(
-    yp, yi, yv, slot, held, colptr, crow, cval, m, nchunks, start, params, starts, indices, data
+    yp, yi, yv, slot, held, colptr, crow, cval, m, cuts, start, params, starts, indices, data
 ):
-    p = yp.size - 1
-    for chunk in prange(nchunks):
+    for chunk in prange(cuts.size - 1):
         mark = np.full(m, -1, np.int64)
         acc = np.empty(m, np.float64)
         touched = np.empty(m, np.int64)
         pos = starts[chunk].copy()
-        for j in range(chunk * p // nchunks, (chunk + 1) * p // nchunks):
+        for j in range(cuts[chunk], cuts[chunk + 1]):
             n = 0
             for t in range(yp[j], yp[j + 1]):
                 _, q0, q1, y = _postings(yi, yv, slot, held, colptr, crow, cval, t)
@@ -644,14 +642,13 @@ def _meets(yi, slot, held, rowbits, t, row_end, end, seen):
 
 
 @njit(parallel=True, **JIT)
-def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, bounds, tile, nchunks, counts):
-    p = yp.size - 1
-    for chunk in prange(nchunks):
+def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, bounds, tile, cuts, counts):
+    for chunk in prange(cuts.size - 1):
         scratch = np.empty((tile, rowbits.shape[1]), np.uint64)
         cursor = np.empty(tile, np.int64)
         row = counts[chunk]
-        last = (chunk + 1) * p // nchunks
-        for j0 in range(chunk * p // nchunks, last, tile):
+        last = cuts[chunk + 1]
+        for j0 in range(cuts[chunk], last, tile):
             nj = min(tile, last - j0)
             seen = met[j0 : j0 + nj] if met.shape[0] else scratch[:nj]
             seen[:] = 0
@@ -714,7 +711,7 @@ def sparse_fill_by_bitmaps(
     bounds,
     tile,
     m,
-    nchunks,
+    cuts,
     workers,
     start,
     params,
@@ -722,7 +719,7 @@ def sparse_fill_by_bitmaps(
     indices,
     data,
 ):
-    p = yp.size - 1
+    nchunks = cuts.size - 1
     # Each worker allocates its tile once and takes the ranges w·nchunks/workers, … (a tile of 256 KiB a range
     # would be as many allocations and first touches, and munmaps, as ranges: page faults across threads).
     for w in prange(workers):
@@ -736,7 +733,7 @@ def sparse_fill_by_bitmaps(
         pos = np.empty(m, np.int64)
         for chunk in range(w * nchunks // workers, (w + 1) * nchunks // workers):
             pos[:] = starts[chunk]
-            first, last = chunk * p // nchunks, (chunk + 1) * p // nchunks
+            first, last = cuts[chunk], cuts[chunk + 1]
             for j0 in range(first, last, tile):
                 nj = min(tile, last - j0)
                 for jj in range(nj):

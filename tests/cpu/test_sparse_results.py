@@ -252,6 +252,32 @@ def test_sparse_result_with_dense_columns_and_an_infinite_value(blocks, monkeypa
     assert np.isfinite(column[60:]).all() and (column[60:] > 0).all()
 
 
+@pytest.mark.parametrize("bitmaps", ["0", "1"])
+def test_sparse_result_down_y_rows_in_ranges_of_equal_entries(bitmaps, monkeypatch):
+    """Y's rows sorted by length (as collections often are), two of them longer than all the others together:
+    the ranges, cut at equal shares of Y's entries (``pairwise.row_ranges``), are some empty and some one row."""
+    force(monkeypatch, "columns", bitmaps, "auto")
+    rng = np.random.default_rng(12)
+    lengths = np.sort(np.minimum(rng.zipf(1.5, 60), 30))[::-1]
+    lengths[:2] = 200
+    Y = sp.csr_matrix(
+        (
+            rng.random(lengths.sum()),
+            np.concatenate([rng.choice(300, k, replace=False) for k in lengths]),
+            np.concatenate([[0], np.cumsum(lengths)]),
+        ),
+        shape=(60, 300),
+    )
+    Y.sort_indices()
+    X = sp.random(20, 300, density=0.1, format="csr", random_state=rng)
+    from semiring.kernels.cpu.pairwise import row_ranges
+
+    cuts = row_ranges(Y.indptr, 8)
+    assert (np.diff(cuts) == 0).any() and cuts[0] == 0 and cuts[-1] == Y.shape[0] and (np.diff(cuts) >= 0).all()
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+
+
 @pytest.mark.parametrize("nchunks", [1, 3, 8])
 def test_index_by_column_across_threads_is_scipys_csc(nchunks):
     """X's index by column, its rows counted and placed in ranges across threads: SciPy's CSC of X (rows in
