@@ -663,9 +663,14 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         else:
             workers = min(nchunks, numba.get_num_threads())  # each allocates its tile once
             tiles = (rowbits, met, dslot, dense, bounds, tile)
-            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, *ops)
+            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, COLUMN_MAJOR_WIDTH, *ops)
     return indptr, indices, data
 
+
+# Down Y's rows with bitmaps, a tile's entries in a block of columns are walked column by column (each column's
+# postings read once for the tile rows holding it, ``semiring_kernels._column_major``) where the block is at
+# most this many columns a tile entry (a count a column is kept), else row by row.
+COLUMN_MAJOR_WIDTH = 4.0
 
 # Down Y's rows with bitmaps, X's index (with its dense columns) is cut into blocks of columns of at most
 # SPARSE_BLOCK_BYTES where it is larger, and Y's rows walk them a tile at a time, each row's m-long sums in a

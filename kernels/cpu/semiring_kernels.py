@@ -579,9 +579,7 @@ def sparse_count_by_columns(yp, yi, slot, held, colptr, crow, m, cuts, counts):
 
 
 @njit(parallel=True, **JIT)
-def sparse_fill_by_columns(
-    yp, yi, yv, slot, held, colptr, crow, cval, m, cuts, start, params, starts, indices, data
-):
+def sparse_fill_by_columns(yp, yi, yv, slot, held, colptr, crow, cval, m, cuts, start, params, starts, indices, data):
     for chunk in prange(cuts.size - 1):
         mark = np.full(m, -1, np.int64)
         acc = np.empty(m, np.float64)
@@ -694,6 +692,88 @@ def _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, para
         a[r] = add(a[r], mult(np.float64(cval[_u(q)]), y, params), params)
 
 
+@njit(inline="always", **JIT)
+def _walk(colptr, crow, cval, s, a, y, params):
+    # Postings of slot s into one Y row's sums a, times y.
+    for q in range(_u(colptr[_u(s)]), _u(colptr[_u(s + 1)])):
+        r = _u(crow[q])
+        a[r] = add(a[r], mult(np.float64(cval[q]), y, params), params)
+
+
+@njit(inline="always", **JIT)
+def _walk_two(colptr, crow, cval, s, a1, y1, a2, y2, params):
+    # The same for two Y rows holding the column: each posting read once for both.
+    for q in range(_u(colptr[_u(s)]), _u(colptr[_u(s + 1)])):
+        r = _u(crow[q])
+        x = np.float64(cval[q])
+        a1[r] = add(a1[r], mult(x, y1, params), params)
+        a2[r] = add(a2[r], mult(x, y2, params), params)
+
+
+# The most entries of a tile in one block walked column by column (16 bytes each in a worker's buffers).
+_COLUMN_MAJOR_ENTRIES = 1 << 14
+
+
+@njit(inline="always", **JIT)
+def _column_major(
+    yi, yv, slot, held, colptr, crow, cval, dslot, dense, acc, m, cursor, ends, nj, begin, end, order, params
+):
+    # A tile's entries in columns begin..end walked column by column: the tile rows holding a column (about 4 of
+    # 64 on scRNA-like rows) share each read of its postings, two at a time, where walking row by row read them
+    # once a row (scRNA-like products 1.3 times faster in a model of the loop).  Each row's sums still take its
+    # columns in increasing order, so the bits are those of the walk row by row.  ``order``: the worker's
+    # buffers (counts a column, then the tile rows and values in column order), grown as needed.
+    width = end - begin
+    counts, rows, values = order
+    if counts.size < width + 1:
+        counts = np.empty(width + 1, np.int64)
+    total = 0
+    for jj in range(nj):
+        total += ends[jj] - cursor[jj]
+    if rows.size < total:
+        rows = np.empty(total, np.int64)
+        values = np.empty(total, np.float64)
+    counts[: width + 1] = 0
+    for jj in range(nj):
+        for t in range(_u(cursor[jj]), _u(ends[jj])):
+            counts[_u(yi[t] - begin + 1)] += 1
+    for c in range(width):
+        counts[c + 1] += counts[c]
+    for jj in range(nj):  # counts[c]: where column c's next entry goes; after, where column c + 1's begin
+        for t in range(_u(cursor[jj]), _u(ends[jj])):
+            c = _u(yi[t] - begin)
+            k = _u(counts[c])
+            rows[k] = jj
+            values[k] = np.float64(yv[t])
+            counts[c] = k + 1
+    k0 = 0
+    for c in range(width):
+        k1 = counts[c]
+        if k1 > k0:
+            s = _slot_of(slot, held, begin + c)
+            if s >= 0:
+                if dslot[_u(s)] >= 0:  # an m-long column of X: one axpy an entry (a non-finite y walks)
+                    column = dense[_u(dslot[_u(s)])]
+                    for k in range(k0, k1):
+                        a = acc[_u(rows[k]), :m]
+                        y = values[k]
+                        if np.isfinite(y):
+                            for r in range(m):  # vectorises
+                                a[r] = add(a[r], mult(np.float64(column[r]), y, params), params)
+                        else:
+                            _walk(colptr, crow, cval, s, a, y, params)
+                else:
+                    k = k0
+                    while k + 1 < k1:
+                        a1, a2 = acc[_u(rows[k]), :m], acc[_u(rows[k + 1]), :m]
+                        _walk_two(colptr, crow, cval, s, a1, values[k], a2, values[k + 1], params)
+                        k += 2
+                    if k < k1:
+                        _walk(colptr, crow, cval, s, acc[_u(rows[k]), :m], values[k], params)
+        k0 = k1
+    return counts, rows, values
+
+
 @njit(parallel=True, **JIT)
 def sparse_fill_by_bitmaps(
     yp,
@@ -713,6 +793,7 @@ def sparse_fill_by_bitmaps(
     m,
     cuts,
     workers,
+    column_major,
     start,
     params,
     starts,
@@ -728,6 +809,8 @@ def sparse_fill_by_bitmaps(
         # in one set of the cache, and evict each other.
         acc = np.full((tile, (m | 7) + 9), start, np.float64)
         cursor = np.empty(tile, np.int64)
+        ends = np.empty(tile, np.int64)
+        order = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
         below = np.zeros(m, np.uint64)
         rows = np.empty(rowbits.shape[1], np.uint64)
         pos = np.empty(m, np.int64)
@@ -739,15 +822,45 @@ def sparse_fill_by_bitmaps(
                 for jj in range(nj):
                     cursor[jj] = yp[j0 + jj]
                 for b in range(bounds.size):
+                    begin = bounds[b - 1] if b else 0
                     end = bounds[b]
-                    for jj in range(nj):
-                        a = acc[jj, :m]
+                    total = 0
+                    for jj in range(nj):  # the tile's entries in the block: cursor[jj] to ends[jj]
                         t = cursor[jj]
                         row_end = yp[j0 + jj + 1]
                         while t < row_end and yi[_u(t)] < end:
-                            _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
                             t += 1
-                        cursor[jj] = t
+                        ends[jj] = t
+                        total += t - cursor[jj]
+                    # a count a column within a few a tile entry, and the entries' order within 256 KiB
+                    if end - begin <= column_major * total and total <= _COLUMN_MAJOR_ENTRIES:
+                        order = _column_major(
+                            yi,
+                            yv,
+                            slot,
+                            held,
+                            colptr,
+                            crow,
+                            cval,
+                            dslot,
+                            dense,
+                            acc,
+                            m,
+                            cursor,
+                            ends,
+                            nj,
+                            begin,
+                            end,
+                            order,
+                            params,
+                        )
+                    else:  # wide and sparse (EDGAR-like): row by row
+                        for jj in range(nj):
+                            a = acc[jj, :m]
+                            for t in range(cursor[jj], ends[jj]):
+                                _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
+                    for jj in range(nj):
+                        cursor[jj] = ends[jj]
                 # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
                 # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
                 # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:

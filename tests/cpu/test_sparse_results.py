@@ -278,6 +278,39 @@ def test_sparse_result_down_y_rows_in_ranges_of_equal_entries(bitmaps, monkeypat
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
 
 
+@pytest.mark.parametrize("name", ["plus_times", "min_plus"])
+@pytest.mark.parametrize("blocks", ["0", "1"])
+def test_sparse_result_walked_column_by_column_is_that_walked_row_by_row(name, blocks, monkeypatch):
+    """Down Y's rows with bitmaps, a tile's entries in a block walked column by column (two tile rows a posting
+    read, odd ones alone; dense columns of X as axpys, an infinite y there walked) give the bits of the walk
+    row by row, and mxm's result; forced each way (``COLUMN_MAJOR_WIDTH``: 0 never, huge always)."""
+    from semiring.kernels.cpu import pairwise
+
+    force(monkeypatch, "columns", "1", blocks)
+    rng = np.random.default_rng(13)
+    X = sp.random(90, 60, density=0.15, format="lil", random_state=rng)
+    X[:70, 5] = 1.0 + rng.random((70, 1))  # a dense column of X (plus_times)
+    X[3, 8] = 0.0
+    X = X.tocsr()
+    X[3, 8] = 0.0  # a stored zero
+    Y = sp.random(200, 60, density=0.2, format="lil", random_state=rng)
+    Y[::2, 5] = rng.random((100, 1))
+    Y[6, 5], Y[9, 11] = np.inf, -np.inf
+    Y = Y.tocsr()
+    X.sort_indices()
+    Y.sort_indices()
+    sr = getattr(semiring, name)
+    results = []
+    for width in (0.0, 1e18):
+        monkeypatch.setattr(pairwise, "COLUMN_MAJOR_WIDTH", width)
+        results.append(semiring.pairwise(X, Y, sr, sparse=True))
+    row_major, column_major = results
+    np.testing.assert_array_equal(column_major.indptr, row_major.indptr)
+    np.testing.assert_array_equal(column_major.indices, row_major.indices)
+    np.testing.assert_array_equal(column_major.data, row_major.data)  # the same bits: the same order of sums
+    assert_csr_equal_to_graphblas(column_major, X, Y, name, 1e-12)
+
+
 @pytest.mark.parametrize("nchunks", [1, 3, 8])
 def test_index_by_column_across_threads_is_scipys_csc(nchunks):
     """X's index by column, its rows counted and placed in ranges across threads: SciPy's CSC of X (rows in
