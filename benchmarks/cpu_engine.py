@@ -581,9 +581,13 @@ def machine_info(threads: int) -> dict:
 
 
 def checkout_commit() -> str | None:
-    """The repository's commit (with "+dirty" for uncommitted changes), for the results file."""
+    """The repository's commit (with "+dirty" for uncommitted changes), for the results file; ``$COMMIT`` names
+    it for a copy of the tree whose git metadata is not its own (a ``git archive`` laid out as installed, the
+    lent GPU machine's copy)."""
     import subprocess
 
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True, check=True)
