@@ -1,0 +1,171 @@
+"""Two or more builds of the CPU engine (and python-graphblas ``mxm``) timed call by call, interleaved.
+
+On a shared machine the time a call takes moves with its neighbours' load by more than a kernel change moves
+it (the 2-core development machine: ``mxm`` on the same input from 101 to 172 ms between runs a minute apart).
+So each side runs in a process of its own, kept alive, with its data built once, and the sides are called in
+turn, one call each, for ``--rounds`` rounds: load shifts fall on every side alike, and the figures are each
+side's fastest and median call.  A side is ``NAME=PATH``, PATH a folder holding the package laid out as
+installed (``semiring/`` with ``distances/`` and ``kernels/`` inside, as ``benchmarks/gpu_run.sh`` lays it
+out; for a commit: ``git archive`` it and copy the three folders so), or ``NAME=graphblas`` for ``mxm``.
+The measured call is ``semiring.pairwise(Q, X, plus_times, backend="cpu", sparse=True)`` (``--measure
+sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/datasets.py``'s seeded
+data, the first ``--queries`` rows against all.  Every side's result is checked against the first side's.
+
+    python benchmarks/cpu_ab.py --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\
+        --scale 0.25 --queries 512 --threads 2 --rounds 15 --seed 0 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker(args) -> None:
+    """One side: build the data, then time one call per line read from stdin, answering its ms on stdout."""
+    os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
+    sys.path.insert(0, str(HERE))
+    from datasets import make_dataset
+
+    X = make_dataset(args.dataset, args.scale, args.seed)
+    Q = X[: min(args.queries, X.shape[0])]
+    if args.tree == "graphblas":
+        import graphblas as gb
+
+        gb.ss.config["nthreads"] = args.threads
+        A, B = gb.io.from_scipy_sparse(Q), gb.io.from_scipy_sparse(X)
+        if args.measure != "sparse":
+            raise SystemExit("graphblas is a side of --measure sparse only")
+
+        def call():
+            return A.mxm(B.T, gb.semiring.plus_times).new()
+
+        def summary(C):
+            _, cols, vals = C.to_coo()
+            return [int(C.nvals), float(np.sum(vals, dtype=np.float64)), int(np.sum(cols, dtype=np.int64))]
+
+    else:
+        sys.path.insert(0, args.tree)
+        import numba
+
+        import semiring
+        from semiring import distances
+
+        numba.set_num_threads(args.threads)
+        if args.measure == "sparse":
+
+            def call():
+                return semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True)
+
+            def summary(C):
+                return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
+
+        else:
+
+            def call():
+                return distances.pairwise_distances(Q, X, metric=args.measure, backend="cpu")
+
+            def summary(D):
+                return [int(D.size), float(np.nansum(D, dtype=np.float64)), 0]
+
+    last = [call()]  # warm-up: compiles or loads the kernels
+    print(json.dumps({"ready": True, "summary": summary(last[0])}), flush=True)
+    for _line in sys.stdin:
+        last.clear()  # the previous result freed before the next is made
+        t = time.perf_counter()
+        last.append(call())
+        print(json.dumps({"ms": (time.perf_counter() - t) * 1e3}), flush=True)
+
+
+def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
+    procs = {}
+    for name, tree in sides:
+        cmd = [sys.executable, __file__, "--worker", "--tree", tree, "--dataset", dataset]
+        cmd += ["--scale", str(args.scale), "--queries", str(args.queries), "--seed", str(args.seed)]
+        cmd += ["--threads", str(args.threads), "--measure", args.measure]
+        # The worker's cwd is not the checkout, so that a tree's semiring is the one imported.
+        procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    summaries = {name: json.loads(p.stdout.readline())["summary"] for name, p in procs.items()}
+    times = {name: [] for name in procs}
+    for r in range(args.rounds):
+        order = list(procs) if r % 2 == 0 else list(reversed(procs))  # neither side always first
+        for name in order:
+            time.sleep(0.05)  # the previous side's threads done spinning (OpenMP waits busily after a region)
+            procs[name].stdin.write("run\n")
+            procs[name].stdin.flush()
+            times[name].append(json.loads(procs[name].stdout.readline())["ms"])
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+    first = sides[0][0]
+    out = {"dataset": dataset, "sides": {}}
+    for name, ms in times.items():
+        s, ref = summaries[name], summaries[first]
+        same = s[0] == ref[0] and np.isclose(s[1], ref[1], rtol=1e-6) and (s[2] == ref[2] or args.measure != "sparse")
+        out["sides"][name] = {
+            "best_ms": min(ms),
+            "median_ms": float(np.median(ms)),
+            "all_ms": ms,
+            "summary": s,
+            "check": "CORRECT" if same else "MISMATCH",
+        }
+    return out
+
+
+def main() -> None:
+    sys.path.insert(0, str(HERE))
+    from datasets import DATASETS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--side", action="append", default=[], help="NAME=PATH (a laid-out package) or NAME=graphblas")
+    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    p.add_argument("--measure", default="sparse", help="sparse (plus_times, sparse=True) or a distance's name")
+    p.add_argument("--scale", type=float, default=0.25)
+    p.add_argument("--queries", type=int, default=512)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--json", type=Path)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--tree", help=argparse.SUPPRESS)
+    p.add_argument("--dataset", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    if args.seed is None or len(args.side) < 2:
+        p.error("--seed and at least two --side are required")
+    sides = [tuple(s.split("=", 1)) for s in args.side]
+    results = []
+    for dataset in args.datasets:
+        found = compare(dataset, sides, args)
+        results.append(found)
+        line = ", ".join(
+            f"{name} {v['best_ms']:.1f} (median {v['median_ms']:.1f}) ms {v['check']}"
+            for name, v in found["sides"].items()
+        )
+        print(f"{dataset}: {line}", flush=True)
+    if args.json:
+        git = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=HERE
+        )
+        meta = {
+            "command": " ".join(["python", *sys.argv]),
+            "script_commit": os.environ.get("COMMIT") or git.stdout.strip(),
+            "sides": dict(sides),
+            "cores": os.cpu_count(),
+        }
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
