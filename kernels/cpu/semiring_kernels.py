@@ -618,10 +618,31 @@ _DENSE_WORD = 16
 
 
 @njit(inline="always", **JIT)
-def _meets(yi, slot, held, rowbits, t, row_end, end, seen):
+def _all_met(seen, full):
+    # Whether seen holds every X row (``full``: the bits of the last word that stand for rows, ``_last_word``).
+    for w in range(seen.size - 1):
+        if seen[w] != ~_u(0):
+            return False
+    return seen[seen.size - 1] == full
+
+
+@njit(inline="always", **JIT)
+def _last_word(m):
+    # The bits of an m-bit bitmap's last word that stand for rows.
+    return ~_u(0) if m & 63 == 0 else (_u(1) << _u(m & 63)) - _u(1)
+
+
+@njit(inline="always", **JIT)
+def _meets(yi, slot, held, rowbits, t, row_end, end, seen, full):
     # ORs into seen the bitmaps of Y entries t, t + 1, … of a row (up to row_end) in columns below end; returns the
-    # first entry not taken.
+    # first entry not taken, or row_end once the row meets every X row (tested every 8 entries): results of many
+    # products an entry are nearly dense (MovieLens-, NYTimes-, scRNA-like: 99-100 % of the entries), and a
+    # scRNA-like Y row meets all 512 queries within its first two hundred of 1,600 entries.
+    taken = 0
     while t < row_end and yi[_u(t)] < end:
+        taken += 1
+        if taken & 7 == 0 and _all_met(seen, full):
+            return row_end
         ahead = t + PREFETCH_AHEAD  # the bitmap of a Y entry's column, anywhere in rowbits: asked for ahead too
         if ahead < yi.size:
             s = _slot_of(slot, held, yi[_u(ahead)])
@@ -645,6 +666,7 @@ def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, boun
         scratch = np.empty((tile, rowbits.shape[1]), np.uint64)
         cursor = np.empty(tile, np.int64)
         row = counts[chunk]
+        full = _last_word(row.size)
         last = cuts[chunk + 1]
         for j0 in range(cuts[chunk], last, tile):
             nj = min(tile, last - j0)
@@ -654,7 +676,7 @@ def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, boun
                 cursor[jj] = yp[j0 + jj]
             for b in range(bounds.size):
                 for jj in range(nj):
-                    cursor[jj] = _meets(yi, slot, held, rowbits, cursor[jj], yp[j0 + jj + 1], bounds[b], seen[jj])
+                    cursor[jj] = _meets(yi, slot, held, rowbits, cursor[jj], yp[j0 + jj + 1], bounds[b], seen[jj], full)
             for jj in range(nj):
                 for v in range(seen.shape[1]):
                     word = seen[jj, v]
@@ -810,6 +832,7 @@ def sparse_fill_by_bitmaps(
         acc = np.full((tile, (m | 7) + 9), start, np.float64)
         cursor = np.empty(tile, np.int64)
         ends = np.empty(tile, np.int64)
+        full = _last_word(m)
         order = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
         below = np.zeros(m, np.uint64)
         rows = np.empty(rowbits.shape[1], np.uint64)
@@ -872,7 +895,7 @@ def sparse_fill_by_bitmaps(
                     else:
                         seen = scratch
                         seen[:] = 0
-                        _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen)
+                        _meets(yi, slot, held, rowbits, yp[j0 + jj], yp[j0 + jj + 1], bounds[-1], seen, full)
                     for v in range(seen.size):
                         word = seen[v]
                         rows[v] |= word

@@ -278,6 +278,26 @@ def test_sparse_result_down_y_rows_in_ranges_of_equal_entries(bitmaps, monkeypat
     assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
 
 
+@pytest.mark.parametrize("m", [70, 128])
+@pytest.mark.parametrize("blocks", ["0", "1"])
+def test_sparse_result_of_y_rows_that_meet_every_x_row_early(m, blocks, monkeypatch):
+    """Every X row holds column 0 and most Y rows too, with dozens of entries after it: the count stops ORing a
+    row's bitmaps once it meets every X row (tested every 8 entries; m a whole number of words or not), and the
+    result is still mxm's; some Y rows lack column 0 and meet only some X rows."""
+    force(monkeypatch, "columns", "1", blocks)
+    rng = np.random.default_rng(14)
+    X = sp.random(m, 80, density=0.05, format="lil", random_state=rng)
+    X[:, 0] = 1.0 + rng.random((m, 1))
+    Y = sp.random(120, 80, density=0.5, format="lil", random_state=rng)
+    Y[::3, 0] = 0.0  # a third of Y's rows without column 0 (lil drops the zero)
+    Y[1::3, 0] = rng.random((40, 1)) + 0.5
+    X, Y = X.tocsr(), Y.tocsr()
+    C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True)
+    assert (np.diff(C.tocsc().indptr)[1::3] == m).all()  # the Y rows holding column 0 meet every X row
+    assert_csr_equal_to_graphblas(C, X, Y, "plus_times", 1e-12)
+    np.testing.assert_allclose(C.toarray(), X.toarray() @ Y.toarray().T, rtol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["plus_times", "min_plus"])
 @pytest.mark.parametrize("blocks", ["0", "1"])
 def test_sparse_result_walked_column_by_column_is_that_walked_row_by_row(name, blocks, monkeypatch):
