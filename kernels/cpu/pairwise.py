@@ -663,14 +663,17 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         else:
             workers = min(nchunks, numba.get_num_threads())  # each allocates its tile once
             tiles = (rowbits, met, dslot, dense, bounds, tile)
-            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, COLUMN_MAJOR_WIDTH, *ops)
+            walks = (COLUMN_MAJOR_WIDTH, _tile_room(budget, nchunks) // COLUMN_MAJOR_BYTES)
+            kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, *walks, *ops)
     return indptr, indices, data
 
 
 # Down Y's rows with bitmaps, a tile's entries in a block of columns are walked column by column (each column's
 # postings read once for the tile rows holding it, ``semiring_kernels._column_major``) where the block is at
-# most this many columns a tile entry (a count a column is kept), else row by row.
+# most this many columns a tile entry (a count a column is kept), else row by row; and where their order takes
+# at most a tile's room, COLUMN_MAJOR_BYTES an entry (a tile row and a value, 9 bytes, and up to 4 counts of 4).
 COLUMN_MAJOR_WIDTH = 4.0
+COLUMN_MAJOR_BYTES = 25
 
 # Down Y's rows with bitmaps, X's index (with its dense columns) is cut into blocks of columns of at most
 # SPARSE_BLOCK_BYTES where it is larger, and Y's rows walk them a tile at a time, each row's m-long sums in a
@@ -682,14 +685,18 @@ SPARSE_TILE_BYTES = 256 * 2**10
 SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of at least one column) or not
 
 
+def _tile_room(budget, nchunks: int) -> int:
+    """Bytes of a range's tile: SPARSE_TILE_BYTES, or its share of the scratch budget where that is less."""
+    return SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
+
+
 def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunks: int, budget):
     """``(bounds, tile)``: the end column of each block of X's index (one block where it fits in one) and the Y
     rows walked together (at most 64: the kernel keeps a bit per tile row)."""
     forced = os.environ.get(SPARSE_BLOCKS_ENV, "auto")
     if forced not in ("auto", "0", "1"):
         raise ValueError(f"${SPARSE_BLOCKS_ENV} must be 'auto', '0' or '1', got {forced!r}")
-    room = SPARSE_TILE_BYTES if budget is None else min(SPARSE_TILE_BYTES, budget // max(1, nchunks))
-    tile = max(1, min(64, room // (8 * max(m, 1))))
+    tile = max(1, min(64, _tile_room(budget, nchunks) // (8 * max(m, 1))))
     weight = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
     weight[dslot >= 0] = m * itemsize
     total = int(weight.sum())

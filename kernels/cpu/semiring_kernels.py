@@ -732,28 +732,25 @@ def _walk_two(colptr, crow, cval, s, a1, y1, a2, y2, params):
         a2[r] = add(a2[r], mult(x, y2, params), params)
 
 
-# The most entries of a tile in one block walked column by column (16 bytes each in a worker's buffers).
-_COLUMN_MAJOR_ENTRIES = 1 << 14
-
-
 @njit(inline="always", **JIT)
 def _column_major(
     yi, yv, slot, held, colptr, crow, cval, dslot, dense, acc, m, cursor, ends, nj, begin, end, order, params
 ):
     # A tile's entries in columns begin..end walked column by column: the tile rows holding a column (about 4 of
     # 64 on scRNA-like rows) share each read of its postings, two at a time, where walking row by row read them
-    # once a row (scRNA-like products 1.3 times faster in a model of the loop).  Each row's sums still take its
+    # once a row (scRNA-like products 9 % faster at 2 threads: docs/cpu-engine.md).  Each row's sums still take its
     # columns in increasing order, so the bits are those of the walk row by row.  ``order``: the worker's
-    # buffers (counts a column, then the tile rows and values in column order), grown as needed.
+    # buffers (counts a column, then the tile rows and values in column order), grown as needed (to at most
+    # 25 bytes × the caller's ``column_entries``: counts of 4 bytes at up to 4 columns an entry).
     width = end - begin
     counts, rows, values = order
     if counts.size < width + 1:
-        counts = np.empty(width + 1, np.int64)
+        counts = np.empty(width + 1, np.int32)
     total = 0
     for jj in range(nj):
         total += ends[jj] - cursor[jj]
     if rows.size < total:
-        rows = np.empty(total, np.int64)
+        rows = np.empty(total, np.uint8)  # a tile row: below 64
         values = np.empty(total, np.float64)
     counts[: width + 1] = 0
     for jj in range(nj):
@@ -765,9 +762,9 @@ def _column_major(
         for t in range(_u(cursor[jj]), _u(ends[jj])):
             c = _u(yi[t] - begin)
             k = _u(counts[c])
-            rows[k] = jj
+            rows[k] = np.uint8(jj)
             values[k] = np.float64(yv[t])
-            counts[c] = k + 1
+            counts[c] = np.int32(k + 1)
     k0 = 0
     for c in range(width):
         k1 = counts[c]
@@ -816,6 +813,7 @@ def sparse_fill_by_bitmaps(
     cuts,
     workers,
     column_major,
+    column_entries,
     start,
     params,
     starts,
@@ -833,7 +831,7 @@ def sparse_fill_by_bitmaps(
         cursor = np.empty(tile, np.int64)
         ends = np.empty(tile, np.int64)
         full = _last_word(m)
-        order = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+        order = (np.empty(0, np.int32), np.empty(0, np.uint8), np.empty(0, np.float64))
         below = np.zeros(m, np.uint64)
         rows = np.empty(rowbits.shape[1], np.uint64)
         pos = np.empty(m, np.int64)
@@ -855,8 +853,8 @@ def sparse_fill_by_bitmaps(
                             t += 1
                         ends[jj] = t
                         total += t - cursor[jj]
-                    # a count a column within a few a tile entry, and the entries' order within 256 KiB
-                    if end - begin <= column_major * total and total <= _COLUMN_MAJOR_ENTRIES:
+                    # a count a column within a few a tile entry, and the buffers within their bytes
+                    if end - begin <= column_major * total and total <= column_entries:
                         order = _column_major(
                             yi,
                             yv,
