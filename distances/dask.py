@@ -494,7 +494,7 @@ class _HeldGraph:
             self._made = client.compute(made)
             self._checked = None
             self.H = client.submit(operator.itemgetter(0), self._made)
-            client.replicate([self.H], n=len(client.scheduler_info()["workers"]))
+            client.replicate([self.H], n=len(_worker_addresses(client)))
 
     def checked(self) -> tuple:
         if self._checked is None:
@@ -517,6 +517,18 @@ def _held_graph(A, weighted: bool, normalize: bool, measure: str, client) -> _He
     return _LAST_GRAPH[key]
 
 
+def _worker_addresses(client) -> list[str]:
+    """The cluster's workers now, in order, waiting for one where there is none (all restarting).
+
+    ``client.nthreads()`` names every worker in every ``distributed`` release we take (``scheduler_info()`` lists
+    at most five in some, and was once seen empty here, in the test suite on a loaded machine)."""
+    workers = sorted(client.nthreads())
+    if not workers:
+        client.wait_for_workers(1)
+        workers = sorted(client.nthreads())
+    return workers
+
+
 def _by_blocks(A, block, assemble, *, weighted: bool = False, normalize: bool = False, measure: str = ""):
     """``assemble(checked, *[block(H, b, nblocks) for each block b])``, computed, where ``checked()`` gives
     ``(G, kind)``, A's row blocks assembled into the graph G and checked, and ``H`` is G held by every worker
@@ -535,7 +547,7 @@ def _by_blocks(A, block, assemble, *, weighted: bool = False, normalize: bool = 
     if client is None:
         values = dask.compute(*[dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)])
     else:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = _worker_addresses(client)
         where = [{"workers": [workers[b % len(workers)]], "allow_other_workers": True} for b in range(nblocks)]
         values = client.gather(
             [client.submit(block, held.H, b, nblocks, pure=False, **where[b]) for b in range(nblocks)]
