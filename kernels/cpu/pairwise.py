@@ -663,7 +663,8 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
         else:
             workers = min(nchunks, numba.get_num_threads())  # each allocates its tile once
             tiles = (rowbits, met, dslot, dense, bounds, tile)
-            walks = (COLUMN_MAJOR_WIDTH, _tile_room(budget, nchunks) // COLUMN_MAJOR_BYTES)
+            entries = _tile_room(budget, nchunks) // COLUMN_MAJOR_BYTES
+            walks = (COLUMN_MAJOR_WIDTH, entries, int(min(ncols, COLUMN_MAJOR_WIDTH * entries)))
             kernels.sparse_fill_by_bitmaps(*args, *tiles, m, cuts, workers, *walks, *ops)
     return indptr, indices, data
 
@@ -683,6 +684,28 @@ COLUMN_MAJOR_BYTES = 25
 SPARSE_BLOCK_BYTES = 256 * 2**10
 SPARSE_TILE_BYTES = 256 * 2**10
 SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of at least one column) or not
+
+
+@njit(**JIT)
+def order_by_column(yi, yv, cursor, ends, nj, begin, end, counts, rows, values):
+    """Tile rows ``jj`` < nj's entries ``cursor[jj]`` to ``ends[jj]`` (in columns begin..end) in column order, for
+    ``semiring_kernels._column_major``: ``rows`` and ``values`` of them, column c's from ``counts[c - begin - 1]``
+    (0 for the first) to ``counts[c - begin]``.  Here, not in the generated module: one compile a type for
+    every semiring."""
+    width = end - begin
+    counts[: width + 1] = 0
+    for jj in range(nj):
+        for t in range(np.uint64(cursor[jj]), np.uint64(ends[jj])):
+            counts[np.uint64(yi[t] - begin + 1)] += 1
+    for c in range(width):
+        counts[c + 1] += counts[c]
+    for jj in range(nj):  # counts[c]: where column c's next entry goes; after, where column c + 1's begin
+        for t in range(np.uint64(cursor[jj]), np.uint64(ends[jj])):
+            c = np.uint64(yi[t] - begin)
+            k = np.uint64(counts[c])
+            rows[k] = np.uint8(jj)
+            values[k] = np.float64(yv[t])
+            counts[c] = np.int32(k + 1)
 
 
 def _tile_room(budget, nchunks: int) -> int:

@@ -17,7 +17,7 @@ from numba import njit, prange, types
 from numba.core.extending import intrinsic
 
 from semiring.kernels.cpu.jit import JIT
-from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows
+from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows, order_by_column
 
 # <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
 # its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
@@ -732,39 +732,16 @@ def _walk_two(colptr, crow, cval, s, a1, y1, a2, y2, params):
         a2[r] = add(a2[r], mult(x, y2, params), params)
 
 
-@njit(inline="always", **JIT)
-def _column_major(
-    yi, yv, slot, held, colptr, crow, cval, dslot, dense, acc, m, cursor, ends, nj, begin, end, order, params
-):
-    # A tile's entries in columns begin..end walked column by column: the tile rows holding a column (about 4 of
-    # 64 on scRNA-like rows) share each read of its postings, two at a time, where walking row by row read them
-    # once a row (scRNA-like products 9 % faster at 2 threads: docs/cpu-engine.md).  Each row's sums still take its
-    # columns in increasing order, so the bits are those of the walk row by row.  ``order``: the worker's
-    # buffers (counts a column, then the tile rows and values in column order), grown as needed (to at most
-    # 25 bytes × the caller's ``column_entries``: counts of 4 bytes at up to 4 columns an entry).
+@njit(**JIT)
+def _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, end, order, params):
+    # A tile's entries in columns begin..end, ordered by column (``order``: ``pairwise.order_by_column``), walked
+    # column by column: the tile rows holding a column (about 4 of 64 on scRNA-like rows) share each read of its
+    # postings, two at a time, where walking row by row read them once a row (scRNA-like products 9 % faster at
+    # 2 threads: docs/cpu-engine.md).  Each row's sums still take its columns in increasing order, so the bits
+    # are those of the walk row by row.  Compiled apart (not inlined): in the parallel loop's body it doubled
+    # the fill's compile time.
     width = end - begin
     counts, rows, values = order
-    if counts.size < width + 1:
-        counts = np.empty(width + 1, np.int32)
-    total = 0
-    for jj in range(nj):
-        total += ends[jj] - cursor[jj]
-    if rows.size < total:
-        rows = np.empty(total, np.uint8)  # a tile row: below 64
-        values = np.empty(total, np.float64)
-    counts[: width + 1] = 0
-    for jj in range(nj):
-        for t in range(_u(cursor[jj]), _u(ends[jj])):
-            counts[_u(yi[t] - begin + 1)] += 1
-    for c in range(width):
-        counts[c + 1] += counts[c]
-    for jj in range(nj):  # counts[c]: where column c's next entry goes; after, where column c + 1's begin
-        for t in range(_u(cursor[jj]), _u(ends[jj])):
-            c = _u(yi[t] - begin)
-            k = _u(counts[c])
-            rows[k] = np.uint8(jj)
-            values[k] = np.float64(yv[t])
-            counts[c] = np.int32(k + 1)
     k0 = 0
     for c in range(width):
         k1 = counts[c]
@@ -790,7 +767,40 @@ def _column_major(
                     if k < k1:
                         _walk(colptr, crow, cval, s, acc[_u(rows[k]), :m], values[k], params)
         k0 = k1
-    return counts, rows, values
+
+
+@njit(**JIT)
+def _tile_sums(yp, yi, yv, slot, held, colptr, crow, cval, dslot, dense, bounds, acc, m, j0, nj, walks, order, params):
+    # The sums of Y rows j0 … j0 + nj - 1 (a tile) into acc's rows, block by block of X's columns (``bounds``),
+    # each block's entries walked column by column (``walks``: at most this many columns a tile entry, entries,
+    # columns; ``order``: the worker's buffers for them) or row by row.  Compiled apart from the parallel loop
+    # that calls it: numba compiles a large parallel body slowly (this in it took the fill's compile from 5 to
+    # 8 s a semiring and type).
+    column_major, column_entries, column_width = walks
+    cursor = yp[j0 : j0 + nj].copy()
+    ends = np.empty(nj, np.int64)
+    for b in range(bounds.size):
+        begin = bounds[b - 1] if b else 0
+        end = bounds[b]
+        total = 0
+        for jj in range(nj):  # the tile's entries in the block: cursor[jj] to ends[jj]
+            t = cursor[jj]
+            row_end = yp[j0 + jj + 1]
+            while t < row_end and yi[_u(t)] < end:
+                t += 1
+            ends[jj] = t
+            total += t - cursor[jj]
+        # a count a column within a few a tile entry, and the buffers within their bytes
+        if end - begin <= min(column_major * total, column_width) and total <= column_entries:
+            order_by_column(yi, yv, cursor, ends, nj, begin, end, order[0], order[1], order[2])
+            _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, end, order, params)
+        else:  # wide and sparse (EDGAR-like): row by row
+            for jj in range(nj):
+                a = acc[jj, :m]
+                for t in range(cursor[jj], ends[jj]):
+                    _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
+        for jj in range(nj):
+            cursor[jj] = ends[jj]
 
 
 @njit(parallel=True, **JIT)
@@ -814,6 +824,7 @@ def sparse_fill_by_bitmaps(
     workers,
     column_major,
     column_entries,
+    column_width,
     start,
     params,
     starts,
@@ -828,10 +839,8 @@ def sparse_fill_by_bitmaps(
         # Rows of acc a cache line longer than m: read down a column (below), rows 4 KiB apart would all fall
         # in one set of the cache, and evict each other.
         acc = np.full((tile, (m | 7) + 9), start, np.float64)
-        cursor = np.empty(tile, np.int64)
-        ends = np.empty(tile, np.int64)
         full = _last_word(m)
-        order = (np.empty(0, np.int32), np.empty(0, np.uint8), np.empty(0, np.float64))
+        order = (np.empty(column_width + 1, np.int32), np.empty(column_entries, np.uint8), np.empty(column_entries))
         below = np.zeros(m, np.uint64)
         rows = np.empty(rowbits.shape[1], np.uint64)
         pos = np.empty(m, np.int64)
@@ -840,48 +849,9 @@ def sparse_fill_by_bitmaps(
             first, last = cuts[chunk], cuts[chunk + 1]
             for j0 in range(first, last, tile):
                 nj = min(tile, last - j0)
-                for jj in range(nj):
-                    cursor[jj] = yp[j0 + jj]
-                for b in range(bounds.size):
-                    begin = bounds[b - 1] if b else 0
-                    end = bounds[b]
-                    total = 0
-                    for jj in range(nj):  # the tile's entries in the block: cursor[jj] to ends[jj]
-                        t = cursor[jj]
-                        row_end = yp[j0 + jj + 1]
-                        while t < row_end and yi[_u(t)] < end:
-                            t += 1
-                        ends[jj] = t
-                        total += t - cursor[jj]
-                    # a count a column within a few a tile entry, and the buffers within their bytes
-                    if end - begin <= column_major * total and total <= column_entries:
-                        order = _column_major(
-                            yi,
-                            yv,
-                            slot,
-                            held,
-                            colptr,
-                            crow,
-                            cval,
-                            dslot,
-                            dense,
-                            acc,
-                            m,
-                            cursor,
-                            ends,
-                            nj,
-                            begin,
-                            end,
-                            order,
-                            params,
-                        )
-                    else:  # wide and sparse (EDGAR-like): row by row
-                        for jj in range(nj):
-                            a = acc[jj, :m]
-                            for t in range(cursor[jj], ends[jj]):
-                                _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
-                    for jj in range(nj):
-                        cursor[jj] = ends[jj]
+                walks = (column_major, column_entries, column_width)
+                args = (yp, yi, yv, slot, held, colptr, crow, cval, dslot, dense, bounds, acc, m, j0, nj, walks)
+                _tile_sums(*args, order, params)
                 # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
                 # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
                 # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:
