@@ -738,8 +738,9 @@ def _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, e
     # column by column: the tile rows holding a column (about 4 of 64 on scRNA-like rows) share each read of its
     # postings, two at a time, where walking row by row read them once a row (scRNA-like products 9 % faster at
     # 2 threads: docs/cpu-engine.md).  Each row's sums still take its columns in increasing order, so the bits
-    # are those of the walk row by row.  Compiled apart (not inlined): in the parallel loop's body it doubled
-    # the fill's compile time.
+    # are those of the walk row by row.  Compiled apart (not inlined), with buffers of a fixed size: inlined in
+    # the parallel loop's body, with buffers grown as needed, it took tests/cpu/test_sparse_results.py from
+    # 200 to 288 s cold.
     width = end - begin
     counts, rows, values = order
     k0 = 0
@@ -767,40 +768,6 @@ def _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, e
                     if k < k1:
                         _walk(colptr, crow, cval, s, acc[_u(rows[k]), :m], values[k], params)
         k0 = k1
-
-
-@njit(**JIT)
-def _tile_sums(yp, yi, yv, slot, held, colptr, crow, cval, dslot, dense, bounds, acc, m, j0, nj, walks, order, params):
-    # The sums of Y rows j0 … j0 + nj - 1 (a tile) into acc's rows, block by block of X's columns (``bounds``),
-    # each block's entries walked column by column (``walks``: at most this many columns a tile entry, entries,
-    # columns; ``order``: the worker's buffers for them) or row by row.  Compiled apart from the parallel loop
-    # that calls it: numba compiles a large parallel body slowly (this in it took the fill's compile from 5 to
-    # 8 s a semiring and type).
-    column_major, column_entries, column_width = walks
-    cursor = yp[j0 : j0 + nj].copy()
-    ends = np.empty(nj, np.int64)
-    for b in range(bounds.size):
-        begin = bounds[b - 1] if b else 0
-        end = bounds[b]
-        total = 0
-        for jj in range(nj):  # the tile's entries in the block: cursor[jj] to ends[jj]
-            t = cursor[jj]
-            row_end = yp[j0 + jj + 1]
-            while t < row_end and yi[_u(t)] < end:
-                t += 1
-            ends[jj] = t
-            total += t - cursor[jj]
-        # a count a column within a few a tile entry, and the buffers within their bytes
-        if end - begin <= min(column_major * total, column_width) and total <= column_entries:
-            order_by_column(yi, yv, cursor, ends, nj, begin, end, order[0], order[1], order[2])
-            _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, end, order, params)
-        else:  # wide and sparse (EDGAR-like): row by row
-            for jj in range(nj):
-                a = acc[jj, :m]
-                for t in range(cursor[jj], ends[jj]):
-                    _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
-        for jj in range(nj):
-            cursor[jj] = ends[jj]
 
 
 @njit(parallel=True, **JIT)
@@ -839,6 +806,8 @@ def sparse_fill_by_bitmaps(
         # Rows of acc a cache line longer than m: read down a column (below), rows 4 KiB apart would all fall
         # in one set of the cache, and evict each other.
         acc = np.full((tile, (m | 7) + 9), start, np.float64)
+        cursor = np.empty(tile, np.int64)
+        ends = np.empty(tile, np.int64)
         full = _last_word(m)
         order = (np.empty(column_width + 1, np.int32), np.empty(column_entries, np.uint8), np.empty(column_entries))
         below = np.zeros(m, np.uint64)
@@ -849,9 +818,30 @@ def sparse_fill_by_bitmaps(
             first, last = cuts[chunk], cuts[chunk + 1]
             for j0 in range(first, last, tile):
                 nj = min(tile, last - j0)
-                walks = (column_major, column_entries, column_width)
-                args = (yp, yi, yv, slot, held, colptr, crow, cval, dslot, dense, bounds, acc, m, j0, nj, walks)
-                _tile_sums(*args, order, params)
+                for jj in range(nj):
+                    cursor[jj] = yp[j0 + jj]
+                for b in range(bounds.size):
+                    begin = bounds[b - 1] if b else 0
+                    end = bounds[b]
+                    total = 0
+                    for jj in range(nj):  # the tile's entries in the block: cursor[jj] to ends[jj]
+                        t = cursor[jj]
+                        row_end = yp[j0 + jj + 1]
+                        while t < row_end and yi[_u(t)] < end:
+                            t += 1
+                        ends[jj] = t
+                        total += t - cursor[jj]
+                    # a count a column within a few a tile entry, and the buffers within their bytes
+                    if end - begin <= min(column_major * total, column_width) and total <= column_entries:
+                        order_by_column(yi, yv, cursor, ends, nj, begin, end, *order)
+                        _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, end, order, params)
+                    else:  # wide and sparse (EDGAR-like): row by row
+                        for jj in range(nj):
+                            a = acc[jj, :m]
+                            for t in range(cursor[jj], ends[jj]):
+                                _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params)
+                    for jj in range(nj):
+                        cursor[jj] = ends[jj]
                 # The tile's entries, X row by X row: which of its Y rows meet X row r (a bit each in below[r], and r
                 # in ``rows``, the union of the tile's bits), then r's entries written as one run, in increasing j;
                 # written Y row by Y row, each entry went to another of m result rows (MovieLens-like, 2 threads:
