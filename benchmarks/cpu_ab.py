@@ -124,6 +124,7 @@ def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
 def main() -> None:
     sys.path.insert(0, str(HERE))
     from datasets import DATASETS
+    from measure import commit
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", action="append", default=[], help="NAME=PATH (a laid-out package) or NAME=graphblas")
@@ -155,12 +156,9 @@ def main() -> None:
         )
         print(f"{dataset}: {line}", flush=True)
     if args.json:
-        git = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=HERE
-        )
         meta = {
             "command": " ".join(["python", *sys.argv]),
-            "script_commit": os.environ.get("COMMIT") or git.stdout.strip(),
+            "script_commit": commit(),
             "sides": dict(sides),
             "cores": os.cpu_count(),
         }

@@ -17,7 +17,6 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from its install
 
 from datasets import DATASETS, make_dataset
+from measure import commit
 
 # module: the functions of it that are stages (module-level names, looked up at call time by their callers)
 STAGES = {
@@ -153,13 +153,9 @@ def main() -> None:
                 print(f"  {s['stage']:<28} {s['calls']:>4} calls {s['ms']:>9.2f} ms")
             results.append({"dataset": name, "measure": measure, "threads": args.threads, **found})
     if args.json:
-        git = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=HERE
-        )
-        # $COMMIT: a copy of the tree whose git metadata is not its own (the lent GPU machine's) names it
         meta = {
             "command": " ".join(["python", *sys.argv]),
-            "commit": os.environ.get("COMMIT") or git.stdout.strip(),
+            "commit": commit(),
             "cores": os.cpu_count(),
             "numba": numba.__version__,
         }

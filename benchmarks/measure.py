@@ -2,17 +2,27 @@
 
 ``timed`` (CUDA events, device work), ``wall`` (wall clock, host in and out)
 and ``PeakMemory`` (a counting CuPy allocator with no pool: every allocation,
-cuSPARSE's and cuBLAS's work buffers included).
+cuSPARSE's and cuBLAS's work buffers included); ``commit``, the code measured.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 
 MIB = 2**20
+
+
+def commit() -> str:
+    """The commit of the code measured, for a results file: ``$COMMIT`` where set (a copy of the tree whose git
+    metadata is not its own: the lent GPU machine's, a ``git archive``), else this checkout's HEAD."""
+    git = ["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"]
+    return os.environ.get("COMMIT") or subprocess.run(git, check=False, capture_output=True, text=True).stdout.strip()
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:

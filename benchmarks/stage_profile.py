@@ -32,8 +32,6 @@ import argparse
 import functools
 import importlib
 import json
-import os
-import subprocess
 import sys
 import time
 import traceback
@@ -44,7 +42,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py and measure.py; the libr
 
 import numpy as np
 from datasets import make_dataset
-from measure import MIB, PeakMemory, timed
+from measure import MIB, PeakMemory, commit, timed
 
 # module: the functions of it that are stages
 STAGES = {
@@ -233,11 +231,7 @@ def main() -> None:
             }
         )
     if args.json:
-        git = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=HERE
-        )
-        # $COMMIT: a copy of the tree whose git metadata is not its own (the lent GPU machine's) names it
-        meta = {"command": " ".join(["python", *sys.argv]), "commit": os.environ.get("COMMIT") or git.stdout.strip()}
+        meta = {"command": " ".join(["python", *sys.argv]), "commit": commit()}
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
 
