@@ -701,35 +701,38 @@ def sparse_count_by_bitmaps(yp, yi, slot, held, colptr, crow, rowbits, met, boun
 
 
 @njit(inline="always", **JIT)
-def _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params):
-    # Y entry t's products into a (m-long sums of one Y row, at ``start`` where nothing has been added).
-    s, q0, q1, y = _postings(yi, yv, slot, held, colptr, crow, cval, t)
-    if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
-        column = dense[_u(dslot[_u(s)])]
-        for r in range(a.size):  # vectorises
-            a[r] = add(a[r], mult(np.float64(column[r]), y, params), params)
-        return
-    for q in range(q0, q1):
-        r = _u(crow[_u(q)])
-        a[r] = add(a[r], mult(np.float64(cval[_u(q)]), y, params), params)
-
-
-@njit(inline="always", **JIT)
-def _walk(colptr, crow, cval, s, a, y, params):
-    # Postings of slot s into one Y row's sums a, times y.
-    for q in range(_u(colptr[_u(s)]), _u(colptr[_u(s + 1)])):
+def _walk(crow, cval, q0, q1, a, y, params):
+    # Postings q0..q1 of X's index into one Y row's sums a, times y.
+    for q in range(_u(q0), _u(q1)):
         r = _u(crow[q])
         a[r] = add(a[r], mult(np.float64(cval[q]), y, params), params)
 
 
 @njit(inline="always", **JIT)
-def _walk_two(colptr, crow, cval, s, a1, y1, a2, y2, params):
+def _walk_two(crow, cval, q0, q1, a1, y1, a2, y2, params):
     # The same for two Y rows holding the column: each posting read once for both.
-    for q in range(_u(colptr[_u(s)]), _u(colptr[_u(s + 1)])):
+    for q in range(_u(q0), _u(q1)):
         r = _u(crow[q])
         x = np.float64(cval[q])
         a1[r] = add(a1[r], mult(x, y1, params), params)
         a2[r] = add(a2[r], mult(x, y2, params), params)
+
+
+@njit(inline="always", **JIT)
+def _axpy(column, a, y, params):
+    # An m-long column of X (``dense_columns``) into one Y row's sums a, times a finite y.
+    for r in range(a.size):  # vectorises
+        a[r] = add(a[r], mult(np.float64(column[r]), y, params), params)
+
+
+@njit(inline="always", **JIT)
+def _accumulate(yi, yv, slot, held, colptr, crow, cval, dslot, dense, t, a, params):
+    # Y entry t's products into a (m-long sums of one Y row, at ``start`` where nothing has been added).
+    s, q0, q1, y = _postings(yi, yv, slot, held, colptr, crow, cval, t)
+    if q1 > q0 and dslot[_u(s)] >= 0 and np.isfinite(y):
+        _axpy(dense[_u(dslot[_u(s)])], a, y, params)
+    else:
+        _walk(crow, cval, q0, q1, a, y, params)
 
 
 @njit(**JIT)
@@ -749,24 +752,23 @@ def _column_major(slot, held, colptr, crow, cval, dslot, dense, acc, m, begin, e
         if k1 > k0:
             s = _slot_of(slot, held, begin + c)
             if s >= 0:
+                q0, q1 = colptr[_u(s)], colptr[_u(s + 1)]
                 if dslot[_u(s)] >= 0:  # an m-long column of X: one axpy an entry (a non-finite y walks)
                     column = dense[_u(dslot[_u(s)])]
                     for k in range(k0, k1):
                         a = acc[_u(rows[k]), :m]
-                        y = values[k]
-                        if np.isfinite(y):
-                            for r in range(m):  # vectorises
-                                a[r] = add(a[r], mult(np.float64(column[r]), y, params), params)
+                        if np.isfinite(values[k]):
+                            _axpy(column, a, values[k], params)
                         else:
-                            _walk(colptr, crow, cval, s, a, y, params)
+                            _walk(crow, cval, q0, q1, a, values[k], params)
                 else:
                     k = k0
                     while k + 1 < k1:
                         a1, a2 = acc[_u(rows[k]), :m], acc[_u(rows[k + 1]), :m]
-                        _walk_two(colptr, crow, cval, s, a1, values[k], a2, values[k + 1], params)
+                        _walk_two(crow, cval, q0, q1, a1, values[k], a2, values[k + 1], params)
                         k += 2
                     if k < k1:
-                        _walk(colptr, crow, cval, s, acc[_u(rows[k]), :m], values[k], params)
+                        _walk(crow, cval, q0, q1, acc[_u(rows[k]), :m], values[k], params)
         k0 = k1
 
 
