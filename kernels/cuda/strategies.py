@@ -31,10 +31,9 @@ DENSE_CHUNK_BYTES = 128 * 2**20
 # Each band costs a selection and a masked merge: on scRNA-like data (nearly every entry cancels) bands of
 # 64 MiB took cityblock from 52 to 76 ms on an H200, so bands are no smaller than the budget makes them.
 MARGIN_RECOMPUTE_BYTES = 1 << 30
-# The row-range kernel (``render_pairwise_ranges``): a range of Y rows' sums of one X row in this much shared
-# memory (16,384 float32), a block of RANGE_THREADS, at most RANGE_BLOCKS_PER_SM blocks a multiprocessor
+# The row-range kernel (``render_pairwise_ranges``): a range of Y rows' sums of one X row in shared memory
+# (``planner.range_width``), a block of RANGE_THREADS, at most RANGE_BLOCKS_PER_SM blocks a multiprocessor
 # looping over (row, range).  First values, not yet tuned on a GPU.
-RANGE_SHARED_BYTES = 64 * 2**10
 RANGE_THREADS = 512
 RANGE_BLOCKS_PER_SM = 8
 
@@ -258,7 +257,7 @@ def inverted(sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out, in
         held = 0
         xp = X.indptr.astype(I, copy=False)
         kernel = launch.function(source.render_pairwise_ranges(sr, value_name, index_type))
-        width = max(1, min(p, min(RANGE_SHARED_BYTES, launch.max_shared_bytes()) // out.dtype.itemsize))
+        width = planner.range_width(p, out.dtype.itemsize)
         shared = width * out.dtype.itemsize
         launch.allow_shared(kernel, shared)
         blocks = min(m * -(-p // width), RANGE_BLOCKS_PER_SM * launch.multiprocessor_count())

@@ -18,7 +18,7 @@ from oracles import oracle, tolerances
 from semiring import distances, validation
 from semiring.distances import measure
 from semiring.engine import SCRATCH_BUDGET
-from semiring.kernels.cuda import strategies
+from semiring.kernels.cuda import planner, strategies
 
 
 def wide(rng, rows: int, cols: int, per_row: int, dtype=np.float32) -> sp.csr_matrix:
@@ -110,7 +110,7 @@ def test_inverted_slabs_forced_equal_one_slab(in_ranges, monkeypatch):
     rng = np.random.default_rng(2)
     X, Y = wide(rng, 50, 3000, 5), wide(rng, 900, 3000, 5)
     sr = BUILTIN_SEMIRINGS["plus_times"]
-    monkeypatch.setattr(strategies, "RANGE_SHARED_BYTES", 128 * 4)
+    monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", 128 * 4)
     outs = []
     for budget in (None, 40 * 8):
         out = cupy.full((50, 900), np.nan, np.float32)  # every entry must be written (or zeroed first)

@@ -61,6 +61,8 @@ def test_auto_choices():
     auto = Settings()
     assert decide(auto, facts_of(semiring.plus_times, **DENSE)) == "dense-gemm"
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True)) == "inverted"
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True, ranges_pays=True)) == "ranges"
+    assert decide(auto, facts_of(semiring.plus_pair, **SPARSE, inverted_pays=False, ranges_pays=never)) != "ranges"
     assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"  # 0 × inf must be NaN
     assert decide(auto, facts_of(semiring.plus_absdiff, margins=True)) == "margins"
     assert decide(auto, facts_of(semiring.min_plus, ncols=0, rowvec_fits=never)) == "merge"
@@ -138,6 +140,35 @@ def test_costly_facts_are_asked_only_when_needed():
     assert decide(Settings("hash"), facts_of(semiring.plus_times, finite=never, **SPARSE)) == "hash"  # exact anyway
     assert decide(Settings("merge"), facts_of(semiring.plus_absdiff, margins=never, rowvec_fits=never)) == "merge"
     assert decide(Settings("rowvec"), facts_of(semiring.plus_times, inverted_pays=never, **SPARSE)) == "rowvec"
+
+
+# Σ over X's entries of their column's length in Y (the postings kernels' products), counted with SciPy for
+# 2,048 queries against all rows of benchmarks/datasets.py's draws at seed 0, scale 1.
+POSTINGS_WORK = {"edgar": 35_050_290, "scrna": 5_332_259_713}
+
+
+def test_ranges_pay_where_walking_the_postings_costs_less_than_the_output():
+    width = 64 * 2**10 // 4  # float32 sums in RANGE_SHARED_BYTES
+    assert planner.RANGE_SHARED_BYTES == 64 * 2**10
+    edgar, scrna = DATASETS["edgar"], DATASETS["scrna"]
+    # EDGAR-like: 7 ranges of 16,384 rows walk 2.5e8 postings for 2.0e8 output entries (1.2 an entry)
+    assert planner.ranges_pay(POSTINGS_WORK["edgar"], edgar["x_rows"], edgar["y_rows"], width)
+    # float64 sums: ranges of 8,192 rows, 13 of them, 2.2 walks an entry
+    assert not planner.ranges_pay(POSTINGS_WORK["edgar"], edgar["x_rows"], edgar["y_rows"], width // 2)
+    # scRNA-like: one range, but 163 products an output entry: the products are the work, not the output
+    assert not planner.ranges_pay(POSTINGS_WORK["scrna"], scrna["x_rows"], scrna["y_rows"], width)
+    assert planner.ranges_pay(0, 3, 5, 1)  # no products: each output entry written once, no zeroing first
+    # the boundary: RANGES_WALKS_PER_OUTPUT walks an output entry, 4 ranges of 25 rows
+    at = int(planner.RANGES_WALKS_PER_OUTPUT * 10 * 100 / 4)
+    assert planner.ranges_pay(at, 10, 100, 25) and not planner.ranges_pay(at + 1, 10, 100, 25)
+
+
+def test_range_width_within_shared_memory(monkeypatch):
+    monkeypatch.setattr(planner.launch, "max_shared_bytes", lambda: 48 * 2**10)
+    assert planner.range_width(10**6, 4) == 12 * 2**10  # the device's 48 KiB, less than RANGE_SHARED_BYTES
+    assert planner.range_width(100, 8) == 100  # at most the rows there are
+    monkeypatch.setattr(planner.launch, "max_shared_bytes", lambda: 227 * 2**10)
+    assert planner.range_width(10**6, 8) == planner.RANGE_SHARED_BYTES // 8
 
 
 def test_inverted_only_within_its_column_limit():
