@@ -67,6 +67,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from datasets import DATASETS, describe, make_dataset
+from measure import commit
 
 METRICS = ("cosine", "euclidean", "manhattan")
 # What --measures may name: the distances against scikit-learn, the dense and the sparse plus_times against mxm,
@@ -580,22 +581,6 @@ def machine_info(threads: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
-def checkout_commit() -> str | None:
-    """The repository's commit (with "+dirty" for uncommitted changes), for the results file; ``$COMMIT`` names
-    it for a copy of the tree whose git metadata is not its own (a ``git archive`` laid out as installed, the
-    lent GPU machine's copy)."""
-    import subprocess
-
-    if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     # numba fixes its thread-pool ceiling (NUMBA_NUM_THREADS) at import; raise it first
@@ -682,7 +667,7 @@ def main(argv=None) -> int:
         }
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
-            "commit": checkout_commit(),
+            "commit": commit(),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "machine": machine,
             "datasets": infos,

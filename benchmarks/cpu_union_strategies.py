@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_engine import checkout_commit
 from datasets import make_dataset
+from measure import commit
 
 SCALES = {"movielens": 0.02, "nytimes": 0.02, "scrna": 0.05, "edgar": 0.02}
 
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     if args.json:
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
-            "commit": checkout_commit(),
+            "commit": commit(),
             "args": {k: str(v) for k, v in vars(args).items()},
             "results": rows,
         }

@@ -37,7 +37,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,15 +45,9 @@ import numpy as np
 import scipy.sparse as sp
 from datasets import make_dataset
 from graph_bench import rmat
+from measure import commit
 
 HERE = Path(__file__).resolve().parent
-
-
-def commit() -> str:
-    if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
-    out = subprocess.run(["git", "-C", str(HERE), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    return out.stdout.strip() or "unknown"
 
 
 def start_cluster(gpus: int, kind: str):

@@ -20,9 +20,22 @@ MIB = 2**20
 
 def commit() -> str:
     """The commit of the code measured, for a results file: ``$COMMIT`` where set (a copy of the tree whose git
-    metadata is not its own: the lent GPU machine's, a ``git archive``), else this checkout's HEAD."""
-    git = ["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"]
-    return os.environ.get("COMMIT") or subprocess.run(git, check=False, capture_output=True, text=True).stdout.strip()
+    metadata is not its own: the lent GPU machine's, a ``git archive``), else this checkout's HEAD, with
+    "+dirty" where the tree has uncommitted changes, or "unknown" outside a checkout."""
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(Path(__file__).resolve().parent), *args], check=False, capture_output=True, text=True
+            )
+        except OSError:
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    return (head + ("+dirty" if git("status", "--porcelain") else "")) if head else "unknown"
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:

@@ -44,7 +44,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -54,7 +53,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py and measure.py; the libr
 
 import numpy as np
 from datasets import DATASETS, describe, make_dataset
-from measure import MIB, PeakMemory, timed, wall
+from measure import MIB, PeakMemory, commit, timed, wall
 from peers import (
     CuvsHarness,
     agrees,
@@ -398,7 +397,7 @@ def main() -> None:
 
     meta = {
         "command": "python benchmarks/public_api_bench.py " + " ".join(sys.argv[1:]),
-        "commit": os.environ.get("COMMIT") or _git_commit(),
+        "commit": commit(),
         "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
         "cupy": cupy.__version__,
     }
@@ -449,14 +448,6 @@ def main() -> None:
             save()
         del Xc, cuvs
     print("\n".join([*table(rows, knn), "", *summary(rows, knn)]))
-
-
-def _git_commit() -> str:
-    try:
-        git = ["git", "-C", str(HERE), "rev-parse", "HEAD"]
-        return subprocess.run(git, check=False, capture_output=True, text=True).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_engine import checkout_commit
+from measure import commit
 
 # One measure per family of kernels: the expanded intersection products (dot product + norms), the binary ones,
 # a weighted intersection, the union products (sum and max monoids, a parameter, a logarithm), and a semiring
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     if args.json:
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
-            "commit": checkout_commit(),
+            "commit": commit(),
             "machine": {
                 "cpus": os.cpu_count(),
                 "load_average": os.getloadavg(),

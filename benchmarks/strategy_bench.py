@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from 
 
 import numpy as np
 from datasets import DATASETS, describe, make_dataset
-from measure import timed
+from measure import commit, timed
 from peers import agrees, oracle_check
 
 from semiring.distances.measure import BoundMeasure
@@ -38,17 +37,6 @@ from semiring.kernels.cuda import ENGINE, planner
 
 METRICS = ("cosine", "cityblock", "chebyshev", "canberra", "jensenshannon", "hamming")
 STRATEGIES = ("auto", "merge", "rowvec", "coo", "hash")
-
-
-def commit() -> str:
-    if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
-    try:
-        return subprocess.run(
-            ["git", "-C", str(HERE), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def plan_of(spec, Qr, Xr, strategy: str) -> str:
