@@ -30,19 +30,7 @@ from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = (
-    "auto",
-    "rowvec",
-    "rowvec-compact",
-    "merge",
-    "inverted",
-    "ranges",
-    "dense-gemm",
-    "margins",
-    "disjoint",
-    "coo",
-    "hash",
-)
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
 
 
 @dataclass(frozen=True)
@@ -106,15 +94,6 @@ INVERTED_MAX_COLUMNS = 1 << 24
 RANGE_SHARED_BYTES = 64 * 2**10
 RANGES_WALKS_PER_OUTPUT = 2.0
 
-# A union whose monoid is idempotent (max, min: chebyshev) has no margin split, but where rows i and j share no
-# column its value is rx[i] ⊕ ry[j], each row's own ⊕ of f(x, 0) (of f(0, y)).  The ``disjoint`` strategy
-# writes that everywhere and merges only the pairs a structural count (plus_pair, by the postings kernels)
-# finds sharing a column.  Under ``auto`` it runs where that count is the inverted kernel's kind of product
-# (INVERTED_COST × its products < X rows × Y's stored entries) and its products are at most
-# DISJOINT_SHARED_MAX an output entry, a bound on the share of pairs merged (EDGAR-like rows: 0.17 products
-# an entry, 14 % of the pairs share a column).
-DISJOINT_SHARED_MAX = 0.25
-
 # The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
 # shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
 # dense shared row by ``rowvec`` (about 1.3 ps on an H200), fitted to the H200 runs of
@@ -175,8 +154,6 @@ class Facts:
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
     ranges_pays: Lazy = False  # the row-range kernel's walks of the postings are few for the output's size
-    idempotent: bool = False  # the add monoid is max or min (x ⊕ x = x), and the disjoint split is allowed
-    disjoint_pays: Lazy = False  # few pairs share a column, found by a product of the inverted kernel's kind
 
 
 def family_costs(facts: Facts) -> dict[str, float]:
@@ -228,8 +205,7 @@ def decide(settings: Settings, facts: Facts) -> str:
     """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
 
     ``"margins"`` (a plus-monoid union split into row margins and one
-    intersection), ``"disjoint"`` (a max or min union: the rows' own values where they share no column,
-    merged where they do), ``"dense-gemm"``, ``"inverted"`` or ``"ranges"`` (the postings kernels), or
+    intersection), ``"dense-gemm"``, ``"inverted"`` or ``"ranges"`` (the postings kernels), or
     :func:`choose_family`'s kernel.  A forced setting other than ``auto`` turns the first three off
     except the one it names, which then runs wherever it applies.
 
@@ -242,9 +218,6 @@ def decide(settings: Settings, facts: Facts) -> str:
     auto = forced == "auto"
     if facts.union and (auto or forced == "margins") and _known(facts.margins):
         return "margins"
-    splits = facts.union and facts.idempotent and facts.ncols > 0
-    if splits and (forced == "disjoint" or (auto and _known(facts.disjoint_pays))):
-        return "disjoint"
     strategy = choose_family(settings, facts)
     if facts.annihilates and strategy != "hash" and not _known(facts.finite):
         return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
@@ -285,7 +258,6 @@ def plan(
     nonnegative=None,
     settings=None,
     split_of=None,
-    disjoint: bool = True,
 ):
     """The strategy of the dense product of device matrices X and Y (see :func:`decide`).
 
@@ -293,18 +265,16 @@ def plan(
     own); ``margins=False`` rules the margin split out; ``nonnegative``
     (whether all values are), when the caller knows it, spares looking again;
     ``settings`` default to :meth:`Settings.from_env`; ``split_of``: ``sr`` is
-    the cross op of this (union semiring, margin split); ``disjoint=False`` rules the disjoint split out.
+    the cross op of this (union semiring, margin split).
     """
     settings = Settings.from_env() if settings is None else settings
-    known = facts(sr, X, Y, xv, yv, margins, nonnegative, disjoint)
+    known = facts(sr, X, Y, xv, yv, margins, nonnegative)
     if split_of is not None:
         known = replace(known, costly_split=_costly(split_of[0].mult.tree))
     return decide(settings, known)
 
 
-def facts(
-    sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None, disjoint: bool = True
-) -> Facts:
+def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:
     """The :class:`Facts` of a product of X and Y, the costly ones left to compute on demand."""
     xv = X.data if xv is None else xv
     yv = Y.data if yv is None else yv
@@ -317,9 +287,6 @@ def facts(
     @cache
     def work() -> int:  # the stored pairs X's entries meet in Y's columns: both postings kernels' products
         return int(Y.column_counts()[X.indices].sum())
-
-    def postings_pay() -> bool:  # the inverted kernel's weighted products are fewer than streaming Y per X row
-        return X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size
 
     itemsize = 4 if value_type == "float32" else 8
     return Facts(
@@ -336,10 +303,8 @@ def facts(
         margins=margin_split_applies if margins else False,
         finite=lambda: all_finite(xv, yv),
         rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
-        inverted_pays=postings_pay,
+        inverted_pays=lambda: X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size,
         ranges_pays=lambda: ranges_pay(work(), X.shape[0], Y.shape[0], range_width(Y.shape[0], itemsize)),
-        idempotent=disjoint and sr.add.kind in ("max", "min"),
-        disjoint_pays=lambda: postings_pay() and work() <= DISJOINT_SHARED_MAX * X.shape[0] * Y.shape[0],
     )
 
 

@@ -223,8 +223,8 @@ def render_expansion(
     entries where it holds instead of writing an m×p result: the k-th hit goes
     to ``rows[k], cols[k]`` (of ``index_type``) while k < ``capacity``, and ``count`` (the output)
     ends as the number of hits, so a caller whose buffers were too small knows
-    how large to make them.  A warp's hits take one atomic on ``count``, and no
-    m×p flag array is ever allocated.
+    how large to make them.  Hits are rare (entries to recompute), so one
+    atomic per hit costs little, and no m×p flag array is ever allocated.
     """
     T, I = _types(value_type, index_type)
     kind = "select" if select else "expand"
@@ -234,16 +234,8 @@ def render_expansion(
     f = _expr.render_cuda(tree, names, "T")
     if select:
         tail = "long long capacity, I* __restrict__ rows, I* __restrict__ cols, unsigned long long* __restrict__ count"
-        # One atomic a warp, not a hit: a disjoint split lists 14 % of an EDGAR-like result's 2 x 10^8
-        # entries, and atomics on one counter serialise.  Lanes past the end have returned (__activemask).
-        store = f"""const bool hit = {f} != T(0);
-    const unsigned hits = __ballot_sync(__activemask(), hit);
-    if (hit) {{
-        const int lane = threadIdx.x & 31, leader = __ffs(hits) - 1;
-        unsigned long long base = 0;
-        if (lane == leader) base = atomicAdd(count, (unsigned long long)__popc(hits));
-        base = __shfl_sync(hits, base, leader);
-        const unsigned long long k = base + __popc(hits & ((1u << lane) - 1u));
+        store = f"""if ({f} != T(0)) {{
+        const unsigned long long k = atomicAdd(count, 1ULL);
         if (k < (unsigned long long)capacity) {{ rows[k] = (I)i; cols[k] = (I)j; }}
     }}"""
     else:

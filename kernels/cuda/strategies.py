@@ -70,11 +70,6 @@ def product(
             if done is not None:
                 return done
             strategy = planner.plan(sr, X, Y, xv, yv, margins=False, settings=settings)  # a margin is not finite
-        if strategy == "disjoint":
-            done = union_by_disjoint(sr, X, Y, out_dtype, settings)
-            if done is not None:
-                return done
-            strategy = planner.plan(sr, X, Y, xv, yv, settings=settings, disjoint=False)  # a row's own is not finite
         out = cupy.empty((m, p), dtype=T)
         if strategy in ("inverted", "ranges"):
             inverted(sr, value_name, index_type, X, xv, Y, out, in_ranges=strategy == "ranges")
@@ -156,53 +151,6 @@ def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings:
             )
         if found.rows.size:
             values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols))
-            rowops.scatter(part, found, values)
-    return out
-
-
-# The disjoint split (planner.DISJOINT_SHARED_MAX): the pairs of rows that share a column, by their count.
-_SHARES_A_COLUMN = _expr.parse("c0 > 0.0", EXPANSION_VARIABLES)[0]
-
-
-def union_by_disjoint(sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings: Settings):
-    """A union whose monoid is idempotent (max, min), None where a row's own value is not finite.
-
-    Where rows i and j share no column, ``start ⊕ (⊕ over the union of f)`` is ``rx[i] ⊕ ry[j]``, each row's
-    own ``start ⊕ (⊕ over its entries of f(x, 0))`` (of ``f(0, y)``): start ⊕ start is start.  So the result
-    is that everywhere, after a structural count (``plus_pair``, the postings kernels where rows are short)
-    has listed the pairs that do share one, which are merged.  The list is taken a band of rows at a time
-    where it outgrows the recompute budget, as the margin split's is.
-    """
-    import cupy
-
-    from semiring.ops import BUILTIN_SEMIRINGS
-
-    value_name, T = value_type(out_dtype)
-    index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
-    xv, yv = X.data.astype(T, copy=False), Y.data.astype(T, copy=False)
-    start = T(sr.start(X.shape[1]))
-    (m, p), ncols = (X.shape[0], Y.shape[0]), X.shape[1]
-    empty_row = (cupy.zeros(2, xp.dtype), cupy.empty(0, xi.dtype), cupy.empty(0, T))
-    rx, ry = cupy.empty((m, 1), T), cupy.empty((1, p), T)
-    merge(sr, value_name, index_type, (xp, xi, xv), empty_row, start, rx)
-    merge(sr, value_name, index_type, empty_row, (yp, yi, yv), start, ry)
-    rx, ry = rx.ravel(), ry.ravel()
-    if not planner.all_finite(rx, ry):
-        return None
-    own = _expr.substitute(sr.add.op.tree, {"x": _expr.Node("var", ("nx0",)), "y": _expr.Node("var", ("ny0",))})
-    out = product(X, Y, BUILTIN_SEMIRINGS["plus_pair"], out_dtype, settings=settings)
-    none = np.zeros(0)
-    limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
-    found = rowops.select(_SHARES_A_COLUMN, (), none, [out], [], [], ncols, out.shape, limit=limit)
-    band = max(1, m if isinstance(found, Entries) else m * limit // found)  # hits taken as spread evenly
-    for r0 in range(0, m, band):
-        r1 = min(m, r0 + band)
-        part = out[r0:r1]
-        if band < m:
-            found = rowops.select(_SHARES_A_COLUMN, (), none, [part], [], [], ncols, part.shape)
-        rowops.expand(own, (), none, [], [rx[r0:r1]], [ry], ncols, part)  # the counts are read: now the values
-        if found.rows.size:
-            values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols), settings=settings)
             rowops.scatter(part, found, values)
     return out
 

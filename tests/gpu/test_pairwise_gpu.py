@@ -17,19 +17,7 @@ import semiring
 from semiring import Monoid, Semiring, binary_op, distances, monoid
 from semiring.distances.specs import DISTANCES
 
-STRATEGIES = (
-    "auto",
-    "rowvec",
-    "rowvec-compact",
-    "merge",
-    "inverted",
-    "ranges",
-    "dense-gemm",
-    "margins",
-    "disjoint",
-    "coo",
-    "hash",
-)
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
 
 
 @pytest.fixture(params=STRATEGIES)
@@ -42,8 +30,7 @@ def strategy(request, monkeypatch):
     applies, whatever the shapes: ``rowvec`` (unions in two passes),
     ``rowvec-compact`` (columns renumbered per batch), ``merge``, ``inverted``
     (Y's postings, plus-monoid intersections), ``dense-gemm`` (plus_times),
-    ``margins`` (plus-monoid unions), ``disjoint`` (max and min unions: the rows' own values, the pairs
-    sharing a column merged), ``coo``/``hash`` (the CSR + COO kernel, rows
+    ``margins`` (plus-monoid unions), ``coo``/``hash`` (the CSR + COO kernel, rows
     held dense or hashed; masked products too); elsewhere as under ``rowvec``.
     """
     from semiring.kernels.cuda import planner
@@ -153,7 +140,7 @@ def test_each_forced_strategy_is_the_plan_where_it_applies(forced):
     from semiring.kernels.cuda import ENGINE, planner
 
     X = ENGINE.to_device(sp.random(6, 9, density=0.4, format="csr", random_state=1))
-    sr = {"margins": semiring.plus_absdiff, "disjoint": semiring.max_absdiff}.get(forced, semiring.plus_times)
+    sr = semiring.plus_absdiff if forced == "margins" else semiring.plus_times
     assert planner.plan(sr, X, X, settings=planner.Settings(forced)) == forced
 
 

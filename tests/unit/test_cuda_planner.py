@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import semiring
-from semiring import Monoid, Semiring, binary_op, monoid
+from semiring import Monoid, Semiring, binary_op
 from semiring.kernels.cuda import planner
 from semiring.kernels.cuda.planner import (
     DENSE_GEMM_DENSITY,
@@ -29,7 +29,6 @@ def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=None, x_rows
     """Facts as ``planner.facts`` derives them from a semiring, with the data-dependent ones given."""
     if mean_degree is None:
         mean_degree = x_stored / max(1, x_rows) + y_stored / max(1, y_rows)
-    lazy.setdefault("idempotent", sr.add.kind in ("max", "min"))
     return Facts(
         ncols=ncols,
         y_rows=y_rows,
@@ -172,21 +171,6 @@ def test_range_width_within_shared_memory(monkeypatch):
     assert planner.range_width(10**6, 8) == planner.RANGE_SHARED_BYTES // 8
 
 
-def test_auto_splits_a_max_or_min_union_where_few_pairs_share_a_column():
-    auto = Settings()
-    short = facts_of(semiring.max_absdiff, margins=False, disjoint_pays=True, **DATASETS["edgar"])
-    assert decide(auto, short) == "disjoint"
-    assert decide(auto, replace(short, disjoint_pays=False)) == cheapest(short)
-    assert decide(auto, replace(short, idempotent=False, disjoint_pays=never)) == cheapest(
-        short
-    )  # plan(disjoint=False)
-    assert decide(auto, replace(short, ncols=0, disjoint_pays=never)) == "merge"
-    for sr in (semiring.plus_times, semiring.plus_pair, semiring.plus_absdiff):  # asked of max and min unions only
-        assert decide(auto, facts_of(sr, margins=False, disjoint_pays=never, **DATASETS["edgar"])) != "disjoint"
-    least = Semiring(monoid.min, binary_op("-abs(x - y)"))  # a union of the min monoid
-    assert decide(auto, facts_of(least, margins=False, disjoint_pays=True, **SPARSE)) == "disjoint"
-
-
 def test_inverted_only_within_its_column_limit():
     wide = facts_of(semiring.plus_times, ncols=INVERTED_MAX_COLUMNS + 1, y_rows=1, **SPARSE, inverted_pays=True)
     assert decide(Settings(), wide) == "rowvec"
@@ -211,9 +195,6 @@ def test_inverted_only_within_its_column_limit():
         ("margins", semiring.plus_absdiff, "margins"),
         ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)
-        ("disjoint", semiring.max_absdiff, "disjoint"),
-        ("disjoint", semiring.plus_absdiff, "rowvec"),  # a plus monoid: x + x is not x
-        ("disjoint", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("coo", semiring.plus_times, "coo"),
         ("coo", semiring.max_absdiff, "coo"),
         ("hash", semiring.plus_times, "hash"),
@@ -244,8 +225,8 @@ def test_every_gpu_strategy_can_be_forced():
     """The GPU tests' strategy fixture reaches every executor: each one is the answer to some forced setting."""
     reached = set()
     for forced in STRATEGIES[1:]:
-        for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.max_absdiff):
-            reached.add(decide(Settings(forced), facts_of(sr, margins=sr.add.kind == "plus", **SPARSE)))
+        for sr in (semiring.plus_times, semiring.plus_absdiff):
+            reached.add(decide(Settings(forced), facts_of(sr, margins=True, **SPARSE)))
     assert reached == set(STRATEGIES[1:])
 
 
