@@ -75,6 +75,11 @@ class CudaEngine:
     def pairwise(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, mask: Entries | None = None) -> Any:
         return strategies.product(X, Y, sr, dtype, mask, Settings.from_env())
 
+    def pairwise_expanded(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, expansion) -> tuple[Any, Entries | None] | None:
+        """A one-term measure expanded as the row-range kernel writes it, with the entries its refinement
+        recomputes; or None: expand apart (``strategies.product_expanded``)."""
+        return strategies.product_expanded(X, Y, sr, dtype, expansion, Settings.from_env())
+
     def pairwise_sparse(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype) -> tuple[Any, Any, Any]:
         """Bands of X's rows as dense tiles within the call's scratch budget (``strategies.sparse_product``)."""
         budget = SCRATCH_BUDGET.get() or SPARSE_BAND_BYTES

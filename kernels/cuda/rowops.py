@@ -19,7 +19,7 @@ from . import launch, source
 from .launch import DeviceCSR, common_index, device_params, value_type
 
 
-def _label(tree) -> str:
+def label(tree) -> str:
     return "e" + hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
 
 
@@ -30,7 +30,7 @@ def row_norm(A: DeviceCSR, tree, dtype=np.float64):
     value_name, T = value_type(dtype)
     index_type, (indptr,) = common_index(A.indptr)
     out = cupy.zeros(A.shape[0], dtype=T)
-    kernel = source.render_row_norm(tree, _label(tree), value_name, index_type)
+    kernel = source.render_row_norm(tree, label(tree), value_name, index_type)
     launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(T, copy=False), np.int64(A.shape[0]), out))
     return out
 
@@ -39,18 +39,26 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     """``out[i, j] = f(c0[i,j], c1[i,j], nx*[i], ny*[j], n)`` on the device; ``out`` is 2-D."""
     value_name, T = value_type(out.dtype)
     m, p = out.shape
-    kernel = source.render_expansion(tree, tuple(param_names), _label(tree), value_name)
-    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params), out)
+    kernel = source.render_expansion(tree, tuple(param_names), label(tree), value_name)
+    args = (*operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params), out)
     launch.launch(kernel, m * p, args)
     return out
 
 
-def _operands(T, terms, xnorms, ynorms) -> list:
+def operands(T, terms, xnorms, ynorms) -> list:
     """c0, c1, nx0, nx1, ny0, ny1 in type T; a dummy stands for each one the expression does not read."""
     dummy = launch.empty(1, T)
     pad = [a.astype(T, copy=False) for a in terms] + [dummy] * (2 - len(terms))
     pad += [a.astype(T, copy=False) for a in xnorms] + [dummy] * (2 - len(xnorms))
     return pad + [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
+
+
+def no_entries(shape: tuple[int, int]) -> Entries:
+    """No entries of an ``m × p`` result, in the index type ``select`` gives it."""
+    import cupy
+
+    I = np.int32 if max(shape) < 2**31 else np.int64
+    return Entries(cupy.empty(0, I), cupy.empty(0, I))
 
 
 def select(
@@ -70,8 +78,8 @@ def select(
     m, p = shape
     # int32 positions where they fit, so the merge that recomputes them keeps int32 row arrays too
     index_type, I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
-    kernel = source.render_expansion(tree, tuple(param_names), _label(tree), value_name, True, index_type)
-    args = (*_operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
+    kernel = source.render_expansion(tree, tuple(param_names), label(tree), value_name, True, index_type)
+    args = (*operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
     capacity = max(1024, m * p // 256) if limit is None else max(1, min(max(1024, m * p // 256), limit))
     while True:
         rows, cols = cupy.empty(capacity, I), cupy.empty(capacity, I)

@@ -298,7 +298,16 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
-def render_pairwise_ranges(sr, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
+def render_pairwise_ranges(
+    sr,
+    value_type: str = "float32",
+    index_type: str = "int32",
+    expansion: _expr.Node | None = None,
+    param_names: tuple[str, ...] = (),
+    when: _expr.Node | None = None,
+    label: str = "",
+    flag_type: str = "int32",
+) -> KernelSource:
     """One block per (row i of X, range of ``width`` rows of Y): the range's sums in shared memory, each of
     row i's stored entries ``(c, x)`` walking column c's postings of Y and adding ``x ⊗ y`` there for the
     ``(j, y)`` whose row falls in the range; then the range written to ``out[i, j0:j0 + width]`` once.
@@ -307,14 +316,39 @@ def render_pairwise_ranges(sr, value_type: str = "float32", index_type: str = "i
     is neither zeroed first nor read back by scatter-adds into global memory (EDGAR-like rows: 1.44 ms and
     2.0 GB moved for a 781 MiB output), at the price of each range walking all of the row's postings (they
     are few and sit in L2).  ``accumulate``: add to ``out`` (a later slab of postings) instead of writing.
+
+    ``expansion`` (a tree of ``EXPANSION_VARIABLES`` and ``param_names``, ``label`` naming it): a one-term
+    measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the sums, applied as each entry is written when ``finish``
+    is set (the last slab), so no separate pass reads the ``m × p`` sums back; with ``when`` (its
+    refinement test) the entries where it holds are listed as ``render_expansion(select=True)`` lists
+    them, at ``rows[k], cols[k]`` of ``flag_type`` while ``k < capacity``, ``count`` ending as their number.
     """
     T, I, name = _postings_kernel("ranges", sr, value_type, index_type)
+    write, expand_args = "row[t] = c;", ""
+    if expansion is not None:
+        name = f"{name}_{label}"
+        names = {**EXPANSION_ARGS, "c0": "c", "c1": "T(0)", "ny0": "ny0[j0 + t]", "ny1": "ny1[j0 + t]"}
+        names.update({q: f"T(eparams[{k}])" for k, q in enumerate(param_names)})
+        F = _types(value_type, flag_type)[1]
+        expand_args = f"""
+    const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
+    long long n, const double* __restrict__ eparams, int finish,
+    long long capacity, {F}* __restrict__ rows, {F}* __restrict__ cols, unsigned long long* __restrict__ count,"""
+        flag = ""
+        if when is not None:
+            flag = f"""
+            if ({_expr.render_cuda(when, names, "T")}) {{
+                const unsigned long long k = atomicAdd(count, 1ULL);
+                if (k < (unsigned long long)capacity) {{ rows[k] = ({F})i; cols[k] = ({F})(j0 + t); }}
+            }}"""
+        write = f"""if (!finish) {{ row[t] = c; continue; }}
+            row[t] = {_expr.render_cuda(expansion, names, "T")};{flag}"""
     body = f"""\
 typedef {I} I;
 extern "C" __global__ void {name}(
     const I* __restrict__ xp, const I* __restrict__ xi, const T* __restrict__ xv, long long m,
     const I* __restrict__ colptr, const I* __restrict__ yrow, const T* __restrict__ yv,
-    long long p, long long width, int accumulate, const double* __restrict__ params, T* __restrict__ out)
+    long long p, long long width, int accumulate, const double* __restrict__ params,{expand_args} T* __restrict__ out)
 {{
     extern __shared__ unsigned char sr_shared[];
     T* acc = (T*)sr_shared;
@@ -334,7 +368,10 @@ extern "C" __global__ void {name}(
         }}
         __syncthreads();
         T* row = out + i * p + j0;
-        for (long long t = threadIdx.x; t < w; t += blockDim.x) row[t] = accumulate ? row[t] + acc[t] : acc[t];
+        for (long long t = threadIdx.x; t < w; t += blockDim.x) {{
+            const T c = accumulate ? row[t] + acc[t] : acc[t];
+            {write}
+        }}
         __syncthreads();  // the sums are read before the next range zeroes them
     }}
 }}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from oracles import NONNEGATIVE, oracle
+from oracles import NONNEGATIVE, oracle, tolerances
 
 import semiring
 from semiring import Semiring, binary_op, distances, monoid
@@ -167,6 +167,84 @@ def test_auto_runs_the_row_ranges_on_short_rows_over_a_wide_space():
     )
     got = semiring.pairwise(X, Y, semiring.plus_times, backend="cuda")
     np.testing.assert_allclose(got, (X @ Y.T).toarray(), rtol=1e-5, atol=1e-6)
+
+
+# One-term measures of a plus-monoid product: the row-range kernel applies them as it writes (``product_expanded``).
+EXPANDED = ["cosine", "correlation", "euclidean", "sqeuclidean", "inner_product", "jaccard", "russellrao", "yule"]
+COPIES = [5, 17, 4000, 19_999]  # rows of Y that are also queries: euclidean 0 there, exactly (refined)
+
+
+def spy_expanded(monkeypatch) -> list:
+    """What ``strategies.product_expanded`` returns at each call, collected."""
+    seen, real = [], strategies.product_expanded
+    monkeypatch.setattr(strategies, "product_expanded", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    return seen
+
+
+@pytest.mark.parametrize("metric", EXPANDED)
+def test_row_ranges_write_the_measure_under_auto(metric, monkeypatch):
+    """EDGAR-shaped rows (``auto`` runs the row ranges): the measure applied as the kernel writes each entry,
+    against SciPy on a sample of Y's rows and against the inverted kernel with the expansion apart on all;
+    copies of Y's rows among the queries are flagged by euclidean's refinement and come out exactly 0."""
+    import cupyx.scipy.sparse as csp
+
+    Y = edgar_like(20_000, 200_000, 1)
+    Q = sp.vstack([edgar_like(60, 200_000, 2), Y[COPIES]]).tocsr()
+    seen = spy_expanded(monkeypatch)
+    got = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(Y), metric=metric).get()
+    assert seen and all(done is not None for done in seen)  # every block written by the row ranges
+    monkeypatch.setenv(planner.STRATEGY_ENV, "inverted")
+    apart = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(Y), metric=metric).get()
+    assert seen[-1] is None  # the inverted kernel: expanded apart
+    np.testing.assert_allclose(got, apart, rtol=1e-5, atol=1e-6)
+    sample = np.unique(np.concatenate([COPIES, np.random.default_rng(0).choice(Y.shape[0], 100, replace=False)]))
+    want = oracle(metric, Q.toarray().astype(np.float64), Y[sample].toarray().astype(np.float64))
+    np.testing.assert_allclose(got[:, sample], want, **tolerances(metric, np.float32))
+    if metric in ("euclidean", "sqeuclidean"):
+        assert (got[np.arange(60, 64), COPIES] == 0).all()
+
+
+def test_row_ranges_list_every_flagged_entry_when_more_than_their_room(monkeypatch):
+    """Room for one flagged entry: the product runs again with room for all, none lost."""
+    import cupyx.scipy.sparse as csp
+
+    monkeypatch.setattr(strategies, "FLAG_ROOM_MIN", 1)
+    monkeypatch.setattr(strategies, "FLAG_ROOM_SHARE", 2**62)
+    Y = edgar_like(20_000, 200_000, 1)
+    Q = sp.vstack([edgar_like(60, 200_000, 2), Y[COPIES]]).tocsr()
+    seen = spy_expanded(monkeypatch)
+    got = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(Y), metric="euclidean").get()
+    flagged = {(int(i), int(j)) for done in seen for i, j in zip(done[1].rows.get(), done[1].cols.get())}
+    assert {(60 + k, j) for k, j in enumerate(COPIES)} <= flagged and len(seen) == 1
+    assert (got[np.arange(60, 64), COPIES] == 0).all()
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "correlation"])
+def test_row_ranges_write_the_measure_after_the_last_slab(metric, monkeypatch):
+    """Y's postings in slabs of 40 entries (the scratch budget set directly): the earlier slabs write sums, the
+    last adds its own and expands; the same as one slab, and as SciPy."""
+    from semiring.distances.measure import BoundMeasure
+    from semiring.distances.specs import get_metric
+    from semiring.engine import SCRATCH_BUDGET
+    from semiring.kernels.cuda import ENGINE
+
+    Y = edgar_like(700, 3000, 5)
+    X = sp.vstack([edgar_like(35, 3000, 4), Y[:5]]).tocsr()  # copies of Y's rows: flagged
+    monkeypatch.setenv(planner.STRATEGY_ENV, "ranges")
+    monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", 128 * 4)  # ranges of 128 rows: several a row
+    bound = BoundMeasure(ENGINE, get_metric(metric), {}, np.float32)
+    Xr, Yr = bound.prepare(X), bound.prepare(Y)
+    seen, outs = spy_expanded(monkeypatch), []
+    for budget in (None, 40 * 8):
+        token = SCRATCH_BUDGET.set(budget)
+        try:
+            outs.append(bound.block(Xr, Yr).get())
+        finally:
+            SCRATCH_BUDGET.reset(token)
+    assert len(seen) == 2 and all(done is not None for done in seen)
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
+    want = oracle(metric, X.toarray().astype(np.float64), Y.toarray().astype(np.float64))
+    np.testing.assert_allclose(outs[0], want, **tolerances(metric, np.float32))
 
 
 def test_coo_holds_rows_dense_where_they_fit_else_hashed(small_shared):

@@ -138,6 +138,23 @@ def test_inverted_kernels_compile(sr, value_type, index_type):
         assert len(cuda_compile.compile_cached(render(sr, value_type, index_type))) > 0
 
 
+@pytest.mark.parametrize(
+    "d",
+    [d for d in DISTANCES if len(d.terms) == 1 and d.terms[0].add.kind == "plus" and not d.terms[0].is_union],
+    ids=lambda d: d.name,
+)
+@pytest.mark.parametrize("value_type, index_type", [("float32", "int32"), ("float64", "int64")])
+def test_ranges_kernel_with_the_expansion_compiles(d, value_type, index_type):
+    """The row-range kernel writing a one-term measure's expansion (and listing its refinement's entries)."""
+    sr = d.terms[0]
+    when = None if d.refine is None else E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]
+    kernel = cuda_source.render_pairwise_ranges(
+        sr, value_type, index_type, d.expansion_tree, tuple(d.param_names), when, d.name, index_type
+    )
+    assert d.name in kernel.name and ("atomicAdd(count" in kernel.source) == (when is not None)
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
 @pytest.mark.parametrize("render", [cuda_source.render_pairwise_inverted, cuda_source.render_pairwise_ranges])
 def test_inverted_kernels_refuse_what_they_cannot_add(render):
     with pytest.raises(ValueError, match="plus-monoid intersection"):
