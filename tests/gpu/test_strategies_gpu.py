@@ -244,7 +244,8 @@ def test_row_ranges_write_the_measure_after_the_last_slab(metric, monkeypatch):
     assert len(seen) == 2 and all(done is not None for done in seen)
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
     want = oracle(metric, X.toarray().astype(np.float64), Y.toarray().astype(np.float64))
-    np.testing.assert_allclose(outs[0], want, **tolerances(metric, np.float32))
+    # a copy's float32 correlation with itself is 1 - (1 ± an ulp): up to 1.2e-7 where SciPy has 2e-16
+    np.testing.assert_allclose(outs[0], want, **{**tolerances(metric, np.float32), "atol": 2e-7})
 
 
 def test_coo_holds_rows_dense_where_they_fit_else_hashed(small_shared):
