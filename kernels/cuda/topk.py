@@ -42,11 +42,11 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
         return
     if isinstance(block, Expansion):
         tree, names, params, ncols = block.tree, tuple(block.param_names), block.params, block.ncols
-        operands = rowops._operands(T, block.terms, block.xnorms, block.ynorms)
-        label = rowops._label(tree)
+        operands = rowops.operands(T, block.terms, block.xnorms, block.ynorms)
+        label = rowops.label(tree)
     else:
         tree, names, params, ncols, label = topk_source.BLOCK, (), (), 0, "block"
-        operands = rowops._operands(T, [block], [], [])
+        operands = rowops.operands(T, [block], [], [])
     kernel = topk_source.render_topk(value_name, capacity, largest, tree, names, label)
     threads = 32 * topk_source.WARPS_PER_BLOCK
     grid = ((m + topk_source.WARPS_PER_BLOCK - 1) // topk_source.WARPS_PER_BLOCK,)
