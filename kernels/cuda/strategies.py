@@ -4,7 +4,8 @@
 runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
 over columns renumbered per batch of rows), ``coo`` and ``hash`` (the paper's
 load-balanced CSR + COO kernel, rows held dense or in hash tables), ``merge``
-(one thread per output entry), ``tiles`` (the merge with a tile of Y's rows in shared memory), ``inverted`` (Y's postings walked per stored
+(one thread per output entry), ``tiles`` (the merge with a tile of Y's rows in
+shared memory), ``inverted`` and ``ranges`` (Y's postings walked per stored
 entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns) and
 ``margins`` (a plus-monoid union as row margins and one intersection).
 Masked products merge, or run the ``hash``/``coo`` kernel over the mask's entries.
