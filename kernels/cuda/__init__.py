@@ -14,7 +14,7 @@ One concern a module:
 * :mod:`.planner` — every strategy choice of a dense product, its tuning
   constants and the measurements behind them; the engine settings
   (``$SEMIRING_GPU_STRATEGY``), read once per call;
-* :mod:`.strategies` — the executors (rowvec, rowvec-compact, merge, tiles, inverted,
+* :mod:`.strategies` — the executors (rowvec, rowvec-compact, merge, inverted,
   ranges, dense-gemm, margins, coo, hash) and the dispatch to them;
 * :mod:`.rowops` — row norms, expansions, entry selection, scattering;
 * :mod:`.topk` — the running top-k selection of k-nearest neighbours;

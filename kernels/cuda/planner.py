@@ -30,19 +30,7 @@ from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = (
-    "auto",
-    "rowvec",
-    "rowvec-compact",
-    "merge",
-    "tiles",
-    "inverted",
-    "ranges",
-    "dense-gemm",
-    "margins",
-    "coo",
-    "hash",
-)
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
 
 
 @dataclass(frozen=True)
@@ -193,7 +181,7 @@ def family_costs(facts: Facts) -> dict[str, float]:
 def choose_family(settings: Settings, facts: Facts) -> str:
     """The kernel that streams one matrix past rows of the other held in shared memory, or merge.
 
-    Forced: ``"merge"``, ``"tiles"``, ``"hash"``, ``"coo"`` (its rows dense where a
+    Forced: ``"merge"``, ``"hash"``, ``"coo"`` (its rows dense where a
     dense row fits, else hashed), ``"rowvec-compact"``; anything else
     ``"rowvec"`` where a dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
     by :func:`family_costs` (merge also when there are no columns).
@@ -201,7 +189,7 @@ def choose_family(settings: Settings, facts: Facts) -> str:
     forced = settings.strategy
     if forced == "merge" or facts.ncols == 0:
         return "merge"
-    if forced in ("hash", "coo", "tiles"):
+    if forced in ("hash", "coo"):
         return forced
     if forced == "auto":
         if facts.costly_split and not _known(facts.rowvec_fits):
@@ -231,18 +219,9 @@ def decide(settings: Settings, facts: Facts) -> str:
     if facts.union and (auto or forced == "margins") and _known(facts.margins):
         return "margins"
     strategy = choose_family(settings, facts)
-    # Under auto the merge runs tiled (a tile of Y's rows in shared memory, ``strategies.tiles``); forced,
-    # ``merge`` is the naive kernel of one thread per output entry, the benchmarks' baseline.
-    merging = "tiles" if auto and facts.ncols > 0 else "merge"
-    strategy = merging if strategy == "merge" else strategy
-    if facts.annihilates and strategy not in ("hash", "tiles") and not _known(facts.finite):
-        return merging  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash, merges look up)
-    if (
-        strategy not in ("merge", "tiles")
-        and facts.plus_times
-        and (forced == "dense-gemm" or auto)
-        and _dense_pays(facts, auto)
-    ):
+    if facts.annihilates and strategy != "hash" and not _known(facts.finite):
+        return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
+    if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
         return "dense-gemm"
     if inverted_applies(facts) and forced in ("inverted", "ranges"):
         return forced

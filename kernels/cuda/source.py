@@ -82,33 +82,6 @@ _ENTRY_OF_T = """if (t >= m * p) return;
     j = t - i * p;"""
 
 
-def _merge_loop(union: bool, ycol: str = "yi[b]", yval: str = "yv[b]") -> str:
-    """C that merges X's row ``[a, ae)`` with Y's ``[b, be)`` into ``acc``: ``x ⊗ y`` where both store a
-    column, and for a union ``x ⊗ 0`` and ``0 ⊗ y`` where one does; ``ycol``/``yval`` read Y's entry b."""
-    if union:
-        one_sided = f"""
-        }} else if (ca < cb) {{
-            acc = sr_add(acc, sr_mult(xv[a], T(0), params)); ++a;
-        }} else {{
-            acc = sr_add(acc, sr_mult(T(0), {yval}, params)); ++b;
-        }}
-    }}
-    for (; a < ae; ++a) acc = sr_add(acc, sr_mult(xv[a], T(0), params));
-    for (; b < be; ++b) acc = sr_add(acc, sr_mult(T(0), {yval}, params));"""
-    else:
-        one_sided = """
-        } else if (ca < cb) {
-            ++a;
-        } else {
-            ++b;
-        }
-    }"""
-    return f"""while (a < ae && b < be) {{
-        const I ca = xi[a], cb = {ycol};
-        if (ca == cb) {{
-            acc = sr_add(acc, sr_mult(xv[a], {yval}, params)); ++a; ++b;{one_sided}"""
-
-
 def render_pairwise_merge(
     sr, value_type: str = "float32", index_type: str = "int32", masked: bool = False
 ) -> KernelSource:
@@ -119,7 +92,27 @@ def render_pairwise_merge(
     and column come from ``rows[t]`` and ``cols[t]`` (the mask in COO form).
     """
     T, I = _types(value_type, index_type)
+    union = sr.is_union
     name = f"sr_{'masked' if masked else 'dense'}_merge_{_suffix(sr.name, value_type, index_type)}"
+    one_sided = (
+        """
+        } else if (ca < cb) {
+            acc = sr_add(acc, sr_mult(xv[a], T(0), params)); ++a;
+        } else {
+            acc = sr_add(acc, sr_mult(T(0), yv[b], params)); ++b;
+        }
+    }
+    for (; a < ae; ++a) acc = sr_add(acc, sr_mult(xv[a], T(0), params));
+    for (; b < be; ++b) acc = sr_add(acc, sr_mult(T(0), yv[b], params));"""
+        if union
+        else """
+        } else if (ca < cb) {
+            ++a;
+        } else {
+            ++b;
+        }
+    }"""
+    )
     if masked:
         signature = "const I* __restrict__ rows, const I* __restrict__ cols, long long count"
         locate = "if (t >= count) return;\n    const long long i = rows[t], j = cols[t];"
@@ -137,60 +130,11 @@ extern "C" __global__ void {name}(
     {locate}
     I a = xp[i], ae = xp[i + 1], b = yp[j], be = yp[j + 1];
     T acc = start;
-    {_merge_loop(sr.is_union)}
+    while (a < ae && b < be) {{
+        const I ca = xi[a], cb = yi[b];
+        if (ca == cb) {{
+            acc = sr_add(acc, sr_mult(xv[a], yv[b], params)); ++a; ++b;{one_sided}
     out[t] = acc;
-}}
-"""
-    return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
-
-
-def render_pairwise_tiles(sr, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
-    """The merge of ``render_pairwise_merge``, a block per (tile of ``blockDim.x`` rows of Y, ``chunk`` rows
-    of X): the tile's stored entries staged in shared memory once (coalesced), then each thread merges its
-    Y row with each of the chunk's X rows (read by all the block's threads at once) and writes its column
-    of the chunk's output rows, consecutive threads consecutive entries.
-
-    The naive merge gathers every Y row from global memory once per output entry: ncu on EDGAR-like
-    chebyshev (2,048 × 100,000, rows of ~6 entries) counted 95 GB through L1 for a 794 MB output, its
-    load units the limit.  A tile storing more than ``capacity`` entries (long rows) is read from global
-    memory in place, so every input runs.
-    """
-    T, I = _types(value_type, index_type)
-    name = f"sr_tiles_merge_{_suffix(sr.name, value_type, index_type)}"
-    body = f"""\
-typedef {I} I;
-extern "C" __global__ void {name}(
-    const I* __restrict__ xp, const I* __restrict__ xi, const T* __restrict__ xv,
-    const I* __restrict__ yp, const I* __restrict__ yi, const T* __restrict__ yv,
-    long long m, long long p, long long chunk, long long capacity, T start, const double* __restrict__ params,
-    T* __restrict__ out)
-{{
-    extern __shared__ unsigned char sr_shared[];
-    T* tile_values = (T*)sr_shared;  // the wider type first: both arrays aligned
-    I* tile_columns = (I*)(tile_values + capacity);
-    const long long tiles = (p + blockDim.x - 1) / blockDim.x;
-    const long long j0 = (blockIdx.x % tiles) * blockDim.x, i0 = (blockIdx.x / tiles) * chunk;
-    const long long j1 = (j0 + blockDim.x < p) ? j0 + blockDim.x : p, i1 = (i0 + chunk < m) ? i0 + chunk : m;
-    const I base = yp[j0], stored = yp[j1] - base;
-    const bool staged = stored <= capacity;
-    if (staged)
-        for (I k = threadIdx.x; k < stored; k += blockDim.x) {{
-            tile_values[k] = yv[base + k];
-            tile_columns[k] = yi[base + k];
-        }}
-    __syncthreads();
-    const T* Yv = staged ? tile_values : yv + base;
-    const I* Yc = staged ? tile_columns : yi + base;
-    const long long j = j0 + threadIdx.x;
-    if (j >= p) return;
-    const I b0 = yp[j] - base, b1 = yp[j + 1] - base;
-    for (long long i = i0; i < i1; ++i) {{
-        I a = xp[i], ae = xp[i + 1], b = b0;
-        const I be = b1;
-        T acc = start;
-        {_merge_loop(sr.is_union, "Yc[b]", "Yv[b]")}
-        out[i * p + j] = acc;
-    }}
 }}
 """
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)

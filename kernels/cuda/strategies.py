@@ -4,9 +4,8 @@
 runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
 over columns renumbered per batch of rows), ``coo`` and ``hash`` (the paper's
 load-balanced CSR + COO kernel, rows held dense or in hash tables), ``merge``
-(one thread per output entry), ``tiles`` (the merge with a tile of Y's rows in
-shared memory), ``inverted`` and ``ranges`` (Y's postings walked per stored
-entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns) and
+(one thread per output entry), ``inverted`` and ``ranges`` (Y's postings walked
+per stored entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns) and
 ``margins`` (a plus-monoid union as row margins and one intersection).
 Masked products merge, or run the ``hash``/``coo`` kernel over the mask's entries.
 """
@@ -37,12 +36,6 @@ MARGIN_RECOMPUTE_BYTES = 1 << 30
 # looping over (row, range).  First values, not yet tuned on a GPU.
 RANGE_THREADS = 512
 RANGE_BLOCKS_PER_SM = 8
-# The tiled merge (``render_pairwise_tiles``): a block of TILE_THREADS rows of Y (one a thread) against
-# TILE_X_ROWS rows of X, the tile's stored entries staged in TILE_STAGE_BYTES of shared memory (about 12
-# entries a row in float32/int32: EDGAR-like rows store 6 on average; a tile storing more is read in place).
-TILE_THREADS = 256
-TILE_X_ROWS = 32
-TILE_STAGE_BYTES = 24 * 1024
 # Room for the entries a refinement flags as the row-range kernel writes a measure (``ExpandedWrite``), as
 # ``rowops.select`` keeps it: 1/FLAG_ROOM_SHARE of the result, at least FLAG_ROOM_MIN entries.
 FLAG_ROOM_SHARE = 256
@@ -90,8 +83,6 @@ def product(
             rowvec(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy == "rowvec-compact":
             rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
-        elif strategy == "tiles":
-            tiles(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
         elif strategy in ("coo", "hash"):
             tab, stream = layout(strategy, sr, value_name, X.shape[1])
             margins = entry_margins(split_of, value_name, xv, yv) if split_of and tab == "hash" else None
@@ -402,20 +393,6 @@ def merge(sr, value_name, index_type, held, streamed, start, out):
     m, p = out.shape
     kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=False)
     launch.launch(kernel, m * p, (*held, *streamed, np.int64(m), np.int64(p), start, device_params(sr.params), out))
-
-
-def tiles(sr, value_name, index_type, held, streamed, start, out):
-    """The merge a tile of Y's rows at a time, the tile's entries in shared memory (``render_pairwise_tiles``)."""
-    m, p = out.shape
-    if out.size == 0:
-        return
-    kernel = launch.function(source.render_pairwise_tiles(sr, value_name, index_type))
-    entry = out.dtype.itemsize + (4 if index_type == "int32" else 8)
-    capacity = TILE_STAGE_BYTES // entry
-    launch.allow_shared(kernel, capacity * entry)
-    grid = -(-p // TILE_THREADS) * -(-m // TILE_X_ROWS)
-    args = (*held, *streamed, np.int64(m), np.int64(p), np.int64(TILE_X_ROWS), np.int64(capacity), start)
-    launch.run(kernel, (grid,), (TILE_THREADS,), (*args, device_params(sr.params), out), capacity * entry)
 
 
 def rowvec_compact(sr, value_name, index_type, held, streamed, ncols, start, out):

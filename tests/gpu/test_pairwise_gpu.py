@@ -17,19 +17,7 @@ import semiring
 from semiring import Monoid, Semiring, binary_op, distances, monoid
 from semiring.distances.specs import DISTANCES
 
-STRATEGIES = (
-    "auto",
-    "rowvec",
-    "rowvec-compact",
-    "merge",
-    "tiles",
-    "inverted",
-    "ranges",
-    "dense-gemm",
-    "margins",
-    "coo",
-    "hash",
-)
+STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
 
 
 @pytest.fixture(params=STRATEGIES)

@@ -98,24 +98,6 @@ def test_semirings_under_each_strategy_with_heavy_rows_and_masks(strategy, sr, d
     np.testing.assert_allclose(got_m.data, want[rows, M.indices], rtol=_rtol(dtype), atol=1e-30)
 
 
-@pytest.mark.parametrize("sr", [semiring.max_absdiff, semiring.plus_times, USER], ids=lambda s: s.name)
-@pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
-def test_tiles_staged_and_read_in_place(sr, dtype, index, forced, monkeypatch):
-    """The tiled merge with room for 64 staged entries: Y's first tile of 256 rows stores fewer (staged in
-    shared memory), its others more (read from global memory in place); 70 X rows in three chunks, 600 Y
-    rows in three tiles, the last two partial; against the float64 pair-by-pair reference."""
-    entry = np.dtype(dtype).itemsize + np.dtype(index).itemsize
-    monkeypatch.setattr(strategies, "TILE_STAGE_BYTES", 64 * entry)
-    sparse_tile = sp.random(256, 5000, density=4e-5, format="csr", random_state=9, dtype=dtype)
-    Y = sp.vstack([sparse_tile, skewed(344, 5000, 10, dtype, index, heavy=200)], format="csr")
-    Y = sp.csr_matrix((Y.data.astype(dtype), Y.indices.astype(index), Y.indptr.astype(index)), shape=Y.shape)
-    assert 0 < Y.indptr[256] <= 64 < Y.indptr[512] - Y.indptr[256]
-    X = skewed(70, 5000, 11, dtype, index, heavy=300)
-    forced("tiles")
-    got = semiring.pairwise(X, Y, sr, backend="cuda")
-    np.testing.assert_allclose(got, reference(sr, X, Y), rtol=_rtol(dtype), atol=1e-30, err_msg=sr.name)
-
-
 @pytest.mark.parametrize("strategy", ["coo", "hash"])
 @pytest.mark.parametrize("metric", METRICS)
 def test_metrics_on_a_single_column_and_on_empty_matrices(strategy, metric, forced):

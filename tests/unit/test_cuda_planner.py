@@ -63,8 +63,7 @@ def test_auto_choices():
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True)) == "inverted"
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True, ranges_pays=True)) == "ranges"
     assert decide(auto, facts_of(semiring.plus_pair, **SPARSE, inverted_pays=False, ranges_pays=never)) != "ranges"
-    assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "tiles"  # 0 × inf must be NaN
-    assert decide(Settings("rowvec"), facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"
+    assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"  # 0 × inf must be NaN
     assert decide(auto, facts_of(semiring.plus_absdiff, margins=True)) == "margins"
     assert decide(auto, facts_of(semiring.min_plus, ncols=0, rowvec_fits=never)) == "merge"
     plain = facts_of(semiring.min_plus, inverted_pays=True)  # not a plus monoid: no inverted kernel
@@ -89,8 +88,7 @@ def test_auto_takes_the_cheapest_kernel_of_the_cost_model(name, sr):
     costs = planner.family_costs(facts)
     assert set(costs) == {"rowvec" if FITS[name] else "rowvec-compact", "coo", "hash", "merge"}
     if not (sr.add.kind == "plus" and sr.mult.kind == "times" and name == "scrna"):  # else dense GEMM
-        want = min(costs, key=costs.get)
-        assert decide(Settings(), facts) == ("tiles" if want == "merge" else want)  # auto merges a tile at a time
+        assert decide(Settings(), facts) == min(costs, key=costs.get)
 
 
 def test_hash_runs_a_costly_margin_split_where_no_dense_row_fits():
@@ -186,8 +184,6 @@ def test_inverted_only_within_its_column_limit():
         ("rowvec-compact", semiring.plus_times, "rowvec-compact"),
         ("rowvec-compact", semiring.plus_absdiff, "rowvec-compact"),
         ("merge", semiring.plus_times, "merge"),
-        ("tiles", semiring.plus_times, "tiles"),
-        ("tiles", semiring.max_absdiff, "tiles"),
         ("inverted", semiring.plus_times, "inverted"),
         ("inverted", semiring.plus_pair, "inverted"),
         ("inverted", semiring.plus_absdiff, "rowvec"),  # a union: inverted does not apply

@@ -188,20 +188,6 @@ INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64"
 
 @pytest.mark.parametrize("sr", COO_SEMIRINGS, ids=lambda s: s.name)
 @pytest.mark.parametrize("value_type, index_type", INDEX_PAIRS)
-def test_tiled_merge_compiles(sr, value_type, index_type):
-    """The merge with a tile of Y's rows in shared memory: its merge loop is the naive merge's (compiled for
-    every semiring above), so an intersection, a union and a structural semiring over every type pair."""
-    kernel = cuda_source.render_pairwise_tiles(sr, value_type, index_type)
-    merge = cuda_source.render_pairwise_merge(sr, value_type, index_type)
-    loop = merge.source[merge.source.index("while (a < ae") : merge.source.index("out[t] = acc;")]
-    assert loop.replace("yi[b]", "Yc[b]").replace("yv[b]", "Yv[b]").split() == (
-        kernel.source[kernel.source.index("while (a < ae") : kernel.source.index("out[i * p + j] = acc;")].split()
-    )
-    assert len(cuda_compile.compile_cached(kernel)) > 0
-
-
-@pytest.mark.parametrize("sr", COO_SEMIRINGS, ids=lambda s: s.name)
-@pytest.mark.parametrize("value_type, index_type", INDEX_PAIRS)
 @pytest.mark.parametrize("table", hash_source.TABLES)
 @pytest.mark.parametrize("masked", [False, True])
 def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
