@@ -325,7 +325,7 @@ class ExpandedWrite:
             "flag_type": flag_type,
         }
         self.norms = rowops.operands(out.dtype, [], xnorms, ynorms)[2:]
-        self.params, self.shape = device_params(params), (m, p)
+        self.params = device_params(params)
         self.count = cupy.zeros(1, np.uint64)
         self._size(0 if self.when is None else max(FLAG_ROOM_MIN, m * p // FLAG_ROOM_SHARE))
 
