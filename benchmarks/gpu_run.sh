@@ -25,7 +25,8 @@ for job in "$@"; do
   case $job in
     tests)
       echo "# HYPOTHESIS_EXAMPLES=10 python -m pytest -m gpu tests/gpu tests/unit/test_architecture.py -q" | tee "$OUT/gpu_tests.log"
-      # One process (not pyproject's xdist addopts): no xdist here, and one GPU's memory is not to be shared.
+      # Not pyproject's addopts (xdist is not installed there): one process, or workers where pytest-xdist's and
+      # execnet's wheels are carried and installed and PYTEST_ADDOPTS="-n 12 --dist load" (docs/cuda.md, GPU tests).
       HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
         -o addopts="-ra --import-mode=importlib" \
         ${GPU_TESTS:-"$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py"} 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
