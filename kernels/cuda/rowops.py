@@ -53,11 +53,28 @@ def operands(T, terms, xnorms, ynorms) -> list:
     return pad + [a.astype(T, copy=False) for a in ynorms] + [dummy] * (2 - len(ynorms))
 
 
+# The entries a selection lists go to buffers of 1/FLAG_ROOM_SHARE of the result, at least FLAG_ROOM_MIN
+# entries (hits are rare: entries to recompute); where more hit, the kernel runs again with room for all.
+FLAG_ROOM_SHARE = 256
+FLAG_ROOM_MIN = 1024
+
+
+def flag_room(m: int, p: int) -> int:
+    """The entries of an ``m × p`` result a selection's buffers hold at first (``FLAG_ROOM_SHARE``)."""
+    return max(FLAG_ROOM_MIN, m * p // FLAG_ROOM_SHARE)
+
+
+def flag_index(shape: tuple[int, int]) -> tuple[str, type]:
+    """The index type (name, NumPy type) of listed entries of a result of ``shape``: int32 where positions fit,
+    so the merge that recomputes them keeps int32 row arrays too."""
+    return ("int32", np.int32) if max(shape) < 2**31 else ("int64", np.int64)
+
+
 def no_entries(shape: tuple[int, int]) -> Entries:
     """No entries of an ``m × p`` result, in the index type ``select`` gives it."""
     import cupy
 
-    I = np.int32 if max(shape) < 2**31 else np.int64
+    I = flag_index(shape)[1]
     return Entries(cupy.empty(0, I), cupy.empty(0, I))
 
 
@@ -68,7 +85,7 @@ def select(
 
     Listed by a kernel with a counter (``render_expansion(select=True)``): the
     memory taken is that of the hits, never an m×p flag array.  The buffers
-    start at 1/256 of the entries (at most ``limit``); if more hit, the kernel
+    start at ``flag_room`` entries (at most ``limit``); if more hit, the kernel
     runs once more with buffers of the exact size it counted — unless that is
     over ``limit``: then the number of hits is returned instead, nothing kept.
     """
@@ -76,11 +93,10 @@ def select(
 
     value_name, T = value_type(terms[0].dtype)
     m, p = shape
-    # int32 positions where they fit, so the merge that recomputes them keeps int32 row arrays too
-    index_type, I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
+    index_type, I = flag_index((m, p))
     kernel = source.render_expansion(tree, tuple(param_names), label(tree), value_name, True, index_type)
     args = (*operands(T, terms, xnorms, ynorms), np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
-    capacity = max(1024, m * p // 256) if limit is None else max(1, min(max(1024, m * p // 256), limit))
+    capacity = flag_room(m, p) if limit is None else max(1, min(flag_room(m, p), limit))
     while True:
         rows, cols = cupy.empty(capacity, I), cupy.empty(capacity, I)
         count = cupy.zeros(1, np.uint64)

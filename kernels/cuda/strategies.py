@@ -36,10 +36,6 @@ MARGIN_RECOMPUTE_BYTES = 1 << 30
 # looping over (row, range).  First values, not yet tuned on a GPU.
 RANGE_THREADS = 512
 RANGE_BLOCKS_PER_SM = 8
-# Room for the entries a refinement flags as the row-range kernel writes a measure (``ExpandedWrite``), as
-# ``rowops.select`` keeps it: 1/FLAG_ROOM_SHARE of the result, at least FLAG_ROOM_MIN entries.
-FLAG_ROOM_SHARE = 256
-FLAG_ROOM_MIN = 1024
 
 
 def product(
@@ -303,7 +299,7 @@ def inverted(
 
 class ExpandedWrite:
     """A one-term measure's expansion as the row-range kernel writes each entry, and the entries its
-    refinement test flags, listed in buffers of 1/FLAG_ROOM_SHARE of the result as ``rowops.select`` lists
+    refinement test flags, listed in buffers of ``rowops.flag_room`` entries as ``rowops.select`` lists
     them (if more are flagged the product runs again with buffers of the exact size: they are pairs of
     near-duplicate rows, rare).
 
@@ -315,7 +311,7 @@ class ExpandedWrite:
 
         tree, names, params, xnorms, ynorms, self.ncols, self.when = expansion
         m, p = out.shape
-        flag_type, self.I = ("int32", np.int32) if max(m, p) < 2**31 else ("int64", np.int64)
+        flag_type, self.I = rowops.flag_index((m, p))
         label = rowops.label(tree) + ("" if self.when is None else rowops.label(self.when)[1:])
         self.render_args = {
             "expansion": tree,
@@ -327,7 +323,7 @@ class ExpandedWrite:
         self.norms = rowops.operands(out.dtype, [], xnorms, ynorms)[2:]
         self.params = device_params(params)
         self.count = cupy.zeros(1, np.uint64)
-        self._size(0 if self.when is None else max(FLAG_ROOM_MIN, m * p // FLAG_ROOM_SHARE))
+        self._size(0 if self.when is None else rowops.flag_room(m, p))
 
     def _size(self, capacity: int) -> None:
         import cupy

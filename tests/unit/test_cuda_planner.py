@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import semiring
@@ -266,3 +267,18 @@ def test_facts_of_matrices_answer_the_margin_question_without_a_gpu():
     signed = launch.DeviceCSR(A.indptr, A.indices, -A.data, A.shape)
     assert planner.facts(semiring.plus_sqdiff, signed, signed).margins() is False  # (x − y)² on signed data: refused
     assert planner.facts(semiring.plus_sqdiff, X, X).margins() is True
+
+
+def test_flag_room_and_index_of_listed_entries(monkeypatch):
+    """The room a selection (``rowops.select``, the row-range kernel's refinement) lists entries in at first:
+    1/256 of the result, at least 1,024; their index int32 where positions fit.  Patching the constants (as the
+    GPU test of an overflowing room does) changes the room."""
+    from semiring.kernels.cuda import rowops
+
+    assert rowops.flag_room(2048, 100_000) == 2048 * 100_000 // 256
+    assert rowops.flag_room(10, 10) == 1024
+    assert rowops.flag_index((2048, 100_000)) == ("int32", np.int32)
+    assert rowops.flag_index((3, 2**31)) == ("int64", np.int64)
+    monkeypatch.setattr(rowops, "FLAG_ROOM_MIN", 1)
+    monkeypatch.setattr(rowops, "FLAG_ROOM_SHARE", 2**62)
+    assert rowops.flag_room(2048, 100_000) == 1
