@@ -4,7 +4,7 @@
 # the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
 # PROFILE_JOBS, PROFILE_ARGS, PROFILE_TAG: stage_profile.py's --jobs, further arguments, results file tag; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
 # the tag in its results file's name).
-# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [cpu] [cpustages] [smoke]; logs and JSON
+# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [cpu] [cpustages] [scale] [smoke]; logs and JSON
 # go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
 # CUVS_ARGS: more arguments).
 set -uo pipefail
@@ -52,6 +52,9 @@ for job in "$@"; do
     cpustages)  # a CPU call's stages at the host's thread count (CPU_STAGE_ARGS: cpu_stage_profile.py's arguments)
       python3 "$REPO/benchmarks/cpu_stage_profile.py" ${CPU_STAGE_ARGS:?CPU_STAGE_ARGS: cpu_stage_profile.py arguments} \
         2>&1 | tee -a "$OUT/cpu_stage_profile.log" || status=1 ;;
+    scale)  # all-pairs kNN at real sizes (SCALE_ARGS: scale.py's arguments, --seed among them)
+      python3 "$REPO/benchmarks/scale.py" ${SCALE_ARGS:?SCALE_ARGS: scale.py arguments} --json "$OUT/scale${SCALE_TAG:-}.json" \
+        2>&1 | tee -a "$OUT/scale.log" || status=1 ;;
     smoke)
       python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
   esac

@@ -27,15 +27,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import validation
-from .engine import SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
+from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
 DEFAULT_WORKING_MEMORY_MIB = 1024
-# On a GPU, by default, all a call takes beyond its inputs and its result stays within the larger of
-# DEVICE_FLOOR_MIB and DEVICE_OUTPUT_SHARE of the result; half of that goes to the tiles' temporaries, half is
-# left to the engine's own work buffers (densified column chunks, renumbered indices, recomputed entries).
+# On a GPU, by default, all a call takes beyond its inputs and its result stays within DEVICE_FREE_SHARE of the
+# device memory free when the call starts, at least DEVICE_FLOOR_MIB and at most DEVICE_CAP_MIB; half of that
+# goes to the tiles' temporaries, half is left to the engine's own work buffers (densified columns, postings,
+# recomputed entries).  Sized from the device, not fixed: at 300,000 nytimes-like rows a fixed 256 MiB made
+# tiles of 256 query rows against a fifth of the index, each rebuilding its postings.
+DEVICE_FREE_SHARE = 0.25
 DEVICE_FLOOR_MIB = 256
-DEVICE_OUTPUT_SHARE = 0.1
+DEVICE_CAP_MIB = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,20 @@ def check_working_memory(working_memory) -> float | None:
     return validation.check_positive(working_memory, "working_memory", "> 0 and finite (MiB)", finite=True)
 
 
-def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_bytes: int = 0) -> int:
+def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
     """The tile budget: ``working_memory`` MiB (checked), or the default, within the engine's own limit.
 
-    The default is :data:`DEFAULT_WORKING_MEMORY_MIB` on the host, and max(:data:`DEVICE_FLOOR_MIB`,
-    :data:`DEVICE_OUTPUT_SHARE` × ``result_bytes``) on a GPU (an engine with ``device_results``), where half
-    of the budget goes to the tiles and half is left to the engine's own buffers.
+    The default is :data:`DEFAULT_WORKING_MEMORY_MIB` on the host, and on a GPU (an engine with
+    ``device_results``) :data:`DEVICE_FREE_SHARE` of the device's free memory, within
+    [:data:`DEVICE_FLOOR_MIB`, :data:`DEVICE_CAP_MIB`], where half of the budget goes to the tiles and half is
+    left to the engine's own buffers.
     """
     working_memory = check_working_memory(working_memory)
     if working_memory is not None:
         budget = int(working_memory * 2**20)
     elif engine.device_results:
-        budget = int(max(DEVICE_FLOOR_MIB * 2**20, DEVICE_OUTPUT_SHARE * result_bytes))
+        free = 2 * (engine.memory_limit_bytes() or 0)  # the engine's limit is half of what is free
+        budget = int(min(DEVICE_CAP_MIB * 2**20, max(DEVICE_FLOOR_MIB * 2**20, DEVICE_FREE_SHARE * free)))
     else:
         budget = DEFAULT_WORKING_MEMORY_MIB * 2**20
     if engine.device_results:
@@ -97,12 +102,16 @@ def budget_bytes(engine: PairwiseEngine, working_memory: float | None, result_by
 @contextmanager
 def scratch_budget(budget: int):
     """Within the block, engines keep their scratch within ``budget`` bytes (``semiring.engine.SCRATCH_BUDGET``):
-    the union kernels' per-column arrays fit the working memory as each tile does."""
+    the union kernels' per-column arrays fit the working memory as each tile does.  The outermost block also
+    opens the call's cache (``semiring.engine.CALL_CACHE``), dropped as it ends."""
     token = SCRATCH_BUDGET.set(budget)
+    cache = CALL_CACHE.set({}) if CALL_CACHE.get() is None else None
     try:
         yield
     finally:
         SCRATCH_BUDGET.reset(token)
+        if cache is not None:
+            CALL_CACHE.reset(cache)
 
 
 def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int = 1) -> tuple[int, int]:
@@ -152,7 +161,7 @@ def dense(
     """
     m, n = shape
     itemsize = np.dtype(dtype).itemsize
-    budget = budget_bytes(engine, working_memory, m * n * itemsize)
+    budget = budget_bytes(engine, working_memory)
     if not on_device and out is None:  # the result is no temporary: it must fit host memory, checked before any tile
         validation.check_dense_result(shape, dtype, "compute fewer rows at a time, or the k nearest (kneighbors)")
     # The engine keeps at least a quarter of its half: below that, its slabs and bands would be too thin to run.

@@ -52,6 +52,11 @@ TOPK_EMPTY = (1 << 63) - 1
 # caller's working_memory, set by ``semiring.driver`` around the calls it makes; None outside the driver.
 SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=None)
 
+# What an engine derives from an input once per call and reuses for every tile of it (the split strategy's
+# dense copy of the index's heavy columns and its light postings): a dict the driver sets around the calls
+# it makes, dropped when the call ends, so nothing derived outlives the call; None outside the driver.
+CALL_CACHE: ContextVar[dict | None] = ContextVar("CALL_CACHE", default=None)
+
 
 class Expansion(NamedTuple):
     """A block of a measure not yet expanded: ``tree`` (of ``EXPANSION_VARIABLES`` and ``param_names``, whose

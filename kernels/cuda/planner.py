@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
+from semiring.engine import SCRATCH_BUDGET
 from semiring.validation import array_module
 
 from . import launch
@@ -30,7 +31,19 @@ from .source import _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
+STRATEGIES = (
+    "auto",
+    "rowvec",
+    "rowvec-compact",
+    "merge",
+    "inverted",
+    "ranges",
+    "dense-gemm",
+    "split",
+    "margins",
+    "coo",
+    "hash",
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,20 @@ INVERTED_MAX_COLUMNS = 1 << 24
 RANGE_SHARED_BYTES = 64 * 2**10
 RANGES_WALKS_PER_OUTPUT = 2.0
 
+# plus_times over Zipf-skewed columns (text, ratings): a few hundred popular columns hold ~98 % of the
+# postings kernels' products (nytimes-like rows: 765 columns of 100,000 stored in >= 3 % of rows hold 97 % of
+# Σ over columns of count²), and those products grow with the square of the rows.  The split strategy takes
+# the columns stored in at least SPLIT_HEAVY_DENSITY of Y's rows (the "heavy" ones) as a dense matrix product
+# (cuBLAS, float32 without TF32: exact products as in the sparse kernels) and the rest as the inverted
+# kernel's scatter-adds on top.  A column is heavy where its GEMM (GEMM_FMA_COST per output entry) costs less
+# than its scatter-adds (INVERTED_COST per stored pair, about density² × outputs on self-similar queries):
+# density >= sqrt(GEMM_FMA_COST / INVERTED_COST).  GEMM_FMA_COST: one FMA of an H200's FP32 GEMM (about
+# 25 T a second) in the units of the cost model below (1.3 ps).  The dense copy of Y's heavy columns takes at
+# most SPLIT_DENSE_SHARE of the scratch budget (the rest stays light).
+GEMM_FMA_COST = 0.03
+SPLIT_HEAVY_DENSITY = (GEMM_FMA_COST / INVERTED_COST) ** 0.5
+SPLIT_DENSE_SHARE = 0.25
+
 # The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
 # shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
 # dense shared row by ``rowvec`` (about 1.3 ps on an H200), fitted to the H200 runs of
@@ -154,6 +181,7 @@ class Facts:
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
     ranges_pays: Lazy = False  # the row-range kernel's walks of the postings are few for the output's size
+    split_pays: Lazy = False  # heavy columns as a dense product and the rest scatter-added cost the least
 
 
 def family_costs(facts: Facts) -> dict[str, float]:
@@ -205,9 +233,9 @@ def decide(settings: Settings, facts: Facts) -> str:
     """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
 
     ``"margins"`` (a plus-monoid union split into row margins and one
-    intersection), ``"dense-gemm"``, ``"inverted"`` or ``"ranges"`` (the postings kernels), or
-    :func:`choose_family`'s kernel.  A forced setting other than ``auto`` turns the first three off
-    except the one it names, which then runs wherever it applies.
+    intersection), ``"dense-gemm"``, ``"split"`` (heavy columns dense, the rest scatter-added), ``"inverted"``
+    or ``"ranges"`` (the postings kernels), or :func:`choose_family`'s kernel.  A forced setting other than
+    ``auto`` turns the first four off except the one it names, which then runs wherever it applies.
 
     >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
     ...               annihilates=True, plus=True, plus_times=True, x_rows=10, x_stored=500)
@@ -225,6 +253,8 @@ def decide(settings: Settings, facts: Facts) -> str:
         return "dense-gemm"
     if inverted_applies(facts) and forced in ("inverted", "ranges"):
         return forced
+    if inverted_applies(facts) and facts.plus_times and (forced == "split" or auto and _known(facts.split_pays)):
+        return "split"
     if inverted_applies(facts) and auto and _known(facts.inverted_pays):
         return "ranges" if _known(facts.ranges_pays) else "inverted"  # the same products (RANGES_WALKS_PER_OUTPUT)
     return strategy
@@ -305,6 +335,7 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
         rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size,
         ranges_pays=lambda: ranges_pay(work(), X.shape[0], Y.shape[0], range_width(Y.shape[0], itemsize)),
+        split_pays=lambda: split_pays(X, Y, itemsize, work()),
     )
 
 
@@ -340,6 +371,39 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
             rowvec_fits=lambda: _rowvec_fits(sr, ncols, value_type),
         ),
     )
+
+
+def heavy_columns(Y: DeviceCSR, itemsize: int, budget: int | None):
+    """The split strategy's heavy columns of Y: a boolean device array over its columns, and how many.
+
+    Those stored in at least SPLIT_HEAVY_DENSITY of Y's rows, the most stored first, as many as a dense
+    ``rows × heavy`` copy of Y in SPLIT_DENSE_SHARE of ``budget`` bytes holds (all of them without a budget).
+    """
+    counts = Y.column_counts()
+    xp = array_module(counts)
+    p = Y.shape[0]
+    heavy = counts >= max(1.0, SPLIT_HEAVY_DENSITY * p)
+    count = int(heavy.sum())
+    room = count if budget is None else int(SPLIT_DENSE_SHARE * budget) // max(1, p * itemsize)
+    if count > room:  # keep the `room` most stored of them
+        heavy = xp.zeros(counts.size, bool)
+        if room > 0:
+            heavy[xp.argsort(-counts)[:room]] = True
+        count = max(0, room)
+    return heavy, count
+
+
+def split_pays(X: DeviceCSR, Y: DeviceCSR, itemsize: int, work: int) -> bool:
+    """Whether the split strategy's GEMM over Y's heavy columns and scatter-adds over the rest cost less than
+    the inverted kernel's scatter-adds alone and than rowvec's pass over Y per X row (the units above)."""
+    heavy, count = heavy_columns(Y, itemsize, SCRATCH_BUDGET.get())
+    if count == 0:
+        return False
+    m, p = X.shape[0], Y.shape[0]
+    counts = Y.column_counts()
+    light_work = int(array_module(counts).where(heavy, 0, counts)[X.indices].sum())
+    cost = GEMM_FMA_COST * m * p * count + INVERTED_COST * light_work
+    return cost < min(INVERTED_COST * work, m * (Y.indices.size + ROWVEC_ROW_COST * p))
 
 
 def all_nonnegative(*values) -> bool:

@@ -5,7 +5,8 @@ runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
 over columns renumbered per batch of rows), ``coo`` and ``hash`` (the paper's
 load-balanced CSR + COO kernel, rows held dense or in hash tables), ``merge``
 (one thread per output entry), ``inverted`` and ``ranges`` (Y's postings walked
-per stored entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns) and
+per stored entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns), ``split`` (cuBLAS over
+Y's heavy columns, the inverted kernel over the rest) and
 ``margins`` (a plus-monoid union as row margins and one intersection).
 Masked products merge, or run the ``hash``/``coo`` kernel over the mask's entries.
 """
@@ -17,7 +18,8 @@ from itertools import pairwise
 import numpy as np
 
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
+from semiring import validation
+from semiring.engine import CALL_CACHE, EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from . import hash_source, launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
@@ -75,6 +77,8 @@ def product(
             inverted(sr, value_name, index_type, X, xv, Y, out, in_ranges=strategy == "ranges")
         elif strategy == "dense-gemm":
             dense_gemm(value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], out)
+        elif strategy == "split":
+            split(sr, value_name, X, xv, Y, out)
         elif strategy == "rowvec":
             rowvec(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
         elif strategy == "rowvec-compact":
@@ -240,7 +244,16 @@ def _postings(Y: DeviceCSR, value_name: str, index_type: str, slab: tuple[int, i
 
 
 def inverted(
-    sr, value_name, index_type, X: DeviceCSR, xv, Y: DeviceCSR, out, in_ranges: bool = False, expansion=None
+    sr,
+    value_name,
+    index_type,
+    X: DeviceCSR,
+    xv,
+    Y: DeviceCSR,
+    out,
+    in_ranges: bool = False,
+    expansion=None,
+    accumulate: bool = False,
 ) -> Entries | None:
     """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair.
 
@@ -250,6 +263,8 @@ def inverted(
     entry written once (``render_pairwise_ranges``); else straight into the zeroed output.
     ``expansion`` (``in_ranges`` only; as ``product_expanded`` takes it): applied as the last slab writes
     each entry, and the entries its refinement test flags returned (None without a test).
+    ``accumulate`` (scatter-adds only): add to ``out`` as it is, not zeroed first (the split strategy's light
+    columns on top of its dense product).
     """
     I = np.int32 if index_type == "int32" else np.int64
     colptr = _column_pointers(Y, I)
@@ -277,7 +292,8 @@ def inverted(
             raise ValueError("the inverted kernel's scatter-adds write the product only: expand apart")
         xrow = launch.entry_rows(X.indptr, nnz, I)
         held = xrow.nbytes
-        out.fill(0)
+        if not accumulate:
+            out.fill(0)
         kernel = source.render_pairwise_inverted(sr, value_name, index_type)
 
         def run(postings, later: bool, last: bool):
@@ -295,6 +311,75 @@ def inverted(
             del postings  # freed before the next slab is built (a slab alive with the next held 50 MiB more)
         if write is None or write.listed_all():
             return None if write is None else write.flagged()
+
+
+def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
+    """``out = X · Yᵀ`` as cuBLAS's product over Y's heavy columns (``planner.heavy_columns``) and the inverted
+    kernel's scatter-adds over the other columns, added on top (``planner.SPLIT_HEAVY_DENSITY`` says why).
+
+    The dense copy of Y's heavy columns and the postings of the rest are made once per call (the driver's
+    ``CALL_CACHE``; once per product outside the driver) and shared by every tile of X's rows against Y.
+    """
+    from cupy import cublas
+
+    heavy, count, dense_y, light_y = _split_layout(Y, value_name, out.dtype)
+    if count:
+        dense_x = _dense_columns(X, xv, heavy, count, out.dtype)
+        cublas.gemm("N", "T", dense_x, dense_y, out=out, alpha=1.0, beta=0.0)
+        del dense_x
+    else:
+        out.fill(0)
+    light_x = _columns_of(X, xv, ~heavy)
+    index_type, _ = common_index(light_x.indptr, light_x.indices, light_y.indptr, light_y.indices)
+    inverted(sr, value_name, index_type, light_x, light_x.data, light_y, out, accumulate=True)
+
+
+def _split_layout(Y: DeviceCSR, value_name: str, T):
+    """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy and Y's
+    other columns as a matrix of their own: from the call's cache when a tile made them already."""
+    cache = CALL_CACHE.get()
+    key = ("split", id(Y), value_name)
+    if cache is not None and key in cache:
+        return cache[key][1]
+    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, SCRATCH_BUDGET.get())
+    yv = Y.data.astype(T, copy=False)
+    layout = (heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, _columns_of(Y, yv, ~heavy))
+    if cache is not None:
+        cache[key] = (Y, layout)  # Y held with it, so its id names no other matrix while the call lasts
+    return layout
+
+
+def _entry_rows(indptr, e0: int, e1: int):
+    """The rows of stored entries e0..e1 (int64) from the row pointers."""
+    import cupy
+
+    return cupy.searchsorted(indptr, cupy.arange(e0, e1, dtype=indptr.dtype), side="right") - 1
+
+
+def _dense_columns(A: DeviceCSR, values, columns, count: int, T):
+    """A's values in the ``columns`` (a boolean device array over its columns, ``count`` of them set) as a dense
+    ``rows × count`` array, those columns in their order; a chunk of entries at a time."""
+    import cupy
+
+    place = cupy.cumsum(columns, dtype=np.int64) - 1  # a kept column's place among them
+    out = cupy.zeros((A.shape[0], count), T)
+    for e0, e1 in validation.entry_chunks(A.indices.size):
+        cols = A.indices[e0:e1]
+        kept = columns[cols]
+        out[_entry_rows(A.indptr, e0, e1)[kept], place[cols[kept]]] = values[e0:e1][kept]
+    return out
+
+
+def _columns_of(A: DeviceCSR, values, columns) -> DeviceCSR:
+    """A's stored entries in the ``columns`` (a boolean device array over its columns) as a DeviceCSR of A's
+    shape, their order kept (so each row's columns stay sorted)."""
+    import cupy
+
+    kept = columns[A.indices]
+    ends = cupy.zeros(kept.size + 1, np.int64)
+    cupy.cumsum(kept, out=ends[1:])
+    indptr = ends[A.indptr].astype(A.indptr.dtype, copy=False)
+    return DeviceCSR(indptr, A.indices[kept], values[kept], A.shape)
 
 
 class ExpandedWrite:

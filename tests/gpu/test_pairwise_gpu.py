@@ -17,7 +17,19 @@ import semiring
 from semiring import Monoid, Semiring, binary_op, distances, monoid
 from semiring.distances.specs import DISTANCES
 
-STRATEGIES = ("auto", "rowvec", "rowvec-compact", "merge", "inverted", "ranges", "dense-gemm", "margins", "coo", "hash")
+STRATEGIES = (
+    "auto",
+    "rowvec",
+    "rowvec-compact",
+    "merge",
+    "inverted",
+    "ranges",
+    "dense-gemm",
+    "split",
+    "margins",
+    "coo",
+    "hash",
+)
 
 
 @pytest.fixture(params=STRATEGIES)
@@ -29,7 +41,8 @@ def strategy(request, monkeypatch):
     intersection (``Semiring.margin_split``); a forced strategy runs wherever it
     applies, whatever the shapes: ``rowvec`` (unions in two passes),
     ``rowvec-compact`` (columns renumbered per batch), ``merge``, ``inverted``
-    (Y's postings, plus-monoid intersections), ``dense-gemm`` (plus_times),
+    (Y's postings, plus-monoid intersections), ``dense-gemm`` (plus_times), ``split`` (plus_times: heavy
+    columns by cuBLAS, the rest by the inverted kernel),
     ``margins`` (plus-monoid unions), ``coo``/``hash`` (the CSR + COO kernel, rows
     held dense or hashed; masked products too); elsewhere as under ``rowvec``.
     """

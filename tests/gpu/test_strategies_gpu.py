@@ -289,3 +289,77 @@ def test_margin_split_cross_with_margins_once_per_entry(metric, dtype, index, sm
     np.testing.assert_allclose(
         got.get(), reference(split.cross, X, Y), rtol=_rtol(dtype) * 10, atol=1e-3 if dtype == np.float32 else 1e-9
     )
+
+
+def zipf_rows(m: int, n: int, seed: int, dtype=np.float32, index=np.int32, mean_degree: int = 30):
+    """Rows over Zipf-popular columns (text-like): the first columns stored in most rows, the tail in few;
+    some rows empty, some values explicitly zero."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n + 1)
+    weights /= weights.sum()
+    degrees = np.minimum(n, rng.poisson(mean_degree, m))
+    degrees[rng.random(m) < 0.05] = 0
+    rows = np.repeat(np.arange(m), degrees)
+    cols = np.concatenate([rng.choice(n, d, replace=False, p=weights) for d in degrees]) if rows.size else []
+    values = rng.uniform(0.05, 3.0, rows.size)
+    values[rng.random(rows.size) < 0.05] = 0.0
+    A = sp.csr_matrix((values, (rows, np.asarray(cols, int))), shape=(m, n))
+    A.sort_indices()
+    return sp.csr_matrix((A.data.astype(dtype), A.indices.astype(index), A.indptr.astype(index)), shape=A.shape)
+
+
+@pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
+def test_split_heavy_columns_dense_and_light_scattered_match_float64(dtype, index, forced):
+    """The split strategy on rows with heavy columns (the first few stored in most rows): the dense product
+    over them plus the light columns' scatter-adds equals the float64 product; through the driver (one call's
+    cache shared by its tiles) and for a direct call."""
+    X = zipf_rows(300, 2000, 1, dtype, index)
+    Y = zipf_rows(500, 2000, 2, dtype, index)
+    from semiring.kernels.cuda import ENGINE
+
+    _, count = planner.heavy_columns(ENGINE.to_device(Y), np.dtype(dtype).itemsize, None)
+    assert 0 < count < Y.shape[1]  # both parts run
+    want = (X.astype(np.float64) @ Y.astype(np.float64).T).toarray()
+    forced("split")
+    for working_memory in (None, 0.05):  # 0.05 MiB: several tiles, and fewer heavy columns fit the budget
+        got = semiring.pairwise(X, Y, semiring.plus_times, backend="cuda", working_memory=working_memory)
+        np.testing.assert_allclose(got, want, rtol=_rtol(dtype), atol=1e-5 if dtype == np.float32 else 1e-12)
+    got = semiring.pairwise(X, Y, semiring.plus_pair, backend="cuda")  # forced split: not a product, runs rowvec
+    px, py = (sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), A.shape) for A in (X, Y))  # zeros stored too
+    np.testing.assert_array_equal(got, (px @ py.T).toarray())
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "inner_product", "correlation"])
+def test_split_knn_and_distances_match_scipy(metric, forced):
+    """kNN and distances of the expanded measures on heavy-column rows under the split strategy, against SciPy's
+    cdist in float64 (neighbours compared by distance, ties allowed)."""
+    from scipy.spatial.distance import cdist
+
+    X = zipf_rows(400, 3000, 3, np.float64, np.int32)
+    forced("split")
+    D = distances.pairwise_distances(X, metric=metric, backend="cuda")
+    if metric == "inner_product":
+        want = (X @ X.T).toarray()
+    else:
+        want = cdist(X.toarray(), X.toarray(), metric)
+    np.testing.assert_allclose(D, want, rtol=1e-9, atol=1e-9, equal_nan=True)
+    if metric == "inner_product":
+        return
+    nn = distances.NearestNeighbors(n_neighbors=5, metric=metric, backend="cuda").fit(X)
+    dist, ind = nn.kneighbors()
+    want_self = want.copy()
+    np.fill_diagonal(want_self, np.inf)
+    want_self = np.nan_to_num(want_self, nan=np.inf)
+    kth = np.sort(want_self, axis=1)[:, :5]
+    finite = np.isfinite(kth)
+    np.testing.assert_allclose(dist[finite], kth[finite], rtol=1e-9, atol=1e-9)
+    picked = np.take_along_axis(want_self, ind, axis=1)
+    np.testing.assert_allclose(picked[finite], dist[finite], rtol=1e-9, atol=1e-9)
+
+
+def test_auto_takes_split_on_text_like_rows():
+    """On nytimes-shaped rows (Zipf columns, hundreds of rows) the planner's cost model picks the split."""
+    from semiring.kernels.cuda import ENGINE
+
+    A = ENGINE.to_device(zipf_rows(2000, 20_000, 4, np.float32, np.int32, mean_degree=100))
+    assert planner.plan(semiring.plus_times, A, A, settings=planner.Settings()) == "split"

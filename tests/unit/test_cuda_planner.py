@@ -63,6 +63,10 @@ def test_auto_choices():
     assert decide(auto, facts_of(semiring.plus_times, **DENSE)) == "dense-gemm"
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True)) == "inverted"
     assert decide(auto, facts_of(semiring.plus_times, **SPARSE, inverted_pays=True, ranges_pays=True)) == "ranges"
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, split_pays=True)) == "split"
+    assert decide(auto, facts_of(semiring.plus_times, **DENSE, split_pays=never)) == "dense-gemm"
+    assert decide(auto, facts_of(semiring.plus_pair, **SPARSE, split_pays=never)) != "split"  # not times
+    assert decide(auto, facts_of(semiring.plus_times, **SPARSE, finite=False, split_pays=never)) == "merge"
     assert decide(auto, facts_of(semiring.plus_pair, **SPARSE, inverted_pays=False, ranges_pays=never)) != "ranges"
     assert decide(auto, facts_of(semiring.plus_times, **DENSE, finite=False)) == "merge"  # 0 × inf must be NaN
     assert decide(auto, facts_of(semiring.plus_absdiff, margins=True)) == "margins"
@@ -193,6 +197,9 @@ def test_inverted_only_within_its_column_limit():
         ("ranges", semiring.plus_absdiff, "rowvec"),  # the inverted kernel's semirings only
         ("dense-gemm", semiring.plus_times, "dense-gemm"),  # forced: whatever Y's density
         ("dense-gemm", semiring.plus_pair, "rowvec"),  # not a matrix product
+        ("split", semiring.plus_times, "split"),
+        ("split", semiring.plus_pair, "rowvec"),  # not a matrix product
+        ("split", semiring.plus_absdiff, "rowvec"),  # a union
         ("margins", semiring.plus_absdiff, "margins"),
         ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)

@@ -1,0 +1,60 @@
+"""The driver's default budget, without a GPU: on a device engine it is sized from the device's free memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from semiring import driver
+
+MiB = 2**20
+
+
+class FakeDevice:
+    """An engine as the driver sees it: results on a device whose engine limit is half of what is free."""
+
+    device_results = True
+
+    def __init__(self, free_bytes: int):
+        self.free_bytes = free_bytes
+
+    def memory_limit_bytes(self) -> int:
+        return self.free_bytes // 2
+
+
+class FakeHost:
+    device_results = False
+
+    def memory_limit_bytes(self):
+        return None
+
+
+@pytest.mark.parametrize(
+    "free_mib, want_mib",
+    [
+        (128, driver.DEVICE_FLOOR_MIB),  # a nearly full device: the floor (within the engine's limit, below)
+        (8 * 1024, 8 * 1024 * driver.DEVICE_FREE_SHARE),  # a share of what is free
+        (140 * 1024, driver.DEVICE_CAP_MIB),  # an H200: capped
+    ],
+)
+def test_default_device_budget_is_a_share_of_free_memory_within_floor_and_cap(free_mib, want_mib):
+    engine = FakeDevice(free_mib * MiB)
+    expected = min(int(want_mib * MiB) // 2, engine.memory_limit_bytes())  # half to the tiles, within the limit
+    assert driver.budget_bytes(engine, None) == expected
+
+
+def test_working_memory_overrides_the_default_on_both_engines():
+    assert driver.budget_bytes(FakeDevice(140 * 1024 * MiB), 100) == 50 * MiB  # half of it to the tiles
+    assert driver.budget_bytes(FakeHost(), 100) == 100 * MiB
+    assert driver.budget_bytes(FakeHost(), None) == driver.DEFAULT_WORKING_MEMORY_MIB * MiB
+
+
+def test_the_call_cache_lives_as_long_as_the_outermost_budget():
+    from semiring.engine import CALL_CACHE
+
+    assert CALL_CACHE.get() is None
+    with driver.scratch_budget(10):
+        outer = CALL_CACHE.get()
+        outer["made"] = 1
+        with driver.scratch_budget(5):  # a nested budget keeps the call's cache
+            assert CALL_CACHE.get() is outer
+    assert CALL_CACHE.get() is None
