@@ -121,11 +121,16 @@ class BoundMeasure:
     def held_bytes(self, A) -> int:
         """Device bytes ``prepare(A)`` holds beyond A itself: new values where the rows are scaled or divided
         by their sums (jensenshannon's, hellinger's), and the norms."""
-        copied = self.spec.prepare != "none" or self.scale is not None
-        return (A.nnz * A.dtype.itemsize if copied else 0) + len(self.spec.norms) * A.shape[0] * self.acc.itemsize
+        copied = self.spec.prepare != "none" or self.scale is not None or A.dtype != self.dtype
+        return (A.nnz * self.dtype.itemsize if copied else 0) + len(self.spec.norms) * A.shape[0] * self.acc.itemsize
 
     def prepare(self, A) -> Rows:
-        """A's rows on the engine's device as the measure reads them, with their norms."""
+        """A's rows on the engine's device as the measure reads them, with their norms.
+
+        Rows of a narrower type than the result (float32 against float64) are widened first, so their scaling,
+        normalisation and norms have the result's precision: a float64 result is float64-accurate."""
+        if A.dtype != self.dtype:
+            A = A.astype(self.dtype)
         Ap = self.engine.to_device(prepare(scale_columns(A, self.scale), self.spec.prepare))
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
         return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
@@ -214,6 +219,9 @@ class BoundMeasure:
         """Recompute the flagged entries exactly (see ``Refinement``), written to ``out`` at ``where`` (default:
         the flagged entries themselves)."""
         engine, refine = self.engine, self.spec.refine
+        if refine.exact is not None:
+            engine.scatter(out, flagged if where is None else where, refine.exact(X, Y, flagged.rows, flagged.cols))
+            return
         exact = engine.pairwise(X, Y, refine.semiring, self.acc, mask=flagged)
         tree = expression(refine.expansion, EXPANSION_VARIABLES)
         fixed = engine.empty((1, exact.size), self.acc)

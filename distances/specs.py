@@ -39,6 +39,8 @@ from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES
 from semiring.ops import BUILTIN_SEMIRINGS as B
 
+from .exact import centred_correlation
+
 # Row norms: Σ_k f(x_k) over each row's stored values.
 NORMS = {"sum": "x", "sumsq": "x * x"}
 
@@ -55,11 +57,15 @@ def _sr(name: str, mult: str, add=monoid.plus, **params: float) -> Semiring:
 
 @dataclass(frozen=True)
 class Refinement:
-    """Where ``when`` holds, recompute the entry as ``expansion(c0)`` with ``c0`` from ``semiring``."""
+    """Where ``when`` holds (the expanded form cancels, or a norm overflowed), recompute the entry exactly: as
+    ``expansion(c0)`` with ``c0`` from the union product ``semiring`` (euclidean's ``Σ(x−y)²``), or, where no
+    semiring product is exact (correlation's row means), as ``exact(X, Y, rows, cols)``: an array function
+    of the prepared rows and the listed entries, NumPy or CuPy alike (``semiring.distances.exact``)."""
 
     when: str
-    semiring: Semiring
-    expansion: str
+    semiring: Semiring | None = None
+    expansion: str = "c0"
+    exact: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +262,15 @@ def _clip02(value: str) -> str:
 # norm overflowed (‖x‖² of 1e200 is inf, and inf − inf is NaN): 'not (d > ...)' holds for NaN too.
 _EUCLID_WHEN = "s = nx0 + ny0; not (s - 2.0 * c0 > 1e-3 * s) and s > 0.0 or not (s < inf)"
 
+# Correlation's sums cancel where a row's spread is small next to its mean (a row of values near 1e8): its
+# variance n·Σx² − (Σx)² or the covariance loses the digits.  Flagged where either variance keeps less than
+# 1e-3 of Σx², or the terms of the covariance exceed 1e3 times its scale; NaN (an overflowed norm) included.
+_CORRELATION_WHEN = (
+    "vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; "
+    "not (vx > 1e-3 * nx1 and vy > 1e-3 * ny1 and abs(c0) + abs(nx0 * ny0) / n < 1e3 * sqrt(vx * vy)) "
+    "and nx1 > 0.0 and ny1 > 0.0"
+)
+
 _MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
 
 
@@ -323,8 +338,10 @@ DISTANCES: tuple[Distance, ...] = (
         + _clip02("1.0 - cov / sqrt(vx * vy)"),
         norms=("sum", "sumsq"),
         scipy="correlation",
+        refine=Refinement(_CORRELATION_WHEN, exact=centred_correlation),
         formula="1 − (x−x̄)·(y−ȳ) / (‖x−x̄‖‖y−ȳ‖)",
-        note="Expanded through row sums; NaN for constant rows, as SciPy. Clipped to [0, 2] as SciPy.",
+        note="Expanded through row sums; entries where those cancel (a row's mean large next to its spread) are "
+        "recomputed exactly from centred sums. NaN for constant rows, as SciPy. Clipped to [0, 2] as SciPy.",
     ),
     Distance(
         "cosine",
