@@ -8,18 +8,24 @@ array([[0., 2.],
 """
 
 from . import graph
+from .chunked import pairwise_distances_chunked
 from .neighbors import NearestNeighbors, radius_neighbors_graph
 from .pairwise import pairwise_distances
 from .specs import DISTANCES, METRICS, Distance, get_metric, resolve_metric
+from .transformers import KNeighborsTransformer, RadiusNeighborsTransformer, kneighbors_graph
 
 __all__ = [
     "DISTANCES",
     "METRICS",
     "Distance",
+    "KNeighborsTransformer",
     "NearestNeighbors",
+    "RadiusNeighborsTransformer",
     "get_metric",
     "graph",
+    "kneighbors_graph",
     "pairwise_distances",
+    "pairwise_distances_chunked",
     "radius_neighbors_graph",
     "resolve_metric",
 ]

@@ -26,6 +26,7 @@ from semiring import driver, validation
 from semiring.engine import EXPANSION_VARIABLES, Entries
 
 from . import dask as _dask
+from . import precomputed as _precomputed
 from .measure import BoundMeasure
 from .pairwise import check_n_jobs, cpu_threads
 from .specs import column_scale, expression, get_metric, resolve_metric, split_columns
@@ -64,6 +65,9 @@ def _both_not_fitted() -> type:
     return type("NotFittedError", (NotFittedError, SklearnNotFittedError), {"__module__": __name__})
 
 
+# The metric whose X is distances already (a square matrix, or a sparse neighbours graph): distances.precomputed.
+PRECOMPUTED = "precomputed"
+
 # scikit-learn's algorithms other than brute force: trees, which these measures and engines do not use.
 TREES = ("ball_tree", "kd_tree")
 
@@ -76,8 +80,10 @@ class NearestNeighbors:
     n_neighbors : int, default 5
         Neighbours returned by :meth:`kneighbors` when it is not given one.
     metric : str, default "euclidean"
-        Any name or alias of ``distances.METRICS``.  A callable is refused
-        (every measure runs as kernels generated from its declaration).
+        Any name or alias of ``distances.METRICS``, or ``"precomputed"``: X
+        is a square distance matrix or a sparse neighbours graph (see
+        ``semiring.distances.precomputed``).  A callable is refused (every
+        measure runs as kernels generated from its declaration).
     radius : float, default 1.0
         The radius of :meth:`radius_neighbors` when it is not given one.  For
         a similarity measure (``inner_product``) *within the radius* means a
@@ -167,27 +173,46 @@ class NearestNeighbors:
         valid = self._get_param_names()
         for name, value in params.items():
             if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for NearestNeighbors; valid parameters are {valid}")
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid parameters are {valid}")
             setattr(self, name, value)
         return self
 
     def __repr__(self) -> str:
         defaults = {k: v.default for k, v in inspect.signature(type(self).__init__).parameters.items()}
         changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v is not defaults[k] and v != defaults[k]]
-        return f"NearestNeighbors({', '.join(changed)})"
+        return f"{type(self).__name__}({', '.join(changed)})"
 
     def __sklearn_tags__(self):
         """Tags for scikit-learn (>= 1.6), imported only when scikit-learn asks."""
         from sklearn.utils import InputTags, Tags, TargetTags
 
-        return Tags(estimator_type=None, target_tags=TargetTags(required=False), input_tags=InputTags(sparse=True))
+        pairwise = self.metric == PRECOMPUTED  # scikit-learn's checks then pass square distance matrices
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            input_tags=InputTags(sparse=True, pairwise=pairwise, positive_only=pairwise),
+        )
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_samples_fit_")
 
     def _check_fitted(self) -> None:
         if not self.__sklearn_is_fitted__():
-            raise not_fitted("This NearestNeighbors instance is not fitted yet: call 'fit' with the index data first")
+            raise not_fitted(
+                f"This {type(self).__name__} instance is not fitted yet: call 'fit' with the index data first"
+            )
+
+    def _is_precomputed(self) -> bool:
+        """Whether queries read precomputed distances; refused where the fitted rows are of the other kind
+        (``set_params(metric=...)`` after ``fit`` crossing between distances and features)."""
+        precomputed = self.metric == PRECOMPUTED
+        if precomputed != getattr(self, "_fit_precomputed", False):
+            fitted = "precomputed distances" if not precomputed else "feature rows"
+            raise ValueError(
+                f"metric={self.metric!r} cannot query an estimator fitted on {fitted}: fit it again after "
+                "changing metric to or from 'precomputed'"
+            )
+        return precomputed
 
     # ------------------------------------------------------------------ fit and query
 
@@ -219,6 +244,8 @@ class NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
         if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
             return _dask.fit(self, X)
+        if self.metric == PRECOMPUTED:
+            return self._fit_distances(X)
         spec, values, columns = self._resolve()
         engine = _backend.engine(self.backend)  # an unusable backend is refused now, with the reason
         driver.check_working_memory(self.working_memory)
@@ -233,6 +260,7 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._fit_X = X
+        self._fit_precomputed = False
         self._fit_nonnegative = None  # whether X has no negative value, read when a measure asks
         self._fit_checked_nonnegative = spec.nonnegative  # the fitted rows are read once against the rule
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
@@ -244,6 +272,31 @@ class NearestNeighbors:
         with cpu_threads(self.n_jobs, measure.engine):
             self._index(measure)
         return self
+
+    def _fit_distances(self, D) -> NearestNeighbors:
+        """``fit`` for ``metric="precomputed"``: D, the distances between the fitted rows, kept as the index."""
+        if self.backend not in ("auto", "cpu"):
+            raise ValueError(
+                f"backend={self.backend!r} cannot run metric='precomputed': its neighbours are selected on the "
+                "host from the given distances; use backend='auto' or 'cpu'"
+            )
+        driver.check_working_memory(self.working_memory)
+        _check_n_neighbors(self.n_neighbors, "n_neighbors")
+        _check_algorithm(self.algorithm, self.leaf_size)
+        check_n_jobs(self.n_jobs)
+        D = _precomputed.check_distances(D, "X", square=True)
+        if D.shape[0] == 0:
+            raise ValueError(f"X has 0 samples (shape={D.shape}); NearestNeighbors needs at least one to fit")
+        self._fit_X, self._fit_precomputed, self._index_cache = D, True, None
+        self.effective_metric_, self.effective_metric_params_ = PRECOMPUTED, dict(self.metric_params or {})
+        self.n_samples_fit_, self.n_features_in_ = D.shape
+        return self
+
+    def _query_distances(self, X):
+        """The precomputed distances from the queries to the fitted rows (the fitted matrix for X=None)."""
+        if X is None:
+            return self._fit_X
+        return _precomputed.check_distances(X, "X", n_columns=self.n_samples_fit_)
 
     def _index(self, measure: BoundMeasure):
         """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
@@ -291,6 +344,9 @@ class NearestNeighbors:
         if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
             return _dask.kneighbors(self, X, n_neighbors, return_distance)
         k = self._query_k(X, n_neighbors)
+        if self._is_precomputed():
+            dist, ind = _precomputed.kneighbors(self._query_distances(X), k, X is None, self.working_memory)
+            return (dist, ind) if return_distance else ind
         (dist, ind), where, _, _ = self._search(X, _kneighbors, int(k))
         dist, ind = where.give(dist), where.give(ind)
         return (dist, ind) if return_distance else ind
@@ -401,6 +457,10 @@ class NearestNeighbors:
         if _sdask.is_dask(X) or _dask.is_sharded(self):  # every shard's answer, side by side (docs/dask.md)
             (rows, cols, dist), dtype, n_queries = _dask.within(self, X, radius)
             return self._entries_graph(rows, cols, dist.astype(dtype), n_queries, mode, sort_results)
+        if self._is_precomputed():
+            D = self._query_distances(X)
+            rows, cols, dist = _precomputed.within(D, radius, X is None, self.working_memory)
+            return self._entries_graph(rows, cols, dist, D.shape[0], mode, sort_results)
         (rows, cols, dist), where, measure, n_queries = self._search(X, _within, radius)
         dist = dist.astype(measure.dtype, copy=False)
         return where.give(self._entries_graph(rows, cols, dist, n_queries, mode, sort_results))
@@ -410,7 +470,7 @@ class NearestNeighbors:
         entries in index order), or best first with ``sort_results`` in ``mode="distance"``; NumPy or CuPy."""
         xp = validation.array_module(rows)
         if sort_results and mode == "distance":  # best first, ties by index
-            similarity = self._resolve()[0].similarity
+            similarity = self.metric != PRECOMPUTED and self._resolve()[0].similarity
             order = xp.lexsort(xp.stack((cols, -dist if similarity else dist, rows)))
             rows, cols, dist = rows[order], cols[order], dist[order]
         data = xp.ones(cols.size) if mode == "connectivity" else dist

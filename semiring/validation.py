@@ -70,7 +70,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
         if dense.ndim != 2:
             raise ValueError(
                 f"{name} must be 2-D (rows are samples, columns features), got shape {dense.shape}; "
-                "reshape a single sample with x.reshape(1, -1)"
+                "Reshape your data: x.reshape(1, -1) for a single sample"
             )
         dtype = _value_dtype(dense.dtype, name)
         A = sp.csr_matrix(dense.astype(dtype, copy=False))
@@ -102,7 +102,7 @@ def _check_device_matrix(A, name: str, allow_inf: bool):
         if A.ndim != 2:
             raise ValueError(
                 f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
-                "reshape a single sample with x.reshape(1, -1)"
+                "Reshape your data: x.reshape(1, -1) for a single sample"
             )
         dtype = _value_dtype(A.dtype, name)
         A, copied = csp.csr_matrix(A.astype(dtype, copy=False)), True
