@@ -20,7 +20,9 @@ One concern a module:
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);
 * ``engine`` — ``CpuEngine`` and ``CpuGraphEngine``, the implementations of
-  ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` made of the above.
+  ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` made of the above;
+* ``threadpool`` — the engine's (numba's) threads under threadpoolctl,
+  registered here where threadpoolctl is installed.
 
 ``ENGINE`` and ``GRAPH_ENGINE`` are the instances ``semiring.backend`` hands
 out for ``backend="cpu"``.
@@ -28,7 +30,10 @@ out for ``backend="cpu"``.
 
 from __future__ import annotations
 
+from . import threadpool
 from .engine import CpuEngine, CpuGraphEngine
+
+threadpool.register()  # threadpool_limits() limits the engine's threads as it does BLAS's
 
 ENGINE = CpuEngine()
 GRAPH_ENGINE = CpuGraphEngine()

@@ -1,0 +1,62 @@
+"""The CPU engine's (numba's) threads under threadpoolctl: listed, limited, restored."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from numba import njit, prange
+from scipy.spatial.distance import cdist
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+from semiring import distances  # noqa: E402
+from semiring.kernels import cpu  # noqa: E402,F401  (loading the engine registers its threads)
+
+
+@njit(parallel=True)
+def _threads_used(n):
+    """The numba thread id of each of n iterations."""
+    out = np.empty(n, np.int64)
+    for i in prange(n):
+        out[i] = numba.get_thread_id()
+    return out
+
+
+def _numba_entries():
+    return [lib for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "numba"]
+
+
+def test_listed_by_threadpool_info():
+    (entry,) = _numba_entries()
+    assert entry["internal_api"] == "numba"
+    assert entry["version"] == numba.__version__
+    assert entry["num_threads"] == numba.get_num_threads()
+    assert "numba" in entry["filepath"]
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs numba to start 2 threads or more")
+@pytest.mark.parametrize("user_api", [None, "numba"])
+def test_threadpool_limits_limit_the_engine(user_api, rng):
+    before = numba.get_num_threads()
+    X = rng.random((60, 7))
+    with threadpoolctl.threadpool_limits(limits=1, user_api=user_api):
+        assert numba.get_num_threads() == 1
+        assert _numba_entries()[0]["num_threads"] == 1
+        assert set(_threads_used(10_000)) == {0}  # one thread ran every iteration
+        got = distances.pairwise_distances(X, metric="cityblock", backend="cpu")
+        assert numba.get_num_threads() == 1  # the call kept the limit (n_jobs=None)
+    np.testing.assert_allclose(got, cdist(X, X, "cityblock"), rtol=1e-12)
+    assert numba.get_num_threads() == before
+    assert len(set(_threads_used(10_000))) > 1
+
+
+def test_other_apis_leave_the_engine_alone():
+    before = numba.get_num_threads()
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        assert numba.get_num_threads() == before
+
+
+def test_a_limit_above_numbas_threads_is_capped():
+    with threadpoolctl.threadpool_limits(limits=10_000, user_api="numba"):
+        assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
