@@ -75,10 +75,10 @@ class KNeighborsTransformer(_GraphTransformer):
     >>> G = distances.KNeighborsTransformer(n_neighbors=1).fit_transform(X)
     >>> G.toarray()
     array([[0., 1., 0.],
-           [0., 0., 0.],
-           [0., 0., 0.]])
-    >>> G.indices, G.indptr  # each row itself (a stored 0) and its nearest other row
-    (array([0, 1, 1, 0, 2, 1]), array([0, 2, 4, 6]))
+           [1., 0., 0.],
+           [0., 2., 0.]])
+    >>> G.indices.tolist()  # each row itself (a stored 0), then its nearest other row
+    [0, 1, 1, 0, 2, 1]
     """
 
     radius = 1.0  # radius_neighbors' default (a class attribute: scikit-learn's parameters are __init__'s only)
