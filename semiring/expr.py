@@ -264,15 +264,28 @@ def _check_size(node: Node, source) -> None:
         )
 
 
+_DECLARE = "declare it as a string instead, for example binary_op('abs(x - y)')"
+
+
 def _function_body(func: Callable, variables: Sequence[str]) -> tuple[ast.expr, list[str]]:
-    """The returned expression of a lambda or a one-statement ``def``, found from its source."""
+    """The returned expression of a lambda or a one-statement ``def``, found from its source, and only where
+    what is compiled provably is what ``func`` computes (``_check_same_function``)."""
+    if hasattr(func, "__wrapped__"):  # functools.wraps: the source found is the wrapped function's, not func's
+        raise ExpressionError(
+            f"{func!r} wraps another function (a decorator): its source is not what it computes; {_DECLARE}"
+        )
+    code = getattr(func, "__code__", None)
+    if code is not None and code.co_freevars:
+        raise ExpressionError(
+            f"{func.__name__} reads {', '.join(code.co_freevars)} from an enclosing function, which the compiled "
+            f"op cannot see; {_DECLARE} (a value as a parameter: binary_op('x * p', p=2.0))"
+        )
     try:
         src = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
-        raise ExpressionError(
-            f"cannot read the source of {func!r}; declare the op as a string instead, "
-            "for example binary_op('abs(x - y)')"
-        ) from None
+        raise ExpressionError(f"cannot read the source of {func!r}; {_DECLARE}") from None
+    if code is None:
+        raise ExpressionError(f"{func!r} is not a plain function; {_DECLARE}")
     module = None
     for candidate in (src, src.strip().rstrip(",)"), "(" + src.strip().rstrip(",") + ")"):
         try:
@@ -281,8 +294,7 @@ def _function_body(func: Callable, variables: Sequence[str]) -> tuple[ast.expr, 
         except SyntaxError:
             continue
     if module is None:
-        raise ExpressionError(f"cannot parse the source of {func!r}; declare the op as a string instead")
-    code = func.__code__
+        raise ExpressionError(f"cannot parse the source of {func!r}; {_DECLARE}")
     candidates = []
     for fn in ast.walk(module):
         if isinstance(fn, ast.Lambda) and func.__name__ == "<lambda>":
@@ -297,23 +309,102 @@ def _function_body(func: Callable, variables: Sequence[str]) -> tuple[ast.expr, 
         args = [a.arg for a in fn.args.args]
         if len(args) == code.co_argcount and args == list(code.co_varnames[: code.co_argcount]):
             candidates.append((fn, body, args))
-    if len(candidates) > 1:  # several lambdas on one line: keep the one whose bytecode is func's
-        same = [c for c in candidates if _lambda_code(c[0]) == (code.co_code, code.co_consts)]
-        candidates = same or candidates[:0]
+    # The source found must compile to func's own code: not a decorator's wrapper, not a file edited since
+    # it was imported, not a function whose __code__ was swapped (several lambdas on one line are told apart
+    # the same way).
+    modules = {k: v.__name__ for k, v in getattr(func, "__globals__", {}).items() if inspect.ismodule(v)}
+    candidates = [c for c in candidates if _code_of(c[0], modules) == _signature(code)]
     if len(candidates) != 1:
         raise ExpressionError(
-            f"cannot find the single expression of {func!r} in its source; declare it as a string instead"
+            f"cannot find the single expression of {func!r} in its source, compiled to the code the function runs "
+            f"(a decorator, or a source file changed since it was imported); {_DECLARE}"
         )
-    _, body, args = candidates[0]
+    fn, body, args = candidates[0]
     if len(args) != len(variables):
         raise ExpressionError(f"the function must take {len(variables)} arguments ({', '.join(variables)}), got {args}")
+    _check_names(func, body, args)
     return body, args
 
 
-def _lambda_code(fn: ast.AST):
-    expr = ast.Expression(fn if isinstance(fn, ast.Lambda) else ast.Lambda(fn.args, fn.body))
-    code = compile(ast.fix_missing_locations(expr), "<op>", "eval").co_consts[0]
-    return code.co_code, code.co_consts
+def _signature(code) -> tuple:
+    """What decides what a code object computes, positions aside."""
+    return code.co_code, code.co_consts, code.co_names, code.co_varnames, code.co_freevars
+
+
+def _code_of(fn: ast.AST, modules: Mapping[str, str]) -> tuple:
+    """``_signature`` of a lambda or an undecorated ``def`` compiled from its source at module level.
+
+    The names it reads that are modules where it was defined are imported first: CPython compiles
+    ``math.sqrt(x)`` differently where ``math`` is known to be an import."""
+    if isinstance(fn, ast.FunctionDef) and fn.decorator_list:  # a decorator may return anything
+        return ()
+    read = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    imports = [ast.Import([ast.alias(name=modules[name], asname=name)]) for name in sorted(read) if name in modules]
+    statement = fn if isinstance(fn, ast.FunctionDef) else ast.Expr(fn)
+    try:
+        module = compile(ast.fix_missing_locations(ast.Module([*imports, statement], type_ignores=[])), "<op>", "exec")
+    except (SyntaxError, ValueError):
+        return ()
+    codes = [c for c in module.co_consts if hasattr(c, "co_code")]
+    return _signature(codes[0]) if len(codes) == 1 else ()
+
+
+# The objects each name of the language may be bound to where a function op reads it: the builtins, math's
+# and NumPy's own functions and constants that compute the language's meaning on two scalars (a user's
+# ``def abs(v): ...`` computes otherwise; ``np.min(x, y)`` is a reduction over an axis, not a minimum).
+_MODULES = {"math": math, "np": np, "numpy": np}
+_MEANINGS = {
+    math: ("sqrt", "log", "exp", "pow", "fabs", "inf", "nan", "pi"),
+    np: ("sqrt", "log", "exp", "abs", "fabs", "power", "fmin", "fmax", "minimum", "maximum", "inf", "nan", "pi"),
+}
+_OWN = {(m, a): getattr(m, a) for m, names in _MEANINGS.items() for a in names if hasattr(m, a)}
+
+
+def _language_objects(name: str) -> tuple:
+    import builtins
+
+    own = tuple(v for (_, a), v in _OWN.items() if a == name)
+    return own + ((getattr(builtins, name),) if name in ("abs", "pow", "min", "max") else ())
+
+
+def _check_names(func: Callable, body: ast.expr, args: list[str]) -> None:
+    """Refuse a function op whose global names (``abs``, ``sqrt``, ``np``, ``inf``) Python resolves to something
+    other than the language's meaning: a user's object of that name."""
+    import builtins
+
+    scope = getattr(func, "__globals__", {})
+    missing = object()
+
+    def resolve(name):
+        value = scope.get(name, missing)
+        return getattr(builtins, name, missing) if value is missing else value
+
+    for node in ast.walk(body):
+        if isinstance(node, ast.Name) and node.id not in args:
+            value = resolve(node.id)
+            if value is missing:
+                continue  # unbound in Python (a NameError there): the language's meaning is the only one
+            if node.id in CONSTANTS:
+                expected = CONSTANTS[node.id]
+                good = isinstance(value, float) and (value == expected or (math.isnan(value) and math.isnan(expected)))
+            elif node.id in _MODULE_PREFIXES:
+                good = value is _MODULES.get(node.id) or getattr(value, "__name__", None) == "cupy"
+            else:
+                good = any(value is obj for obj in _language_objects(node.id))
+            if not good:
+                raise ExpressionError(
+                    f"{node.id!r} in {func.__name__} is {value!r} where the function is defined, not the language's "
+                    f"{node.id}: the compiled op would not compute what the function does; {_DECLARE}"
+                )
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in _MODULES:
+            module = resolve(node.value.id)
+            if module is not _MODULES[node.value.id]:
+                continue  # the module name itself was checked above
+            if getattr(module, node.attr, None) is not _OWN.get((module, node.attr), missing):
+                raise ExpressionError(
+                    f"{node.value.id}.{node.attr} in {func.__name__} is not a function or constant of the "
+                    f"language ({', '.join(_MEANINGS[module])}), or was replaced since import; {_DECLARE}"
+                )
 
 
 def _convert(t: ast.AST, rename: Mapping[str, str], variables: tuple[str, ...], bound=None) -> Node:

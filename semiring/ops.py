@@ -242,8 +242,10 @@ class Semiring:
     semantics: str | None = None
     name: str | None = None
     annihilates: bool = field(init=False)
+    declared: str | None = field(init=False, repr=False)  # the semantics the caller gave (None: derived)
 
     def __post_init__(self):
+        object.__setattr__(self, "declared", self.semantics)
         object.__setattr__(self, "mult", binary_op(self.mult))
         if not isinstance(self.add, Monoid):
             raise TypeError(f"add must be a Monoid (for example semiring.monoid.plus), got {type(self.add).__name__}")
@@ -315,7 +317,14 @@ class Semiring:
         return (self.add.key, self.mult.key, self.semantics)
 
     def with_params(self, **values: float) -> Semiring:
-        return Semiring(self.add, self.mult.with_params(**values), self.semantics, self.name)
+        """The semiring with other parameter values: its semantics derived again for them unless the caller
+        declared one (a meaning derived at ``p = 0`` is not one the caller told, and may not hold at ``p = 1``).
+
+        >>> sr = Semiring(monoid.plus, binary_op("abs(x - y) + p", p=1.0))  # 0 ⊗ 0 = 1: GraphBLAS's meaning
+        >>> sr.semantics, sr.with_params(p=0.0).semantics
+        ('intersection', 'union')
+        """
+        return Semiring(self.add, self.mult.with_params(**values), self.declared, self.name)
 
     def __repr__(self) -> str:
         return f"Semiring({self.name!r}: add={self.add.op.text}, mult={self.mult.text}, {self.semantics})"

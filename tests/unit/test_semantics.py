@@ -239,7 +239,7 @@ def test_every_builtin_keeps_its_semantics():
 def test_every_distance_term_keeps_its_semantics():
     seen = set()
     for d in DISTANCES:
-        for sr in (*d.terms, *((d.refine.semiring,) if d.refine else ())):
+        for sr in (*d.terms, *((d.refine.semiring,) if d.refine and d.refine.semiring else ())):
             assert sr.semantics == EXPECTED_DISTANCE_TERMS[sr.name], (d.name, sr.name)
             seen.add(sr.name)
     assert seen == set(EXPECTED_DISTANCE_TERMS)
