@@ -8,9 +8,16 @@ the input: SciPy in, SciPy out (a matrix or an array, as given); CuPy in, CuPy
 out.  A networkx graph (networkx is imported only then) is read as
 ``nx.to_scipy_sparse_array(G, nodelist=list(G), weight=weight)`` — weights
 from the edge attribute ``weight`` (1 where an edge lacks it), as networkx's
-functions read them — so matrix results are SciPy sparse arrays whose row and
-column i are the node ``list(G)[i]``, and ``pairs`` and the vertices of pair
-results are node labels.
+functions read them — and its results are networkx's shapes, keyed by its
+nodes (``semiring.distances.labelled``): ``{node: value}`` per vertex,
+``{(u, v): value}`` per edge (each edge once, as ``G.edges()`` orients it),
+``(u, v, value)`` triples for similarities (as ``nx.jaccard_coefficient``),
+a networkx graph for ``ktruss`` (as ``nx.k_truss``); ``pairs`` are node
+labels.
+
+``as_frame=True`` gives a DataFrame with cuGraph's column names (``first``,
+``second``, ``jaccard_coeff``; ``vertex``, ``counts``), each edge once: pandas
+(optional, imported only then), or cuDF for CuPy input where it is installed.
 
 Pair results: ``as_pairs=True`` gives the similarities as three arrays
 ``(first, second, value)``, the way cuGraph's ``jaccard`` returns its
@@ -47,7 +54,7 @@ is the graph: an explicitly stored 0 is an edge (of weight 0).  Isolated
 vertices, empty graphs and int64 indices are supported.
 
 >>> import numpy as np, scipy.sparse as sp
->>> from distances import graph
+>>> from semiring.distances import graph
 >>> A = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 0, 1, 0]]))
 >>> graph.triangle_count(A, backend="cpu")
 1
@@ -87,6 +94,8 @@ from semiring import dask as _sdask
 from semiring import expr as _expr
 from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
+
+from . import labelled
 
 ORDERS = ("degree", "id")
 PER = ("total", "vertex", "edge")
@@ -138,6 +147,7 @@ class _Graph:
     G: object  # a matrix on the engine's device: SciPy CSR (CPU) or DeviceCSR (GPU)
     kind: str  # "scipy-matrix", "scipy-array" or "cupy"
     nodes: list | None = None  # a networkx graph's nodes: vertex i is nodes[i]
+    source: object = None  # the networkx graph itself
 
     @property
     def n(self) -> int:
@@ -178,17 +188,61 @@ class _Graph:
         except (TypeError, ValueError):
             raise TypeError("pairs must be a sequence of (u, v) node pairs of the networkx graph") from None
 
+    def ids(self, vertices):
+        """Vertex ids in the caller's terms: node labels (on the host) for a networkx graph, else int64 ids in
+        the input's form."""
+        vertices = vertices.astype(np.int64, copy=False)
+        if self.nodes is not None:
+            return labelled.labels(self.nodes, self.engine.to_host(vertices))
+        return self.dense(vertices)
+
     def pairs(self, first, second, values) -> tuple:
         """``(first, second, value)`` in the input's form: node labels for a networkx graph."""
-        first, second = (a.astype(np.int64, copy=False) for a in (first, second))
-        if self.nodes is not None:  # labels live on the host
-            first, second = (self.engine.to_host(a) for a in (first, second))
-            labels = np.empty(len(self.nodes), dtype=object)
-            labels[:] = self.nodes
-            if all(isinstance(v, numbers.Integral) for v in self.nodes):
-                labels = labels.astype(np.int64)
-            first, second = labels[first], labels[second]
-        return self.dense(first), self.dense(second), self.dense(values)
+        return self.ids(first), self.ids(second), self.dense(values)
+
+    def edges_once(self, values, G=None) -> tuple:
+        """Each undirected edge of G (A by default) once, ``first < second``, in row order, with its value of
+        ``values`` (in G's CSR order): ``(first, second, values)`` on the engine."""
+        G = self.G if G is None else G
+        rows, cols = self.engine.edge_rows(G), G.indices
+        upper = rows < cols
+        return rows[upper], cols[upper], values[upper]
+
+    def frame(self, first, second, column: str, values):
+        """The pairs as a DataFrame with cuGraph's columns ``first``, ``second`` and ``column``."""
+        columns = {"first": self.ids(first), "second": self.ids(second), column: self.dense(values)}
+        return labelled.frame(columns, self.kind == "cupy")
+
+    def pair_list(self, first, second, values, column: str, as_pairs: bool, as_frame: bool):
+        """Pairs and their values as asked: a DataFrame, three arrays, networkx's ``(u, v, value)`` triples for
+        a networkx graph; None where none of these is asked (the caller's own form)."""
+        if as_frame:
+            return self.frame(first, second, column, values)
+        if as_pairs:
+            return self.pairs(first, second, values)
+        if self.nodes is not None:
+            return labelled.triples(self.ids(first), self.ids(second), self.engine.to_host(values))
+        return None
+
+    def per_vertex(self, values, column: str, as_frame: bool):
+        """A value a vertex: a DataFrame ``(vertex, column)``, ``{node: value}`` for a networkx graph, else an
+        array in the input's form."""
+        if as_frame:
+            vertices = self.engine.xp.arange(self.n, dtype=np.int64)
+            return labelled.frame({"vertex": self.ids(vertices), column: self.dense(values)}, self.kind == "cupy")
+        if self.nodes is not None:
+            return labelled.vertex_dict(self.nodes, self.engine.to_host(values))
+        return self.dense(values)
+
+    def per_edge(self, values, column: str, as_frame: bool, G=None):
+        """A value an edge (in G's CSR order, A's by default): a DataFrame ``(first, second, column)`` with each
+        edge once, ``{(u, v): value}`` for a networkx graph, else a sparse matrix with G's pattern."""
+        if not as_frame and self.nodes is None:
+            return self.sparse(values, G)
+        first, second, once = self.edges_once(values, G)
+        if as_frame:
+            return self.frame(first, second, column, once)
+        return labelled.edge_dict(self.nodes, *(self.engine.to_host(a) for a in (first, second, once)))
 
 
 def _graph(
@@ -199,9 +253,9 @@ def _graph(
     CuPy input on the GPU engine is checked, normalised and used where it is: nothing is copied to the host.
     """
     if interop.is_networkx(A):
-        A, nodes = interop.from_networkx(A, weight)
-        g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure)
-        g.nodes = nodes
+        matrix, nodes = interop.from_networkx(A, weight)
+        g = _graph(matrix, backend, weighted=weighted, normalize=normalize, measure=measure)
+        g.nodes, g.source = nodes, A
         return g
     engine = _backend.graph_engine(backend)
     cupy_input = validation.is_cupy(A)
@@ -306,11 +360,15 @@ def _pairs(pairs, n: int, xp):
 # --------------------------------------------------------------------------- similarities
 
 
-def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight"):
+def _similarity(
+    name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight", as_frame=False
+):
+    _check_forms(as_pairs, as_frame)
     if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
-        if as_pairs:
+        if as_pairs or as_frame:
             raise NotImplementedError(
-                "as_pairs=True is not available for Dask input: take the sparse result's upper triangle instead"
+                "as_pairs=True and as_frame=True are not available for Dask input: take the sparse result's upper "
+                "triangle instead"
             )
         from . import dask as _dask
 
@@ -325,12 +383,15 @@ def _similarity(name: str, A, pairs, weighted: bool, backend: str, normalize: bo
     else:
         rows, cols, inverse = _pairs(g.vertex_ids(pairs), g.n, eng.xp)
         values = _values_at(g, s, weighted, _pattern(g, rows, cols), _norms(g, s, weighted))[inverse]
-        return g.pairs(rows[inverse], cols[inverse], values) if as_pairs else g.dense(values)
-    if not as_pairs:
-        return g.sparse(values)
-    rows, cols = eng.edge_rows(g.G), g.G.indices
-    upper = rows < cols  # each undirected edge once
-    return g.pairs(rows[upper], cols[upper], values[upper])
+        listed = g.pair_list(rows[inverse], cols[inverse], values, f"{name}_coeff", as_pairs, as_frame)
+        return g.dense(values) if listed is None else listed
+    listed = g.pair_list(*g.edges_once(values), f"{name}_coeff", as_pairs, as_frame)
+    return g.sparse(values) if listed is None else listed
+
+
+def _check_forms(as_pairs: bool, as_frame: bool) -> None:
+    if as_pairs and as_frame:
+        raise ValueError("as_pairs=True and as_frame=True ask for two forms of one result: pass one of them")
 
 
 def _pattern(g: _Graph, rows, cols):
@@ -355,40 +416,53 @@ def _values_at(g: _Graph, s: Similarity, weighted: bool, P, norms):
     return eng.expand(s.tree, eng.edge_rows(P), P.indices, c, norms)
 
 
-def _similarity_doc(name: str, formula: str) -> str:
+def _similarity_doc(name: str, formula: str, column: str) -> str:
     return f"""{name.capitalize()} similarity {formula} of vertex pairs (0 where the denominator is 0).
 
     Without ``pairs``: at every edge of A, a sparse matrix with A's pattern.
     With ``pairs`` (a k × 2 array of vertex ids, edges or not; node labels for a
     networkx graph): a NumPy array of k values.  ``as_pairs=True`` gives
     ``(first, second, value)`` arrays instead, as cuGraph does: the given pairs
-    in their order, or each edge once (first < second) in row order.
+    in their order, or each edge once (first < second) in row order;
+    ``as_frame=True`` gives them as a DataFrame with cuGraph's columns
+    ``first``, ``second``, ``{column}`` (pandas; cuDF for CuPy input where it is
+    installed).  For a networkx graph the result is networkx's
+    ``jaccard_coefficient`` shape, a list of ``(u, v, value)`` triples of node
+    labels (the pairs in their order, or each edge once).
     ``weighted=True`` uses sums of edge weights instead of counts (see the
     module docstring), read from a networkx graph's edge attribute ``weight``;
     ``normalize=True`` removes self-loops and symmetrises A first.
     """
 
 
-def jaccard(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
-    return _similarity("jaccard", A, pairs, weighted, backend, normalize, as_pairs, weight)
+def jaccard(
+    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+):
+    return _similarity("jaccard", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
 
 
-def sorensen(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
-    return _similarity("sorensen", A, pairs, weighted, backend, normalize, as_pairs, weight)
+def sorensen(
+    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+):
+    return _similarity("sorensen", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
 
 
-def overlap(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
-    return _similarity("overlap", A, pairs, weighted, backend, normalize, as_pairs, weight)
+def overlap(
+    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+):
+    return _similarity("overlap", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
 
 
-def cosine(A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, weight="weight", backend="auto"):
-    return _similarity("cosine", A, pairs, weighted, backend, normalize, as_pairs, weight)
+def cosine(
+    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+):
+    return _similarity("cosine", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
 
 
-jaccard.__doc__ = _similarity_doc("jaccard", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|")
-sorensen.__doc__ = _similarity_doc("Sørensen–Dice", "2 |N(u) ∩ N(v)| / (d(u) + d(v))")
-overlap.__doc__ = _similarity_doc("overlap", "|N(u) ∩ N(v)| / min(d(u), d(v))")
-cosine.__doc__ = _similarity_doc("cosine (Salton)", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))")
+jaccard.__doc__ = _similarity_doc("jaccard", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|", "jaccard_coeff")
+sorensen.__doc__ = _similarity_doc("Sørensen–Dice", "2 |N(u) ∩ N(v)| / (d(u) + d(v))", "sorensen_coeff")
+overlap.__doc__ = _similarity_doc("overlap", "|N(u) ∩ N(v)| / min(d(u), d(v))", "overlap_coeff")
+cosine.__doc__ = _similarity_doc("cosine (Salton)", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))", "cosine_coeff")
 
 TWO_HOP_MEASURES = ("jaccard", "sorensen", "overlap", "cosine")
 _TWO_HOP_BYTES = 64  # host bytes per candidate pair of a block: pattern, counts, values, ids and top-k merging
@@ -404,6 +478,7 @@ def two_hop_similarity(
     weight="weight",
     backend: str = "auto",
     working_memory: float | None = None,
+    as_frame: bool = False,
 ):
     """A similarity of every vertex pair at distance ≤ 2, or of the ``topk`` best: ``(first, second, value)``.
 
@@ -414,7 +489,9 @@ def two_hop_similarity(
     whole graph (as cuGraph's ``topk``), highest first, ties by
     ``(first, second)``.  ``measure`` is one of ``"jaccard"``, ``"sorensen"``,
     ``"overlap"``, ``"cosine"``; ``weighted``, ``normalize`` and ``weight``
-    as in :func:`jaccard`.
+    as in :func:`jaccard`.  ``as_frame=True`` gives a DataFrame of cuGraph's
+    columns (``first``, ``second``, ``jaccard_coeff``...).  The vertices are
+    node labels for a networkx graph.
 
     Memory is bounded: rows are taken in blocks whose candidate pairs (bounded
     by the sum of their neighbours' degrees) fit ``working_memory`` MiB
@@ -423,7 +500,7 @@ def two_hop_similarity(
     the host; their values are computed on the engine.
 
     >>> import numpy as np, scipy.sparse as sp
-    >>> from distances import graph
+    >>> from semiring.distances import graph
     >>> path = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]]))
     >>> graph.two_hop_similarity(path, backend="cpu")
     (array([0, 0, 1]), array([1, 2, 2]), array([0., 1., 0.]))
@@ -461,6 +538,8 @@ def two_hop_similarity(
         r0 = r1
     if topk is not None:
         found = _best(*found, topk)
+    if as_frame:
+        return labelled.frame({"first": g.ids(found[0]), "second": g.ids(found[1]), f"{measure}_coeff": found[2]})
     return g.pairs(*found)
 
 
@@ -470,17 +549,23 @@ def _best(rows, cols, values, k: int) -> list:
     return [rows[order], cols[order], values[order]]
 
 
-def scan_similarity(A, *, normalize: bool = False, backend: str = "auto"):
+def scan_similarity(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
     """SCAN structural similarity at every edge: (|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1)).
 
     Closed neighbourhoods (each vertex counts itself), so adjacent u and v share
-    at least themselves.  A sparse matrix with A's pattern.
+    at least themselves.  A sparse matrix with A's pattern; for a networkx
+    graph, ``(u, v, value)`` triples, each edge once; ``as_frame=True``: a
+    DataFrame ``(first, second, scan_coeff)``, each edge once.
     """
-    return _similarity("scan", A, None, False, backend, normalize)
+    return _similarity("scan", A, None, False, backend, normalize, as_frame=as_frame)
 
 
-def common_neighbors(A, *, normalize: bool = False, backend: str = "auto"):
+def common_neighbors(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
     """|N(u) ∩ N(v)| at every edge, a sparse matrix with A's pattern (int64 values; float64 for CuPy).
+
+    For a networkx graph, ``{(u, v): count}``, each edge once (u before v in
+    the graph's node order, as ``G.edges()``); ``as_frame=True``: a DataFrame
+    ``(first, second, counts)``, each edge once.
 
     An edge's common neighbours are its triangles: each triangle is found once,
     on the degree-oriented graph, and counted at its three edges, so a hub's
@@ -489,17 +574,36 @@ def common_neighbors(A, *, normalize: bool = False, backend: str = "auto"):
     if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
         from . import dask as _dask
 
+        _not_framed(as_frame)
         return _dask.common_neighbors(A, normalize, backend)
     g = _graph(A, backend, normalize=normalize)
-    return g.sparse(g.engine.common_neighbor_counts(g.G))
+    return g.per_edge(g.engine.common_neighbor_counts(g.G), "counts", as_frame)
+
+
+def _not_framed(as_frame: bool) -> None:
+    if as_frame:
+        raise NotImplementedError("as_frame=True is not available for Dask input: compute the result, then frame it")
 
 
 # --------------------------------------------------------------------------- triangles and trusses
 
 
-def triangle_count(A, per: str = "total", *, order: str = "degree", normalize: bool = False, backend: str = "auto"):
+def triangle_count(
+    A,
+    per: str = "total",
+    *,
+    order: str = "degree",
+    normalize: bool = False,
+    as_frame: bool = False,
+    backend: str = "auto",
+):
     """Triangles of the graph: ``per="total"`` an int, ``"vertex"`` a length-n array (triangles at each
     vertex), ``"edge"`` a sparse matrix with A's pattern (triangles through each edge, its support).
+
+    For a networkx graph, per vertex ``{node: count}`` (as ``networkx.triangles``)
+    and per edge ``{(u, v): count}``, each edge once.  ``as_frame=True``: cuGraph's
+    DataFrame ``(vertex, counts)`` per vertex, ``(first, second, counts)`` per edge
+    (each edge once); the total stays an int.
 
     Each triangle is found once, at its two lowest vertices in the total order
     ``order`` (``"degree"``: by degree, ties by vertex id — it bounds every
@@ -511,6 +615,7 @@ def triangle_count(A, per: str = "total", *, order: str = "degree", normalize: b
     if _sdask.is_dask(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
         from . import dask as _dask
 
+        _not_framed(as_frame and per != "total")
         return _dask.triangle_count(A, per, order, normalize, backend)
     if per not in PER:
         raise ValueError(f"per must be one of {PER}, got {per!r}")
@@ -519,8 +624,8 @@ def triangle_count(A, per: str = "total", *, order: str = "degree", normalize: b
     if per == "total":
         return g.engine.triangle_count_total(g.G, by_degree)
     if per == "vertex":
-        return g.dense(g.engine.vertex_triangles(g.G, by_degree))
-    return g.sparse(g.engine.edge_triangles(g.G, by_degree))
+        return g.per_vertex(g.engine.vertex_triangles(g.G, by_degree), "counts", as_frame)
+    return g.per_edge(g.engine.edge_triangles(g.G, by_degree), "counts", as_frame)
 
 
 def _check_k(k) -> int:
@@ -531,7 +636,7 @@ def _check_k(k) -> int:
     return int(k)
 
 
-def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
+def ktruss(A, k: int, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
     """The k-truss: the largest subgraph in which every edge lies in at least k − 2 of its triangles.
 
     The edges in fewer than k − 2 triangles are removed, and with them their
@@ -540,6 +645,10 @@ def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
     triangle; the GPU engine recounts the supports of the surviving edges each
     round (the masked ``C⟨S⟩ = S plus.pair Sᵀ`` loop).  A sparse matrix of A's
     shape holding A's values at the surviving edges; vertices keep their ids.
+    For a networkx graph, the k-truss as a networkx graph, as
+    ``networkx.k_truss`` returns it (the graph's type and attributes, only the
+    nodes of surviving edges).  ``as_frame=True``: a DataFrame ``(first,
+    second, weight)`` of the surviving edges, each once.
     """
     if _sdask.is_dask(A):
         from . import dask as _dask
@@ -550,10 +659,16 @@ def ktruss(A, k: int, *, normalize: bool = False, backend: str = "auto"):
     S = g.G
     if g.engine.nnz(S):  # an empty graph is its own k-truss
         S, _ = g.engine.compact_graph(S, g.engine.ktruss_keep(S, k))
+    if as_frame:
+        first, second, weights = g.edges_once(S.data, S)
+        return g.frame(first, second, "weight", weights)
+    if g.source is not None:
+        first, second, _ = (g.engine.to_host(a) for a in g.edges_once(S.data, S))
+        return labelled.subgraph(g.source, g.nodes, first, second)
     return g.sparse(S.data, S)
 
 
-def truss_decomposition(A, *, normalize: bool = False, backend: str = "auto"):
+def truss_decomposition(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
     """Each edge's truss number: the largest k whose k-truss holds it (2 for an edge in no triangle).
 
     Peeling by levels: at level k the edges of the (k−1)-truss with support
@@ -563,14 +678,16 @@ def truss_decomposition(A, *, normalize: bool = False, backend: str = "auto"):
     engine counts supports once and updates them as edges go (each removed edge
     takes its surviving triangles from the other two edges, a level's removals in
     parallel rounds); the GPU engine recounts them on the surviving edges.  A
-    sparse matrix with A's pattern (int64 values; float64 for CuPy).
+    sparse matrix with A's pattern (int64 values; float64 for CuPy); for a
+    networkx graph ``{(u, v): truss number}``, each edge once; ``as_frame=True``:
+    a DataFrame ``(first, second, truss)``, each edge once.
     """
     if _sdask.is_dask(A):
         from . import dask as _dask
 
         _dask.not_at_scale("truss_decomposition")
     g = _graph(A, backend, normalize=normalize)
-    return g.sparse(g.engine.truss_numbers(g.G))
+    return g.per_edge(g.engine.truss_numbers(g.G), "truss", as_frame)
 
 
 __all__ = [

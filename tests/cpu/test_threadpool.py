@@ -8,10 +8,10 @@ import pytest
 from numba import njit, prange
 from scipy.spatial.distance import cdist
 
-threadpoolctl = pytest.importorskip("threadpoolctl")
+from semiring import distances
+from semiring.kernels import cpu  # noqa: F401  (loading the engine registers its threads)
 
-from semiring import distances  # noqa: E402
-from semiring.kernels import cpu  # noqa: E402,F401  (loading the engine registers its threads)
+threadpoolctl = pytest.importorskip("threadpoolctl")  # scikit-learn's dependency (a test dependency), not ours
 
 
 @njit(parallel=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from strategies import random_graph, weighted_graph
 
 from semiring.distances import graph
@@ -41,6 +40,32 @@ def test_as_pairs_keeps_cupy_input_on_the_device():
 
 def test_networkx_graph_on_the_gpu():
     G = nx.les_miserables_graph()
-    J = graph.jaccard(G, weighted=True, backend="cuda")
-    assert isinstance(J, sp.csr_array)
-    np.testing.assert_allclose(J.toarray(), graph.jaccard(G, weighted=True, backend="cpu").toarray(), rtol=1e-12)
+    got = graph.jaccard(G, weighted=True, backend="cuda")  # networkx's shape: (u, v, p) triples, each edge once
+    want = graph.jaccard(G, weighted=True, backend="cpu")
+    assert [(u, v) for u, v, _ in got] == [(u, v) for u, v, _ in want]
+    np.testing.assert_allclose([p for *_, p in got], [p for *_, p in want], rtol=1e-12)
+    counts = graph.triangle_count(G, per="vertex", backend="cuda")
+    assert counts == nx.triangles(G)
+
+
+def test_as_frame_of_cupy_input():
+    """A cuDF frame where cuDF is installed, else pandas; the CPU engine's values either way."""
+    pandas = pytest.importorskip("pandas")
+    import cupyx.scipy.sparse as csp
+
+    A = random_graph(200, 1200, seed=3).astype(np.float64)
+    got = graph.jaccard(csp.csr_matrix(A), as_frame=True)
+    want = graph.jaccard(A, as_frame=True, backend="cpu")
+    try:
+        import cudf
+    except ImportError:
+        assert isinstance(got, pandas.DataFrame)
+    else:
+        assert isinstance(got, cudf.DataFrame)
+        got = got.to_pandas()
+    assert list(got.columns) == ["first", "second", "jaccard_coeff"]
+    np.testing.assert_array_equal(got[["first", "second"]].to_numpy(), want[["first", "second"]].to_numpy())
+    np.testing.assert_allclose(got["jaccard_coeff"], want["jaccard_coeff"], rtol=1e-14)
+    counts = graph.triangle_count(csp.csr_matrix(A), per="vertex", as_frame=True)
+    counts = counts if isinstance(counts, pandas.DataFrame) else counts.to_pandas()
+    np.testing.assert_array_equal(counts["counts"], graph.triangle_count(A, per="vertex", backend="cpu"))
