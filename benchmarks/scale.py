@@ -10,9 +10,10 @@ and records:
 * the time per pair of rows (``time / rows²``), the figure that must hold as the rows grow;
 * the peak device memory the call's allocations took beyond its inputs (a counting allocator over CuPy's
   pool: what the pool hands out, not what it caches);
-* the check of our result against a float64 reference on sampled rows (cuSPARSE's product of the sampled
-  rows, densified, with the whole matrix, in float64: each returned neighbour's distance, and the k-th
-  distance, against the reference's);
+* the check of our result against a float64 reference on sampled rows (cosine: cuSPARSE's product of the
+  sampled rows, densified, with the whole matrix, in float64; cityblock: each sampled row against every
+  stored entry, in float64): each returned neighbour's distance, and the k-th distance, against the
+  reference's;
 * cuVS's sparse brute-force kNN on the same rows (``benchmarks/cuvs/harness.cu``; ``--cuvs HARNESS``) up to
   ``--cuvs-max-rows``, with its k-th distances checked against the same reference.
 
@@ -98,6 +99,18 @@ def reference(X, rows: np.ndarray, metric: str):
         norms = cupy.sqrt(cupy.asarray(X.astype(np.float64).multiply(X).sum(axis=1)).ravel())
         denom = norms[rows][:, None] * norms[None, :]
         return cupy.where(denom > 0, 1.0 - dots / cupy.where(denom > 0, denom, 1.0), cupy.nan)
+    if metric == "cityblock":  # Σ |x − y| = ‖x‖₁ + Σ over y's stored entries of (|y − x| − |x|), per sampled x
+        cols, vals = cupy.asarray(X.indices), cupy.asarray(X.data.astype(np.float64))
+        entry_row = cupy.asarray(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)))
+        out = cupy.empty((rows.size, X.shape[0]))
+        for t, r in enumerate(rows):
+            x = cupy.zeros(X.shape[1])
+            x[cols[X.indptr[r] : X.indptr[r + 1]]] = vals[X.indptr[r] : X.indptr[r + 1]]
+            at = x[cols]
+            out[t] = cupy.abs(x).sum() + cupy.bincount(
+                entry_row, weights=cupy.abs(vals - at) - cupy.abs(at), minlength=X.shape[0]
+            )
+        return out
     raise ValueError(f"no reference for {metric}")
 
 

@@ -251,12 +251,16 @@ def decide(settings: Settings, facts: Facts) -> str:
         return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
     if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
         return "dense-gemm"
-    if inverted_applies(facts) and forced in ("inverted", "ranges"):
+    if not inverted_applies(facts):
+        return strategy
+    if forced in ("inverted", "ranges") or forced == "split" and facts.plus_times:
         return forced
-    if inverted_applies(facts) and facts.plus_times and (forced == "split" or auto and _known(facts.split_pays)):
+    if auto and _known(facts.inverted_pays) and _known(facts.ranges_pays):
+        return "ranges"  # each output entry written once, the measure with it (RANGES_WALKS_PER_OUTPUT)
+    if auto and facts.plus_times and _known(facts.split_pays):
         return "split"
-    if inverted_applies(facts) and auto and _known(facts.inverted_pays):
-        return "ranges" if _known(facts.ranges_pays) else "inverted"  # the same products (RANGES_WALKS_PER_OUTPUT)
+    if auto and _known(facts.inverted_pays):
+        return "inverted"
     return strategy
 
 

@@ -253,7 +253,6 @@ def inverted(
     out,
     in_ranges: bool = False,
     expansion=None,
-    accumulate: bool = False,
 ) -> Entries | None:
     """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair.
 
@@ -263,8 +262,6 @@ def inverted(
     entry written once (``render_pairwise_ranges``); else straight into the zeroed output.
     ``expansion`` (``in_ranges`` only; as ``product_expanded`` takes it): applied as the last slab writes
     each entry, and the entries its refinement test flags returned (None without a test).
-    ``accumulate`` (scatter-adds only): add to ``out`` as it is, not zeroed first (the split strategy's light
-    columns on top of its dense product).
     """
     I = np.int32 if index_type == "int32" else np.int64
     colptr = _column_pointers(Y, I)
@@ -292,8 +289,7 @@ def inverted(
             raise ValueError("the inverted kernel's scatter-adds write the product only: expand apart")
         xrow = launch.entry_rows(X.indptr, nnz, I)
         held = xrow.nbytes
-        if not accumulate:
-            out.fill(0)
+        out.fill(0)
         kernel = source.render_pairwise_inverted(sr, value_name, index_type)
 
         def run(postings, later: bool, last: bool):
@@ -318,11 +314,13 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
     kernel's scatter-adds over the other columns, added on top (``planner.SPLIT_HEAVY_DENSITY`` says why).
 
     The dense copy of Y's heavy columns and the postings of the rest are made once per call (the driver's
-    ``CALL_CACHE``; once per product outside the driver) and shared by every tile of X's rows against Y.
+    ``CALL_CACHE``; once per product outside the driver) and shared by every tile of X's rows against Y.  The
+    scatter-adds run a band of SPLIT_BAND_ROWS of Y's rows at a time, so the outputs they touch at once stay
+    in L2.
     """
     from cupy import cublas
 
-    heavy, count, dense_y, light_y = _split_layout(Y, value_name, out.dtype)
+    heavy, count, dense_y, bands = _split_layout(Y, value_name, out.dtype)
     if count:
         dense_x = _dense_columns(X, xv, heavy, count, out.dtype)
         cublas.gemm("N", "T", dense_x, dense_y, out=out, alpha=1.0, beta=0.0)
@@ -330,20 +328,50 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
     else:
         out.fill(0)
     light_x = _columns_of(X, xv, ~heavy)
-    index_type, _ = common_index(light_x.indptr, light_x.indices, light_y.indptr, light_y.indices)
-    inverted(sr, value_name, index_type, light_x, light_x.data, light_y, out, accumulate=True)
+    nnz, p = light_x.indices.size, out.shape[1]
+    if nnz == 0 or out.size == 0:
+        return
+    index_type = _index_type(light_x, *(band for _, band in bands))
+    I = np.int32 if index_type == "int32" else np.int64
+    xrow = launch.entry_rows(light_x.indptr, nnz, I)
+    xi = light_x.indices.astype(I, copy=False)
+    kernel = source.render_pairwise_inverted(sr, value_name, index_type)
+    flat = out.reshape(-1)
+    for j0, band in bands:
+        colptr = _column_pointers(band, I)
+        postings = _postings(band, value_name, index_type, (0, band.shape[1], 0, band.indices.size), colptr)
+        # the band's row j is Y's row j0 + j: its outputs start j0 entries into out, rows still p apart
+        args = (xrow, xi, light_x.data, np.int64(nnz), *postings, np.int64(p), device_params(sr.params))
+        launch.launch(kernel, nnz * 32, (*args, flat[j0:]))
+
+
+def _index_type(*matrices: DeviceCSR) -> str:
+    """int32 where every index array of these matrices is, else int64 (``launch.common_index``'s rule; nothing
+    cast here)."""
+    return "int32" if all(a.dtype == np.int32 for A in matrices for a in (A.indptr, A.indices)) else "int64"
+
+
+# The split strategy's scatter-adds, a band of Y's rows at a time: at once they touch about a hundred X rows'
+# outputs in the band (the warps resident on an H200, ~130 light entries a row), 12.5 MiB in float32 at this
+# width, within its 50 MiB L2.  Over all 300,000 nytimes-like rows at once they took 61 ps a pair against 17
+# over 40,000 (the outputs touched outgrew L2); see docs/cuda.md, "The split strategy".
+SPLIT_BAND_ROWS = 32_768
 
 
 def _split_layout(Y: DeviceCSR, value_name: str, T):
-    """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy and Y's
-    other columns as a matrix of their own: from the call's cache when a tile made them already."""
+    """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy, and Y's
+    other columns as ``(first row, matrix)`` bands of SPLIT_BAND_ROWS rows: from the call's cache when a tile
+    made them already."""
     cache = CALL_CACHE.get()
     key = ("split", id(Y), value_name)
     if cache is not None and key in cache:
         return cache[key][1]
     heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, SCRATCH_BUDGET.get())
     yv = Y.data.astype(T, copy=False)
-    layout = (heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, _columns_of(Y, yv, ~heavy))
+    light = _columns_of(Y, yv, ~heavy)
+    p = Y.shape[0]
+    bands = [(j0, launch.row_slice(light, j0, min(p, j0 + SPLIT_BAND_ROWS))) for j0 in range(0, p, SPLIT_BAND_ROWS)]
+    layout = (heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, bands)
     if cache is not None:
         cache[key] = (Y, layout)  # Y held with it, so its id names no other matrix while the call lasts
     return layout
