@@ -18,6 +18,7 @@ and records:
   ``--cuvs-max-rows``, with its k-th distances checked against the same reference.
 
     python benchmarks/scale.py --seed 0 --datasets nytimes,movielens --rows 40000,300000 --json OUT.json
+    python benchmarks/scale.py --report RESULTS.json ...     # the Markdown table of docs/scale.md
 
 ``SEMIRING_GPU_STRATEGY`` (the planner's setting) and ``--working-memory`` are passed through as a user
 would set them; both are recorded.
@@ -206,7 +207,40 @@ def run_one(name: str, rows: int, metric: str, args, harness) -> dict:
     return row
 
 
+def report(paths: list[str]) -> str:
+    """The Markdown table of results files (``docs/scale.md`` holds it, and a test keeps the two equal)."""
+    lines = [
+        (
+            "| dataset | rows | metric | ours (s) | ps a pair | extra MiB | checked | cuVS (s) | cuVS checked "
+            "| vs cuVS | commit | results file |"
+        ),
+        "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | --- | --- |",
+    ]
+    for path in paths:
+        meta = json.loads(Path(path).read_text())
+        for r in meta["results"]:
+            if "error" in r:
+                lines.append(f"| {r['dataset']} | {r['rows']:,} | {r['metric']} | fails: {r['error'][:60]} |")
+                continue
+
+            def verdict(check):
+                return "—" if check is None else ("yes" if check["ok"] else f"**no** ({check['max_beyond_kth']:.2g})")
+
+            cuvs = f"{r['cuvs_s']:,.2f}" if "cuvs_s" in r else ("fails" if "cuvs_error" in r else "—")
+            speed = f"{r['speedup_vs_cuvs']:.1f}×" if "speedup_vs_cuvs" in r else "—"
+            lines.append(
+                f"| {r['dataset']}-like | {r['rows']:,} | {r['metric']} | {r['ours_s']:,.3f} | {r['ours_ps_per_pair']:.1f} "
+                f"| {r['ours_extra_mib']:,.0f} | {verdict(r.get('ours_check'))} | {cuvs} "
+                f"| {verdict(r.get('cuvs_check'))} | {speed} | {meta['commit']} | `{Path(path).name}` |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--report":
+        print(report(argv[1:]), end="")
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--datasets", default="nytimes,movielens")

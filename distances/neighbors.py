@@ -105,8 +105,9 @@ class NearestNeighbors:
     backend : {"auto", "cpu", "cuda"}
         The engine; ``"auto"`` takes the GPU when it is usable.
     working_memory : float, optional
-        MiB (as scikit-learn's) for one tile's temporaries; default 1024
-        (``semiring.driver.DEFAULT_WORKING_MEMORY_MIB``).
+        MiB (as scikit-learn's) for what a query takes beyond its inputs and
+        result; default 1024 on the CPU (``semiring.driver.DEFAULT_WORKING_MEMORY_MIB``),
+        and on a GPU a share of the device's free memory (``semiring.driver.budget_bytes``).
         Peak memory is about this plus the inputs and the ``n_queries × k``
         result.
     verbose : bool, default True
