@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import semiring
 from semiring import backend as _backend
 from semiring import validation
-from semiring.kernels.cuda.compile import cache_dir
+from semiring.settings import cache_dir
 
 from . import datasets, graph, io
 from .neighbors import NearestNeighbors
@@ -543,8 +543,7 @@ def run_info(args) -> int:
     import numba
     import scipy
 
-    from semiring.kernels.cuda import compile as cuda_compile
-    from semiring.kernels.cuda import planner
+    from semiring import settings
 
     print(f"sparse-semirings {_version()} on Python {platform.python_version()} ({platform.platform()})")
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}")
@@ -552,13 +551,13 @@ def run_info(args) -> int:
     reason = _backend.unavailable_reason("cuda")
     print(f"gpu: {_gpu_name()}" if reason is None else f"gpu: not usable: {reason}")
     print(f"backend='auto' runs on: {_backend.resolve('auto')}")
-    folder = cuda_compile.cache_dir()
+    folder = settings.cache_dir()
     entries = sorted(folder.glob("*.cubin")) if folder.is_dir() else []
     size = sum(e.stat().st_size for e in entries)
-    env = cuda_compile.CACHE_ENV
-    source = f"${env}" if os.environ.get(env) else f"default; set ${env} to move it"
+    env = settings.CACHE_DIR.name
+    source = f"${env}" if settings.CACHE_DIR.is_set() else f"default; set ${env} to move it"
     print(f"kernel cache: {folder} ({len(entries)} compiled kernels, {size / 2**20:.1f} MiB; {source})")
-    print(f"gpu strategy: {os.environ.get(planner.STRATEGY_ENV, 'auto')} (${planner.STRATEGY_ENV})")
+    print(f"gpu strategy: {settings.GPU_STRATEGY.raw()} (${settings.GPU_STRATEGY.name})")
     return 0
 
 

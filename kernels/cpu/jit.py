@@ -19,7 +19,8 @@ files the generated code can reach through its imports (``_dependencies``) and
 of numba's and Python's versions, so a file is never rewritten once made: numba's cache of it (keyed by
 the file's time stamp) stays valid, and a changed kernel gets a new file.
 Files are written atomically (a temporary file, then a rename); the folder is
-the GPU engine's compile cache (``$SEMIRING_CACHE_DIR``), subfolder ``cpu``.
+the GPU engine's compile cache (``semiring.settings.cache_dir()``, ``$SEMIRING_CACHE_DIR``), subfolder
+``cpu``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from types import ModuleType
 import numba
 
 from semiring import expr as _expr
-from semiring.kernels.cuda.compile import CACHE_ENV, cache_dir  # noqa: F401  (one cache folder for both engines)
+from semiring.settings import cache_dir  # one cache folder for both engines
 
 JIT = {"nogil": True, "error_model": "numpy", "cache": True}
 

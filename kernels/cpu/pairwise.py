@@ -44,7 +44,6 @@ Values are accumulated in float64 whatever the input type.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 
 import numba
@@ -53,7 +52,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from semiring import expr as _expr
-from semiring import monoid
+from semiring import monoid, settings
 from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from .jit import JIT, generate, scalar_source
@@ -162,15 +161,11 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
 # built, so the choice costs one pass over Y's entries).
 ROW_RANGE = 4096
 ROWS_MAX_PRODUCTS = 64
-INTERSECTION_STRATEGY_ENV = "SEMIRING_CPU_INTERSECTION"  # "rows" or "inverted" forces one (tests run each path)
 
 
 def intersection_strategy() -> str:
     """The dense intersection kernel ``$SEMIRING_CPU_INTERSECTION`` asks for: "auto", "rows" or "inverted"."""
-    forced = os.environ.get(INTERSECTION_STRATEGY_ENV, "auto")
-    if forced not in ("auto", "rows", "inverted"):
-        raise ValueError(f"${INTERSECTION_STRATEGY_ENV} must be 'auto', 'rows' or 'inverted', got {forced!r}")
-    return forced
+    return settings.CPU_INTERSECTION.read()
 
 
 @njit(**JIT)
@@ -338,8 +333,7 @@ UNION_SCRATCH_BYTES_PER_COLUMN = 24
 # Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
 # (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
 MERGE_MIN_MEAN_ROW = 512
-UNION_STRATEGY_ENV = "SEMIRING_CPU_UNION"  # "margins", "merge" or "scatter" forces one (tests run each path)
-UNION_STRATEGIES = ("auto", "margins", "merge", "scatter")
+UNION_STRATEGY_ENV = settings.CPU_UNION.name  # "margins", "merge" or "scatter" forces one (tests run each path)
 
 
 def splits_by_margins(sr, X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
@@ -366,11 +360,7 @@ def union_strategy(
       rows, dearer on long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
       (``working_memory``) allows, at most two per thread; none fit: merge.
     """
-    forced = os.environ.get(UNION_STRATEGY_ENV, "auto")
-    if forced not in UNION_STRATEGIES:
-        raise ValueError(
-            f"${UNION_STRATEGY_ENV} must be one of {', '.join(map(repr, UNION_STRATEGIES))}, got {forced!r}"
-        )
+    forced = settings.CPU_UNION.read()
     if splittable and forced in ("auto", "margins"):
         return "margins", 0
     per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
@@ -521,21 +511,15 @@ def _row_flops(xp, xi, colptr, flops):
         flops[i] = n
 
 
-# "rows" (each row's accumulator by its products), "hash" or "dense" (down X's rows, every row with that
-# accumulator), "columns" forces one (tests run each path).
-SPARSE_STRATEGY_ENV = "SEMIRING_CPU_SPARSE"
-SPARSE_STRATEGIES = ("auto", "rows", "hash", "dense", "columns")
+# $SEMIRING_CPU_SPARSE: "rows" (each row's accumulator by its products), "hash" or "dense" (down X's rows, every
+# row with that accumulator), "columns" forces one (tests run each path).
 
 
 def sparse_strategy(m: int, p: int) -> str:
     """Down Y's rows ("columns", an m-long accumulator) when X has no more rows than Y, else down X's rows
     ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side.
     ``$SEMIRING_CPU_SPARSE`` forces one, or "hash" / "dense": down X's rows with that accumulator for every row."""
-    forced = os.environ.get(SPARSE_STRATEGY_ENV, "auto")
-    if forced not in SPARSE_STRATEGIES:
-        raise ValueError(
-            f"${SPARSE_STRATEGY_ENV} must be one of {', '.join(map(repr, SPARSE_STRATEGIES))}, got {forced!r}"
-        )
+    forced = settings.CPU_SPARSE.read()
     if forced != "auto":
         return forced
     return "columns" if m <= p else "rows"
@@ -683,7 +667,7 @@ COLUMN_MAJOR_BYTES = 25
 # once a tile, not once a Y row.  (2 threads, scRNA-like: blocks of 256 KiB to 1 MiB within 3 % of each other.)
 SPARSE_BLOCK_BYTES = 256 * 2**10
 SPARSE_TILE_BYTES = 256 * 2**10
-SPARSE_BLOCKS_ENV = "SEMIRING_CPU_SPARSE_BLOCKS"  # "1" or "0" forces blocks (of at least one column) or not
+# $SEMIRING_CPU_SPARSE_BLOCKS: "1" or "0" forces blocks (of at least one column) or not.
 
 
 @njit(**JIT)
@@ -716,9 +700,7 @@ def _tile_room(budget, nchunks: int) -> int:
 def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunks: int, budget):
     """``(bounds, tile)``: the end column of each block of X's index (one block where it fits in one) and the Y
     rows walked together (at most 64: the kernel keeps a bit per tile row)."""
-    forced = os.environ.get(SPARSE_BLOCKS_ENV, "auto")
-    if forced not in ("auto", "0", "1"):
-        raise ValueError(f"${SPARSE_BLOCKS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    forced = settings.CPU_SPARSE_BLOCKS.read()
     tile = max(1, min(64, _tile_room(budget, nchunks) // (8 * max(m, 1))))
     weight = np.diff(colptr) * (4 + itemsize)  # bytes a slot: its postings, or its dense column
     weight[dslot >= 0] = m * itemsize
@@ -736,7 +718,7 @@ def column_blocks(slot, colptr, dslot, m: int, itemsize: int, ncols: int, nchunk
 # Bitmaps of the X rows holding each column (``_row_bitmaps``) take at most this much memory (and the budget);
 # so do the bitmaps of the X rows each Y row meets, kept from the count for the fill.
 SPARSE_BITMAPS_BYTES = 64 * 2**20
-SPARSE_BITMAPS_ENV = "SEMIRING_CPU_SPARSE_BITMAPS"  # "1" or "0" forces them or not (tests run each path)
+# $SEMIRING_CPU_SPARSE_BITMAPS: "1" or "0" forces them or not (tests run each path).
 
 
 def _row_bitmaps(colptr, crow, yp, yi, slot, m: int, budget):
@@ -744,9 +726,7 @@ def _row_bitmaps(colptr, crow, yp, yi, slot, m: int, budget):
     postings are shorter on average than the m/64 words of a bitmap, or they do not fit."""
     nslots = colptr.size - 1
     words = (m + 63) // 64
-    forced = os.environ.get(SPARSE_BITMAPS_ENV, "auto")
-    if forced not in ("auto", "0", "1"):
-        raise ValueError(f"${SPARSE_BITMAPS_ENV} must be 'auto', '0' or '1', got {forced!r}")
+    forced = settings.CPU_SPARSE_BITMAPS.read()
     if forced == "0":
         return None
     if forced == "auto":

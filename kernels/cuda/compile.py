@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from semiring.settings import cache_dir
+
 from .source import KernelSource
 
 DEFAULT_ARCH = "sm_90"
@@ -70,20 +72,12 @@ def compile_kernel(kernel: KernelSource, arch: str = DEFAULT_ARCH, options: tupl
 # the compiler options and NVRTC's version (so parameter values, which kernels
 # read at run time, share one entry).  Disk writes are atomic (a temporary file
 # in the same folder, then a rename), and each entry carries a digest of its
-# contents: a damaged entry is compiled again and replaced, never loaded.
+# contents: a damaged entry is compiled again and replaced, never loaded.  The folder is
+# ``semiring.settings.cache_dir()``.
 
-CACHE_ENV = "SEMIRING_CACHE_DIR"
 _FORMAT = b"sparse-semirings cubin v1\n"
 _MEMORY: dict[str, bytes] = {}
 compile_count = 0  # compiles done by this process (the cache's tests read it)
-
-
-def cache_dir() -> Path:
-    """``$SEMIRING_CACHE_DIR``, else ``$XDG_CACHE_HOME/sparse-semirings/kernels`` (``~/.cache`` by default)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "sparse-semirings" / "kernels"
 
 
 def cache_key(kernel: KernelSource, arch: str = DEFAULT_ARCH, options: tuple[str, ...] = ()) -> str:

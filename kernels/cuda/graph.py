@@ -11,11 +11,9 @@ imported inside the functions, only when a GPU is used.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from semiring import expr
+from semiring import expr, settings
 from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries, LastDerived
 
 from . import graph_source as src
@@ -234,14 +232,12 @@ def truss_numbers(G: DeviceCSR):
 # How the per-edge counts behind common neighbours and the edge similarities are found:
 # "oriented" — on the degree-oriented graph L, each triangle once, scattered to its three edges
 # (atomics) and mirrored; "direct" — each undirected edge u < v intersects its full lists.
-EDGE_STRATEGIES = ("auto", "oriented", "direct")
-EDGE_STRATEGY_ENV = "SEMIRING_GRAPH_EDGES"
+# ($SEMIRING_GRAPH_EDGES, declared in semiring.settings).
+EDGE_STRATEGY_ENV = settings.GRAPH_EDGES.name
 
 
 def edge_strategy() -> str:
-    chosen = os.environ.get(EDGE_STRATEGY_ENV, "auto")
-    if chosen not in EDGE_STRATEGIES:
-        raise ValueError(f"{EDGE_STRATEGY_ENV} must be one of {EDGE_STRATEGIES}, got {chosen!r}")
+    chosen = settings.GRAPH_EDGES.read()
     return "oriented" if chosen == "auto" else chosen
 
 

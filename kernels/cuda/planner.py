@@ -17,11 +17,11 @@ Monoids and ops are recognised by what they compute (``Monoid.kind``,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
+from semiring import settings
 from semiring.engine import SCRATCH_BUDGET
 from semiring.validation import array_module
 
@@ -29,21 +29,9 @@ from . import launch
 from .launch import DeviceCSR
 from .source import _costly, rowvec_shared_bytes
 
-STRATEGY_ENV = "SEMIRING_GPU_STRATEGY"
-# What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies.
-STRATEGIES = (
-    "auto",
-    "rowvec",
-    "rowvec-compact",
-    "merge",
-    "inverted",
-    "ranges",
-    "dense-gemm",
-    "split",
-    "margins",
-    "coo",
-    "hash",
-)
+STRATEGY_ENV = settings.GPU_STRATEGY.name
+# What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies (declared in semiring.settings).
+STRATEGIES = settings.GPU_STRATEGY.choices
 
 
 @dataclass(frozen=True)
@@ -61,15 +49,12 @@ class Settings:
     strategy: str = "auto"
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(
-                f"{STRATEGY_ENV} must be one of {STRATEGIES}, got {self.strategy!r} (for example: {STRATEGY_ENV}=auto)"
-            )
+        settings.GPU_STRATEGY.check(self.strategy)
 
     @classmethod
     def from_env(cls) -> Settings:
         """The settings ``$SEMIRING_GPU_STRATEGY`` says (``auto`` when unset); read at each engine call."""
-        return cls(os.environ.get(STRATEGY_ENV, "auto"))
+        return cls(settings.GPU_STRATEGY.read())
 
 
 # A union's second pass holds each Y row in shared memory; when rows are short

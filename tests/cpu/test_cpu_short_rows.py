@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
 import semiring
+from semiring import settings
 from semiring.distances import pairwise_distances
 from semiring.kernels.cpu import ENGINE
 from semiring.kernels.cpu import pairwise as cpu_pairwise
@@ -65,7 +66,7 @@ def test_both_kernels_give_cdist_and_the_same_bits(metric, index_dtype, value_dt
         ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), metric)
     results = {}
     for strategy in STRATEGIES:
-        monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, strategy)
+        monkeypatch.setenv(settings.CPU_INTERSECTION.name, strategy)
         results[strategy] = pairwise_distances(X, Y, metric=metric, backend="cpu")
         assert results[strategy].dtype == value_dtype
         np.testing.assert_allclose(results[strategy], ref, rtol=1e-5, atol=1e-6 * np.nanmax(ref))
@@ -83,7 +84,7 @@ def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
     Y = short_rows(rng, 70, 500, 5, np.int64, np.float64)
     results = {}
     for strategy in STRATEGIES:
-        monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, strategy)
+        monkeypatch.setenv(settings.CPU_INTERSECTION.name, strategy)
         results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
         np.testing.assert_allclose(results[strategy], X.toarray() @ Y.toarray().T, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(results["rows"], results["inverted"])
@@ -109,6 +110,8 @@ def test_the_row_kernel_is_chosen_for_few_products_an_entry():
 
 
 def test_an_unknown_intersection_strategy_is_refused(monkeypatch):
-    monkeypatch.setenv(cpu_pairwise.INTERSECTION_STRATEGY_ENV, "columns")
-    with pytest.raises(ValueError, match="SEMIRING_CPU_INTERSECTION must be 'auto', 'rows' or 'inverted'"):
+    monkeypatch.setenv(settings.CPU_INTERSECTION.name, "columns")
+    with pytest.raises(
+        ValueError, match="SEMIRING_CPU_INTERSECTION must be one of 'auto', 'rows', 'inverted', got 'columns'"
+    ):
         ENGINE.pairwise(sp.csr_matrix(np.eye(2)), sp.csr_matrix(np.eye(2)), semiring.plus_times, np.float64)

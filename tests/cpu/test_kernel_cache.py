@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import semiring
-from semiring import expr
+from semiring import expr, settings
 from semiring.engine import EXPANSION_VARIABLES
 from semiring.kernels.cpu import jit, rowops
 
@@ -36,7 +36,7 @@ print(json.dumps({"ok": bool(np.allclose(got, want)), "hits": sum(kernel.stats.c
 
 def run_child(cache: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    env[jit.CACHE_ENV] = cache
+    env[settings.CACHE_DIR.name] = cache
     out = subprocess.run(
         [sys.executable, "-c", CHILD], check=False, env=env, capture_output=True, text=True, timeout=300
     )
@@ -54,7 +54,7 @@ def test_a_second_process_loads_the_compiled_kernel_from_disk(tmp_path):
 
 
 def test_generated_files_are_content_addressed_and_written_once(tmp_path, monkeypatch):
-    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(settings.CACHE_DIR.name, str(tmp_path))
     ops = {"f": jit.scalar_source("f", semiring.binary_op("x - y").tree, ("x", "y"))}
     a = jit.generate("expansion_kernels", ops)
     path = a.__file__
@@ -104,7 +104,7 @@ def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(
 
 def test_constants_keep_numpy_semantics_in_generated_kernels(tmp_path, monkeypatch):
     """1/0 in an op is inf, as NumPy (and the ops' declared semantics) say, not a ZeroDivisionError."""
-    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(settings.CACHE_DIR.name, str(tmp_path))
     sr = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("x * y * (1 / 0)", name="inf_probe"))
     X = sp.csr_matrix(np.array([[1.0, 2.0]]))
     np.testing.assert_array_equal(semiring.pairwise(X, X, sr), [[np.inf]])
@@ -128,7 +128,7 @@ def test_importing_the_package_and_the_command_loads_no_engine():
 def test_an_expansion_is_compiled_once_whatever_the_output_shape(tmp_path, monkeypatch):
     """A measure of one term gets a zero view for its second, of one numba type whatever the output's shape (a 1 x 1
     view was typed apart: one more compile of every expansion, for every small input)."""
-    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(settings.CACHE_DIR.name, str(tmp_path))
     tree, _ = expr.parse("nx0 + ny0 - 2.0 * c0 + c1 + 0.125", EXPANSION_VARIABLES)
     rng = np.random.default_rng(0)
     for m, p in ((3, 4), (1, 1), (1, 5), (4, 1)):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from strategies import sparse_pair
 
 import semiring
+from semiring import settings as env_settings
 
 # Four semirings, one per add monoid, to keep the compiles few; graphblas names them alike.
 SEMIRINGS = ["plus_times", "min_plus", "max_times", "plus_pair"]
@@ -70,11 +71,9 @@ STRATEGIES = [
 
 
 def force(env, strategy: str, bitmaps: str, blocks: str) -> None:
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_BLOCKS_ENV, SPARSE_STRATEGY_ENV
-
-    env.setenv(SPARSE_STRATEGY_ENV, strategy)
-    env.setenv(SPARSE_BITMAPS_ENV, bitmaps)
-    env.setenv(SPARSE_BLOCKS_ENV, blocks)
+    env.setenv(env_settings.CPU_SPARSE.name, strategy)
+    env.setenv(env_settings.CPU_SPARSE_BITMAPS.name, bitmaps)
+    env.setenv(env_settings.CPU_SPARSE_BLOCKS.name, blocks)
 
 
 @pytest.mark.parametrize(("strategy", "bitmaps", "blocks"), STRATEGIES)
@@ -155,7 +154,9 @@ def test_sparse_result_refusals_name_the_rule():
 
 
 def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monkeypatch):
-    from semiring.kernels.cpu.pairwise import SPARSE_BITMAPS_ENV, SPARSE_STRATEGY_ENV, sparse_strategy
+    from semiring.kernels.cpu.pairwise import sparse_strategy
+
+    SPARSE_STRATEGY_ENV, SPARSE_BITMAPS_ENV = env_settings.CPU_SPARSE.name, env_settings.CPU_SPARSE_BITMAPS.name
 
     assert sparse_strategy(512, 100_000) == "columns" and sparse_strategy(100_000, 512) == "rows"
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")
@@ -167,11 +168,11 @@ def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monk
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "columns")
     monkeypatch.setenv(SPARSE_BITMAPS_ENV, "yes")
     X = sp.csr_matrix(np.eye(3))
-    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be 'auto', '0' or '1', got 'yes'"):
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BITMAPS must be one of 'auto', '0', '1', got 'yes'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
     monkeypatch.setenv(SPARSE_BITMAPS_ENV, "1")
     monkeypatch.setenv("SEMIRING_CPU_SPARSE_BLOCKS", "2")
-    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BLOCKS must be 'auto', '0' or '1', got '2'"):
+    with pytest.raises(ValueError, match="SEMIRING_CPU_SPARSE_BLOCKS must be one of 'auto', '0', '1', got '2'"):
         semiring.pairwise(X, X, semiring.plus_times, sparse=True)
 
 
@@ -354,9 +355,7 @@ def test_index_by_column_across_threads_is_scipys_csc(nchunks):
 def test_sparse_result_over_2_40_columns_is_that_of_the_same_rows_on_8(strategy, monkeypatch):
     """A hashed feature space of 2**40 columns (int64 indices): down Y's rows the columns are renumbered (by
     sorting: too wide for a slot a column), down X's rows too; the result is the same rows' on 8 columns."""
-    from semiring.kernels.cpu.pairwise import SPARSE_STRATEGY_ENV
-
-    monkeypatch.setenv(SPARSE_STRATEGY_ENV, strategy)
+    monkeypatch.setenv(env_settings.CPU_SPARSE.name, strategy)
     spread = np.array([0, 7, 99, 12345, 1 << 20, 1 << 30, (1 << 40) - 9, (1 << 40) - 1], dtype=np.int64)
     rng = np.random.default_rng(17)
     small = [sp.random(k, 8, density=0.5, format="coo", random_state=rng) for k in (3, 5)]

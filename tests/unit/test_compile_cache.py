@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 import semiring
-from semiring import Semiring, binary_op, monoid
+from semiring import Semiring, binary_op, monoid, settings
 from semiring.kernels.cuda import compile as cuda
 from semiring.kernels.cuda import source as cuda_source
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(cuda.CACHE_ENV, str(tmp_path / "kernels"))
+    monkeypatch.setenv(settings.CACHE_DIR.name, str(tmp_path / "kernels"))
     cuda.clear_memory_cache()
     yield tmp_path / "kernels"
     cuda.clear_memory_cache()
@@ -29,7 +29,7 @@ def compiles(fn) -> int:
 
 
 def test_cache_dir_follows_the_environment(cache):
-    assert cuda.cache_dir() == cache
+    assert cuda.cache_dir() == settings.cache_dir() == cache
 
 
 def test_same_spec_compiles_once(cache):
@@ -96,7 +96,7 @@ def test_writes_leave_no_temporary_files(cache):
 def test_unwritable_cache_still_compiles(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would be")
-    monkeypatch.setenv(cuda.CACHE_ENV, str(blocker / "kernels"))
+    monkeypatch.setenv(settings.CACHE_DIR.name, str(blocker / "kernels"))
     cuda.clear_memory_cache()
     assert len(cuda.compile_cached(kernel_of(semiring.plus_pair))) > 0
     cuda.clear_memory_cache()
