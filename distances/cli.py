@@ -79,15 +79,7 @@ def _backend_line(name: str) -> str:
 
 
 def _gpu_name() -> str:
-    try:
-        import cupy
-
-        device = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(device.id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        return f"{name}, {props['totalGlobalMem'] / 2**30:.0f} GiB, compute capability {device.compute_capability}"
-    except Exception as exc:  # noqa: BLE001 - a description only; the engine reports real failures
-        return f"GPU details unavailable: {exc}"
+    return _backend.engine("cuda").device_name()
 
 
 @contextlib.contextmanager

@@ -35,9 +35,9 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import arrays
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring import validation
 
 from . import graph as _graph
 from .specs import resolve_metric
@@ -292,7 +292,7 @@ def _shard_within(shard: _Shard, queries, radius: float, offset: int) -> tuple:
     """The shard's fitted rows within ``radius`` of each query (``None``: its own rows, each excluding itself)
     as host CSR arrays ``(indptr, columns, distances)``, columns made global row numbers, rows in index order."""
     G = shard.model.radius_neighbors_graph(queries, radius, mode="distance")
-    G = G.get() if validation.is_cupy(G) else G
+    G = arrays.on_host(G)
     return G.indptr, G.indices.astype(np.int64) + offset, G.data
 
 
@@ -350,11 +350,7 @@ def kneighbors_graph(model, X, n_neighbors, mode: str):
 
 def _stack(blocks):
     """Row blocks as one matrix of their kind (SciPy, CuPy sparse, or dense)."""
-    if validation.is_cupy(blocks[0]):
-        import cupyx.scipy.sparse as csp
-
-        return csp.vstack(blocks, format="csr")
-    return sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.concatenate(blocks)
+    return arrays.vstack(blocks)
 
 
 def _checked_graph(blocks, weighted: bool, normalize: bool, measure: str):

@@ -88,7 +88,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import Semiring, binary_op, interop, monoid, validation
+from semiring import Semiring, arrays, binary_op, interop, monoid, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
@@ -157,11 +157,7 @@ class _Graph:
         """A CSR result with G's pattern (A's by default) in the input's form."""
         G = self.G if G is None else G
         if self.kind == "cupy":
-            import cupy
-            import cupyx.scipy.sparse as csp
-
-            data = cupy.asarray(values, dtype=np.float64)  # CuPy's sparse matrices hold floats only
-            return csp.csr_matrix((data, cupy.asarray(G.indices), cupy.asarray(G.indptr)), shape=G.shape)
+            return arrays.cupy_csr(values, G.indices, G.indptr, G.shape)  # float64: CuPy's sparse hold floats only
         values, indices, indptr = (self.engine.to_host(a) for a in (values, G.indices, G.indptr))
         kind = sp.csr_array if self.kind == "scipy-array" else sp.csr_matrix
         out = kind((values, indices, indptr), shape=G.shape)
@@ -171,9 +167,7 @@ class _Graph:
     def dense(self, values):
         """A vector result in the input's form (NumPy, or CuPy for CuPy input)."""
         if self.kind == "cupy":
-            import cupy
-
-            return cupy.asarray(values)
+            return arrays.to_cupy(values)
         return self.engine.to_host(values)
 
     def vertex_ids(self, pairs) -> np.ndarray:
@@ -258,10 +252,10 @@ def _graph(
         g.nodes, g.source = nodes, A
         return g
     engine = _backend.graph_engine(backend)
-    cupy_input = validation.is_cupy(A)
+    cupy_input = arrays.is_cupy(A)
     kind = "cupy" if cupy_input else ("scipy-array" if isinstance(A, sp.sparray) else "scipy-matrix")
-    if cupy_input and engine.name != "cuda":
-        A = A.get()  # the CPU engine works on its own copy
+    if cupy_input and arrays.backend_of(A) != engine.name:
+        A = arrays.on_host(A)  # an engine of another device works on its own copy
     return _checked(engine, engine.to_device(_adjacency(A, normalize)), kind, weighted, measure)
 
 
@@ -280,7 +274,7 @@ def _normalized(G):
 
     SciPy or CuPy CSR alike, computed where G lives.
     """
-    xp = validation.array_module(G)
+    xp = arrays.array_module(G)
     C = G.tocoo()
     rows = xp.concatenate([C.row, C.col]).astype(np.int64)
     cols = xp.concatenate([C.col, C.row]).astype(np.int64)
@@ -332,7 +326,7 @@ def _order(order: str) -> bool:
 def _pairs(pairs, n: int, xp):
     """Vertex pairs as ``xp`` int64 arrays (unique rows, unique columns, inverse), ``xp`` being the engine's
     array module: NumPy, or CuPy (CuPy pairs then never leave the GPU)."""
-    if validation.is_cupy(pairs) and xp is np:
+    if arrays.is_cupy(pairs) and xp is np:
         pairs = pairs.get()  # the CPU engine's own copy
     try:
         P = xp.asarray(pairs)
@@ -397,10 +391,10 @@ def _check_forms(as_pairs: bool, as_frame: bool) -> None:
 def _pattern(g: _Graph, rows, cols):
     """The n × n pattern holding (rows[s], cols[s]) (rows sorted, columns sorted within a row), on the engine;
     built where the pairs are (NumPy or CuPy)."""
-    xp = validation.array_module(rows)
+    xp = arrays.array_module(rows)
     indptr = xp.zeros(g.n + 1, np.int64)
     indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=g.n))
-    csr = validation.csr_matrix_class(xp)
+    csr = arrays.csr_matrix_class(xp)
     return g.engine.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from semiring import validation
+from semiring import arrays, validation
 from semiring.engine import EXPANSION_VARIABLES, Entries, Expansion, PairwiseEngine
 from semiring.expr import Node, substitute
 from semiring.ops import Semiring
@@ -27,7 +27,7 @@ def scale_columns(A, scale: np.ndarray | None):
     """
     if scale is None:
         return A
-    xp = validation.array_module(A)
+    xp = arrays.array_module(A)
     nnz = int(A.indptr[-1])
     scale, data = xp.asarray(scale), xp.empty(nnz, A.dtype)
     for e0, e1 in validation.entry_chunks(nnz):
@@ -42,7 +42,7 @@ def prepare(A, how: str):
     """
     if how == "none":
         return A
-    xp = validation.array_module(A)
+    xp = arrays.array_module(A)
     nnz = int(A.indptr[-1])
     values = A.data[:nnz]
     if how == "binary":
@@ -139,11 +139,10 @@ class BoundMeasure:
         """The measure for the rows of X against all of Y, an ``m × p`` array on the engine's device."""
         engine, spec = self.engine, self.spec
         (m, n), p = X.matrix.shape, Y.matrix.shape[0]
-        fused = getattr(engine, "pairwise_expanded", None)  # an engine's own pass of product and expansion
-        if fused is not None and len(self.terms) == 1:
+        if len(self.terms) == 1:  # the engine's own pass of product and expansion, where it has one for this
             when = None if spec.refine is None else expression(spec.refine.when, EXPANSION_VARIABLES)
             expansion = (spec.expansion_tree, tuple(spec.param_names), self.param_array, X.norms, Y.norms, n, when)
-            done = fused(X.matrix, Y.matrix, self.terms[0], self.dtype, expansion)
+            done = engine.pairwise_expanded(X.matrix, Y.matrix, self.terms[0], self.dtype, expansion)
             if done is not None:
                 out, flagged = done
                 if flagged is not None and len(flagged.rows):

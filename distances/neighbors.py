@@ -20,9 +20,9 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import arrays, driver, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring import driver, validation
 from semiring.engine import EXPANSION_VARIABLES, Entries
 
 from . import dask as _dask
@@ -402,10 +402,10 @@ class NearestNeighbors:
         _check_mode(mode)
         dist, ind = self.kneighbors(X, n_neighbors)
         n_queries, k = ind.shape
-        xp = validation.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
+        xp = arrays.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
         data = xp.ones(ind.size) if mode == "connectivity" else dist.ravel()
         indptr = xp.arange(0, n_queries * k + 1, k)
-        kind = validation.csr_matrix_class(xp)
+        kind = arrays.csr_matrix_class(xp)
         return kind((data, ind.ravel(), indptr), shape=(n_queries, self.n_samples_fit_))
 
     def radius_neighbors(
@@ -469,7 +469,7 @@ class NearestNeighbors:
     def _entries_graph(self, rows, cols, dist, n_queries: int, mode: str, sort_results: bool):
         """The ``(n_queries, n_samples_fit)`` CSR matrix of the entries found (rows ascending, each row's
         entries in index order), or best first with ``sort_results`` in ``mode="distance"``; NumPy or CuPy."""
-        xp = validation.array_module(rows)
+        xp = arrays.array_module(rows)
         if sort_results and mode == "distance":  # best first, ties by index
             similarity = self.metric != PRECOMPUTED and self._resolve()[0].similarity
             order = xp.lexsort(xp.stack((cols, -dist if similarity else dist, rows)))
@@ -477,7 +477,7 @@ class NearestNeighbors:
         data = xp.ones(cols.size) if mode == "connectivity" else dist
         indptr = xp.zeros(n_queries + 1, np.int64)
         xp.cumsum(xp.bincount(rows, minlength=n_queries), out=indptr[1:])
-        return validation.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
+        return arrays.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
 
 
 def radius_neighbors_graph(
@@ -574,7 +574,7 @@ def _rows_of(values, indptr) -> np.ndarray:
     """A CSR matrix's rows as scikit-learn's object array of 1-D arrays: NumPy copies, or for a CuPy result
     CuPy views of its one device buffer (a copy a row would launch a kernel a row); only the row pointer
     comes to the host, to cut it."""
-    on_device = validation.is_cupy(values)
+    on_device = arrays.is_cupy(values)
     bounds = indptr.get() if on_device else indptr
     out = np.empty(bounds.size - 1, dtype=object)
     for i in range(out.size):

@@ -34,7 +34,7 @@ from functools import cache
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import Semiring, binary_op, monoid, validation
+from semiring import Semiring, arrays, binary_op, monoid, validation
 from semiring import expr as _expr
 from semiring.engine import EXPANSION_VARIABLES
 from semiring.ops import BUILTIN_SEMIRINGS as B
@@ -130,7 +130,7 @@ class ColumnParam:
         in one piece the float64 copies took 540 MiB of an H200 on scRNA-like rows.  Two passes (the mean,
         then the squared deviations from it), as NumPy's ``var`` does, not Σx² − m·mean², which cancels.
         """
-        xp = validation.array_module(X)  # computed where the rows are: NumPy, or CuPy on the GPU
+        xp = arrays.array_module(X)  # computed where the rows are: NumPy, or CuPy on the GPU
         parts = [(A.indices, A.data, int(A.indptr[-1])) for A in ((X,) if Y is X else (X, Y))]
         m, n = (X.shape[0] if Y is X else X.shape[0] + Y.shape[0]), X.shape[1]
         if m < 2:
@@ -600,7 +600,7 @@ def column_scale(spec: Distance, values: dict, given, X: sp.csr_matrix, Y: sp.cs
     if cp is None or (given is None and cp.default is None):
         return None
     v = cp.default_values(X, Y, spec.name) if given is None else cp.check(given, X.shape[1], spec.name)
-    return validation.array_module(v).asarray(cp.scale(v, values), dtype=np.float64)
+    return arrays.array_module(v).asarray(cp.scale(v, values), dtype=np.float64)
 
 
 def resolve_metric(metric, params: dict) -> tuple[Distance, dict]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from . import arrays, driver, validation
 from . import backend as _backend
 from . import dask as _dask
-from . import driver, validation
 from .interop import graphblas_in_out
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
@@ -88,7 +88,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
         with driver.scratch_budget(driver.budget_bytes(engine, working_memory)):
             indptr, indices, data = engine.pairwise_sparse(Xd, Yd, sr, dtype)
         if where.on_device:  # built on the GPU, where it stays
-            return validation.csr_matrix_class(validation.array_module(data))((data, indices, indptr), shape=shape)
+            return arrays.csr_matrix_class(arrays.array_module(data))((data, indices, indptr), shape=shape)
         indptr, indices, data = (engine.to_host(a) for a in (indptr, indices, data))
         return where.give(csr_kind((data, indices, indptr), shape=shape))
     if M is None:

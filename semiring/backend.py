@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 
+from . import arrays
 from .engine import GraphEngine, PairwiseEngine
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -73,3 +74,12 @@ def engine(backend: str) -> PairwiseEngine:
 def graph_engine(backend: str) -> GraphEngine:
     """The graph engine for a request (see :func:`resolve`)."""
     return _module(resolve(backend)).GRAPH_ENGINE
+
+
+def engine_of(A) -> PairwiseEngine:
+    """The pairwise engine whose device holds the array A (``semiring.arrays.backend_of``), which checks it where
+    it lives (``validation``); A being there, the device is usable."""
+    name = arrays.backend_of(A)
+    if name is None:
+        raise TypeError(f"{type(A).__name__} is a host array: every engine takes it, none holds it")
+    return _module(name).ENGINE

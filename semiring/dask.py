@@ -20,8 +20,8 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from . import arrays, driver, validation
 from . import backend as _backend
-from . import driver, validation
 
 
 def is_dask(*inputs) -> bool:
@@ -34,7 +34,7 @@ def as_row_blocks(A, name: str):
     import dask.array as da
 
     if not is_dask(A):
-        if not (sp.issparse(A) or validation.is_cupy(A)):
+        if not (sp.issparse(A) or arrays.is_cupy(A)):
             A = np.asarray(A)
         A = da.from_array(A, chunks=A.shape, asarray=False)
     if not isinstance(A, da.Array):
@@ -78,15 +78,7 @@ def check_call(backend: str, working_memory) -> None:
 
 def meta(like, dtype, *, sparse: bool = False):
     """An empty block of the result's kind: CuPy when ``like``'s blocks are CuPy, NumPy/SciPy otherwise."""
-    if validation.is_cupy(like._meta):
-        import cupy
-
-        if sparse:
-            import cupyx.scipy.sparse as csp
-
-            return csp.csr_matrix((0, 0), dtype=dtype)
-        return cupy.empty((0, 0), dtype)
-    return sp.csr_matrix((0, 0), dtype=dtype) if sparse else np.empty((0, 0), dtype)
+    return arrays.empty_like_kind(like._meta, dtype, sparse=sparse)
 
 
 def _call(X, Y, *mask, func, y_is_x: bool = False):

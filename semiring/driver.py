@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import validation
+from . import arrays, validation
 from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
@@ -50,7 +50,7 @@ class Placement:
 
     def give(self, result):
         """The result in the caller's kind: CuPy for CuPy callers (a host result copied up once)."""
-        return validation.as_cupy(result) if self.cupy_input and not self.on_device else result
+        return arrays.as_cupy(result) if self.cupy_input and not self.on_device else result
 
     def masked(self, engine: PairwiseEngine, mask, M, values):
         """A CSR result with the checked mask M's pattern holding ``values`` (the engine's, in M's order).
@@ -58,15 +58,15 @@ class Placement:
         Built on the GPU when the result stays there; else in host memory, a ``csr_array`` for an array mask.
         """
         if self.on_device:
-            M = M if validation.is_cupy(M) else validation.as_cupy(M)
+            M = M if arrays.is_cupy(M) else arrays.as_cupy(M)
             return type(M)((values, M.indices.copy(), M.indptr.copy()), shape=M.shape)
-        M = M.get() if validation.is_cupy(M) else M
+        M = arrays.on_host(M)
         kind = sp.csr_array if isinstance(mask, sp.sparray) else sp.csr_matrix
         return self.give(kind((engine.to_host(values), M.indices.copy(), M.indptr.copy()), shape=M.shape))
 
 
 def placement(engine: PairwiseEngine, *inputs) -> Placement:
-    cupy_input = any(validation.is_cupy(a) for a in inputs)
+    cupy_input = any(arrays.is_cupy(a) for a in inputs)
     return Placement(cupy_input, cupy_input and engine.device_results)
 
 
@@ -286,7 +286,7 @@ def selected(
     if not found:  # an empty m or n
         make = engine.empty if on_device else np.empty
         return make((0,), np.int64), make((0,), np.int64), make((0,), np.float64)
-    xp = validation.array_module(found[0][0])
+    xp = arrays.array_module(found[0][0])
     r, c, v = (xp.concatenate(parts) for parts in zip(*found))
     order = xp.argsort(r * n + c)  # tiles across the columns arrive row batch by column tile; keys are unique
     return r[order], c[order], v[order]

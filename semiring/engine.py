@@ -98,11 +98,15 @@ class PairwiseEngine(Protocol):
     def memory_limit_bytes(self) -> int | None:
         """The most temporary memory a call may take on the device now, or None for no limit of its own."""
 
+    def device_name(self) -> str:
+        """The device it computes on, in words, for reports (``semiring info``); never raises."""
+
     def csr_verdicts(self, A) -> dict[str, int] | None:
-        """What one pass over a SciPy CSR matrix's entries finds, for ``semiring.validation`` (the keys of the
-        GPU engine's check kernel: ``kernels.cpu.checks.VERDICT_KEYS``), or None where NumPy's reductions are
-        to check it.  Only its index arrays' types and indptr's length are known good: entries are read within
-        the stored arrays whatever indptr holds."""
+        """What one pass over a CSR matrix's entries finds, for ``semiring.validation`` (the keys of the GPU
+        engine's check kernel: ``kernels.cpu.checks.VERDICT_KEYS``), or None where NumPy's reductions are to
+        check it: a SciPy matrix, or one on this engine's device (``semiring.arrays.backend_of``).  Only its
+        index arrays' types and indptr's length are known good: entries are read within the stored arrays
+        whatever indptr holds."""
 
     def to_device(self, A) -> Any:
         """A canonical CSR matrix (sorted, unique indices; float32/float64) on the device: a SciPy one, or a
@@ -130,6 +134,16 @@ class PairwiseEngine(Protocol):
 
         A dense ``(m, p)`` array of ``dtype``, or with ``mask`` the values at its
         entries, in its order (a 1-D array).
+        """
+
+    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[Any, Entries | None] | None:
+        """A one-term measure's block written expanded as the product is, in one pass: ``(out, flagged)``, the
+        ``m × p`` result of ``dtype`` and the entries its refinement recomputes (None: none to), or None where
+        this product does not run so (the caller then takes ``pairwise`` and ``expand``).
+
+        ``expansion`` is ``(tree, param_names, params, xnorms, ynorms, ncols, when)``: the measure's expression
+        and operands as ``expand`` takes them, and ``when`` (an expression over the same variables, or None)
+        flags the entries to recompute, as ``select`` would.
         """
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[Any, Any, Any]:
@@ -190,9 +204,6 @@ class GraphEngine(Protocol):
     def to_device(self, A) -> Any:
         """A canonical SciPy CSR matrix on the device."""
 
-    def from_cupy(self, A) -> Any:
-        """A ``cupyx.scipy.sparse`` matrix on the device (canonical CSR, float64 or float32 values)."""
-
     def to_host(self, a) -> np.ndarray:
         """A device array as a NumPy array."""
 
@@ -202,9 +213,6 @@ class GraphEngine(Protocol):
     def check_graph(self, G, weighted: bool) -> dict[str, int]:
         """How many stored entries break each rule: ``"unsorted"``, ``"self-loops"``,
         ``"missing reverse"``, ``"unequal reverse weight"`` (checked only when ``weighted``)."""
-
-    def degrees(self, G) -> Any:
-        """Stored entries per row."""
 
     def edge_rows(self, G) -> Any:
         """The row of each stored entry, in CSR order."""

@@ -7,7 +7,8 @@ CuPy input (``cupy`` arrays, ``cupyx.scipy.sparse`` matrices) is validated
 where it lives, on the GPU, by CuPy reductions: only their scalar verdicts
 reach the host, and the result is a canonical ``cupyx.scipy.sparse`` CSR
 matrix.  Engines bring a checked matrix into their own memory
-(``PairwiseEngine.to_device``): the GPU engine uses it as it is.
+(``PairwiseEngine.to_device``): the GPU engine uses it as it is.  Which
+library an array belongs to is ``semiring.arrays``' to say.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import os
 
 import numpy as np
 import scipy.sparse as sp
+
+from . import backend as _backend
+from .arrays import array_module, as_cupy, csr_matrix_class, is_cupy, sparse_module  # noqa: F401 (public here too)
 
 FLOAT_TYPES = (np.float32, np.float64)
 
@@ -89,38 +93,33 @@ def _check_finite(A, name: str, allow_inf: bool) -> None:
 
 def _check_device_matrix(A, name: str, allow_inf: bool):
     """``check_matrix`` for CuPy input, on the device: the same rules, the same messages, no host copy."""
-    import cupy
-    import cupyx.scipy.sparse as csp
-
-    if csp.issparse(A):
+    xp, xsp = array_module(A), sparse_module(A)
+    if xsp.issparse(A):
         dtype = _value_dtype(A.dtype, name)
         copied = A.format != "csr"
         A = A.tocsr() if copied else A
         if A.dtype != dtype:
             A, copied = A.astype(dtype), True
-    elif isinstance(A, cupy.ndarray):
+    elif isinstance(A, xp.ndarray):
         if A.ndim != 2:
             raise ValueError(
                 f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
                 "Reshape your data: x.reshape(1, -1) for a single sample"
             )
         dtype = _value_dtype(A.dtype, name)
-        A, copied = csp.csr_matrix(A.astype(dtype, copy=False)), True
+        A, copied = xsp.csr_matrix(A.astype(dtype, copy=False)), True
     else:
         raise TypeError(f"{name} must be a sparse matrix or a 2-D array, got {type(A).__module__}.{type(A).__name__}")
     return _checked_on_device(A, name, allow_inf, copied)
 
 
 def _checked_on_device(A, name: str, allow_inf: bool, copied: bool):
-    """CuPy CSR ``A`` checked by one kernel of the GPU engine (``csr_verdicts``).
+    """Device CSR ``A`` checked by one kernel of the engine whose device holds it (its ``csr_verdicts``).
 
-    The engine is reached by module name at call time (as ``semiring.backend`` does): the core imports no
-    engine.
+    The engine is reached through the resolver at call time: the core imports no engine.
     """
-    import importlib
-
     _check_pointer_arrays(A, name)
-    verdict = importlib.import_module("semiring.kernels.cuda.launch").csr_verdicts(A)
+    verdict = _backend.engine_of(A).csr_verdicts(A)
     return _checked_by_verdicts(A, name, allow_inf, copied, verdict)
 
 
@@ -157,34 +156,14 @@ def _canonical(A, copied: bool):
 
 def _device_canonical(A) -> bool:
     """Whether every row's column indices strictly increase (sorted, no duplicates): one reduction."""
-    import cupy
-
     nnz = int(A.indptr[-1])
     if nnz < 2:
         return True
-    starts = cupy.zeros(nnz, dtype=bool)
+    starts = array_module(A).zeros(nnz, dtype=bool)
     first = A.indptr[:-1]
     starts[first[first < nnz]] = True  # a row's first entry need not exceed the previous row's last
     indices = A.indices[:nnz]
     return bool(((indices[1:] > indices[:-1]) | starts[1:]).all())
-
-
-def csr_matrix_class(xp):
-    """SciPy's ``csr_matrix`` for NumPy arrays (``xp`` numpy), ``cupyx.scipy.sparse``'s for CuPy ones."""
-    if xp is np:
-        return sp.csr_matrix
-    import cupyx.scipy.sparse as csp
-
-    return csp.csr_matrix
-
-
-def array_module(A):
-    """``cupy`` for CuPy arrays and ``cupyx.scipy.sparse`` matrices, else ``numpy``."""
-    if is_cupy(A):
-        import cupy
-
-        return cupy
-    return np
 
 
 _INDEX_ATTRIBUTES = ("indptr", "indices", "row", "col", "offsets")
@@ -302,22 +281,6 @@ def entry_chunks(nnz: int):
         yield e0, min(nnz, e0 + ENTRY_CHUNK)
 
 
-def is_cupy(A) -> bool:
-    """Whether A is a CuPy array or a ``cupyx.scipy.sparse`` matrix (told by its module: CuPy is not imported)."""
-    return type(A).__module__.split(".")[0] in ("cupy", "cupyx")
-
-
-def as_cupy(result):
-    """A host result as the CuPy kind of it: ``cupy.ndarray`` or ``cupyx.scipy.sparse.csr_matrix``."""
-    import cupy
-
-    if sp.issparse(result):
-        import cupyx.scipy.sparse as csp
-
-        return csp.csr_matrix(result)
-    return cupy.asarray(result)
-
-
 def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
     """Validate X and Y (``Y=None`` means X against itself) and their widths (``verdicts``: see ``check_matrix``)."""
     X = check_matrix(X, "X", allow_inf=allow_inf, verdicts=verdicts)
@@ -357,7 +320,7 @@ def check_mask(mask, shape: tuple[int, int]):
     A ``cupyx.scipy.sparse`` mask is checked on the device and stays there.
     """
     on_device = is_cupy(mask)
-    if not (_is_cupy_sparse(mask) if on_device else sp.issparse(mask)):
+    if not sparse_module(mask).issparse(mask):
         raise TypeError(
             "mask must be a SciPy sparse matrix (or a cupyx.scipy.sparse one) whose pattern selects the entries to "
             f"compute, got {type(mask).__name__}"
@@ -369,12 +332,6 @@ def check_mask(mask, shape: tuple[int, int]):
     M = M if on_device else _as_csr_matrix(M)
     _check_structure(M, "mask")
     return _canonical(M, copied)
-
-
-def _is_cupy_sparse(A) -> bool:
-    import cupyx.scipy.sparse as csp
-
-    return csp.issparse(A)
 
 
 def check_positive(value, name: str, rule: str = "> 0", *, finite: bool = False) -> float:

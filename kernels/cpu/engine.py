@@ -9,12 +9,12 @@ to the CPU.  The kernels are in ``pairwise``, ``rowops``, ``topk`` and ``graph``
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import validation
+from semiring import arrays, validation
 from semiring.engine import Entries, LastDerived
-from semiring.validation import is_cupy
 
 from . import checks as _checks
 from . import graph as _graph
@@ -74,6 +74,9 @@ class CpuEngine:
     def unavailable_reason(self) -> str | None:
         return None  # numba runs wherever the package imports
 
+    def device_name(self) -> str:
+        return f"the host's CPU, {numba.get_num_threads()} numba threads"
+
     def memory_limit_bytes(self) -> int | None:
         return None  # host memory: the caller's working-memory budget is the only limit
 
@@ -84,7 +87,7 @@ class CpuEngine:
         return _checks.csr_verdicts(A)
 
     def to_device(self, A) -> sp.csr_matrix:
-        return A.get() if is_cupy(A) else A  # a CuPy caller's matrix, checked on the GPU, copied here once
+        return arrays.on_host(A)  # a CuPy caller's matrix, checked on the GPU, copied here once
 
     def to_host(self, a, out=None) -> np.ndarray:
         if out is None:
@@ -110,9 +113,7 @@ class CpuEngine:
         return _pairwise.pairwise(*_one_index_type(X, Y), sr, dtype, mask)
 
     def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
-        """A one-term measure expanded as the product kernel writes it, with the entries its refinement
-        recomputes; or None: expand apart (``pairwise.pairwise_expanded``; optional, engines without it always
-        expand apart)."""
+        """The product kernel writes the expansion as it writes each entry (``pairwise.pairwise_expanded``)."""
         return _pairwise.pairwise_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -167,19 +168,7 @@ class CpuGraphEngine:
         return "CpuGraphEngine()"
 
     def to_device(self, A) -> sp.csr_matrix:
-        return A.get() if is_cupy(A) else A  # a CuPy caller's matrix, checked on the GPU, copied here once
-
-    def from_cupy(self, A) -> sp.csr_matrix:
-        """A host copy (``.get()``) in canonical CSR order."""
-        A = A.get().tocsr()
-        if not A.has_canonical_format:
-            A = A.copy()
-            A.sum_duplicates()
-        if A.shape[0] != A.shape[1]:
-            raise ValueError(
-                f"A must be square (an adjacency matrix: row and column i are vertex i), got shape {A.shape}"
-            )
-        return A
+        return arrays.on_host(A)  # a CuPy caller's matrix, checked on the GPU, copied here once
 
     def to_host(self, a) -> np.ndarray:
         return a
@@ -193,9 +182,6 @@ class CpuGraphEngine:
             return {"self-loops": 0, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": 0}
         loops, missing, unequal = _graph.check(G.indptr, G.indices, G.data, weighted)
         return {"self-loops": loops, "missing reverse": missing, "unequal reverse weight": unequal, "unsorted": 0}
-
-    def degrees(self, G) -> np.ndarray:
-        return np.diff(G.indptr)
 
     def edge_rows(self, G) -> np.ndarray:
         return np.repeat(np.arange(G.shape[0], dtype=G.indices.dtype), np.diff(G.indptr))
@@ -214,7 +200,9 @@ class CpuGraphEngine:
         r0, r1 = (0, G.shape[0]) if rows is None else rows
         s0, s1 = G.indptr[r0], G.indptr[r1]
         entry_rows = np.repeat(np.arange(r0, r1, dtype=G.indices.dtype), np.diff(G.indptr[r0 : r1 + 1]))
-        return _graph.expand(tree, entry_rows, G.indices[s0:s1], self.common_neighbor_counts(G, rows), self.degrees(G))
+        return _graph.expand(
+            tree, entry_rows, G.indices[s0:s1], self.common_neighbor_counts(G, rows), np.diff(G.indptr)
+        )
 
     def masked_product(self, G, P, sr) -> np.ndarray:
         """The semiring primitive at P's entries (P a host CSR pattern): the pairwise masked kernel."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from semiring import arrays
 from semiring.engine import SCRATCH_BUDGET, Entries
 
 from . import graph, launch, rowops, strategies, topk
@@ -40,6 +41,17 @@ class CudaEngine:
     def unavailable_reason(self) -> str | None:
         return launch.unavailable_reason()
 
+    def device_name(self) -> str:
+        try:
+            import cupy
+
+            device = cupy.cuda.Device()
+            props = cupy.cuda.runtime.getDeviceProperties(device.id)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            return f"{name}, {props['totalGlobalMem'] / 2**30:.0f} GiB, compute capability {device.compute_capability}"
+        except Exception as exc:  # noqa: BLE001 - a description only; the engine reports real failures
+            return f"GPU details unavailable: {exc}"
+
     def memory_limit_bytes(self) -> int | None:
         """Half of the GPU memory free now, counting the blocks CuPy's pool caches unused as free.
 
@@ -59,8 +71,9 @@ class CudaEngine:
     def empty(self, shape, dtype) -> Any:
         return launch.empty(shape, dtype)
 
-    def csr_verdicts(self, A) -> None:
-        """None: host input is checked by NumPy's reductions (CuPy input by the check kernel, in validation)."""
+    def csr_verdicts(self, A) -> dict[str, int] | None:
+        """The check kernel's verdicts for CuPy CSR input; None for host input: NumPy's reductions check it."""
+        return launch.csr_verdicts(A) if arrays.is_cupy(A) else None
 
     def accumulate_dtype(self, result_dtype) -> np.dtype:
         """The GPU accumulates in the result's type (float32 for float32 input)."""
@@ -129,14 +142,8 @@ class CudaGraphEngine:
             ) from exc
         return cupy
 
-    def unavailable_reason(self) -> str | None:
-        return launch.unavailable_reason()
-
     def to_device(self, A) -> DeviceCSR:
         return graph.to_device(A)
-
-    def from_cupy(self, A) -> DeviceCSR:
-        return graph.from_cupy(A)
 
     def to_host(self, a) -> np.ndarray:
         return graph.to_host(a)
@@ -146,9 +153,6 @@ class CudaGraphEngine:
 
     def check_graph(self, G: DeviceCSR, weighted: bool) -> dict[str, int]:
         return graph.check_graph(G, weighted)
-
-    def degrees(self, G: DeviceCSR) -> Any:
-        return graph.degrees(G)
 
     def edge_rows(self, G: DeviceCSR) -> Any:
         return graph.edge_rows(G)

@@ -45,17 +45,6 @@ def to_host(a):
     return a.get() if isinstance(a, cupy.ndarray) else a
 
 
-def from_cupy(A) -> DeviceCSR:
-    """A CuPy sparse matrix as a DeviceCSR, no copy (canonical order restored on a copy when it is not)."""
-    A = A.tocsr()
-    if not A.has_canonical_format:
-        A = A.copy()
-        A.sum_duplicates()
-    if A.shape[0] != A.shape[1]:
-        raise ValueError(f"A must be square (an adjacency matrix: row and column i are vertex i), got shape {A.shape}")
-    return DeviceCSR(A.indptr, A.indices, A.data, A.shape)
-
-
 def check_graph(G: DeviceCSR, weighted: bool) -> dict:
     """Entries breaking each rule; symmetry by fingerprints, the exact count only when they differ from 0."""
     import cupy
@@ -78,12 +67,6 @@ def check_graph(G: DeviceCSR, weighted: bool) -> dict:
 
 
 CHECK_BLOCKS = 2048  # the streaming check's grid: warps stride over the rows, one atomic per block
-
-
-def degrees(G: DeviceCSR):
-    import cupy
-
-    return cupy.diff(G.indptr)
 
 
 def edge_rows(G: DeviceCSR):

@@ -166,22 +166,6 @@ def test_graph_masked_product_is_the_pairwise_one_at_P():
     np.testing.assert_array_equal(got, (A @ A)[coo.row, coo.col])
 
 
-def test_graph_from_cupy_gives_canonical_host_csr():
-    class FakeCupySparse:  # what the engine uses of a cupyx.scipy.sparse matrix: .get()
-        def __init__(self, A):
-            self.A = A
-
-        def get(self):
-            return self.A
-
-    coo = sp.coo_matrix(([1.0, 2.0, 3.0], ([1, 0, 1], [0, 1, 0])), shape=(2, 2))
-    G = GRAPH_ENGINE.from_cupy(FakeCupySparse(coo))
-    assert isinstance(G, sp.csr_matrix) and G.has_canonical_format
-    np.testing.assert_array_equal(G.toarray(), [[0.0, 2.0], [4.0, 0.0]])
-    with pytest.raises(ValueError, match="must be square"):
-        GRAPH_ENGINE.from_cupy(FakeCupySparse(sp.csr_matrix((2, 3))))
-
-
 def test_row_slices_keep_the_index_type_and_one_index_type_reaches_the_kernels(monkeypatch):
     """A row slice is canonical CSR in its matrix's index type, sharing its values (SciPy's slicing narrows int64
     indices to int32); an int32 block against int64 rows reaches the kernels as int64 on both sides, so each

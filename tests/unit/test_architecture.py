@@ -279,3 +279,70 @@ def test_the_resolver_names_the_reason():
         with pytest.raises(RuntimeError, match="backend='cuda' cannot run: "):
             backend.resolve("cuda")
         assert backend.resolve("auto") == "cpu"
+
+
+def _members(protocol) -> set[str]:
+    """What an interface declares: its methods and its annotated attributes."""
+    return {n for n in vars(protocol) if not n.startswith("_")} | set(protocol.__annotations__)
+
+
+@pytest.mark.parametrize("module", ENGINE_MODULES)
+@pytest.mark.parametrize(("attribute", "protocol"), [("ENGINE", PairwiseEngine), ("GRAPH_ENGINE", GraphEngine)])
+def test_an_engine_offers_only_what_the_interface_declares(module, attribute, protocol):
+    """No public method beside the interface's: what a caller can use is declared, so none is probed."""
+    engine = type(getattr(importlib.import_module(module), attribute))
+    extra = {n for n in vars(engine) if not n.startswith("_")} - _members(protocol)
+    assert not extra, f"{engine.__name__} has {sorted(extra)}, declared on no interface"
+
+
+def _outside_the_engines(module: str) -> bool:
+    return not module.startswith("semiring.kernels") and module != "semiring.engine"
+
+
+def _attributes_read(path: pathlib.Path) -> set[str]:
+    return {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
+
+
+@pytest.mark.parametrize("protocol", [PairwiseEngine, GraphEngine])
+def test_every_declared_member_is_used_by_a_caller(protocol):
+    """Nothing declared goes unused: each member is read by some module outside the engines and the interfaces."""
+    read = set().union(*(_attributes_read(p) for m, p in installed_modules().items() if _outside_the_engines(m)))
+    unused = _members(protocol) - read
+    assert not unused, f"{protocol.__name__} declares {sorted(unused)}, which no caller uses"
+
+
+def test_no_engine_is_probed_for_a_method():
+    """Callers use the interface as declared: no getattr/hasattr on an engine (the resolver's guard reads the
+    interface statically, in semiring.engine)."""
+    probes = []
+    for module, path in installed_modules().items():
+        if not _outside_the_engines(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+            ):
+                first = ast.unparse(node.args[0]) if node.args else ""
+                if "engine" in first.lower() or first in ("eng", "_backend"):
+                    probes.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    assert not probes, "\n".join(probes)
+
+
+# Where CuPy may be named: the array-kind module and the GPU engine's package.
+CUPY_ROOMS = ("semiring.arrays", "semiring.kernels.cuda")
+
+
+def test_only_the_arrays_module_and_the_gpu_engine_import_cupy():
+    """NumPy-vs-CuPy knowledge in one place: a new device backend is its own engine package plus its array kind in
+    semiring.arrays, not an edit of the measures."""
+    found = []
+    for module, path in installed_modules().items():
+        if module.startswith(CUPY_ROOMS):
+            continue
+        for name, line in _named_imports(path, module):
+            if name.split(".")[0] in ("cupy", "cupyx"):
+                found.append(f"{module}:{line}: imports {name}")
+    assert not found, "\n".join(found)
+    assert any(n.split(".")[0] == "cupy" for n, _ in _named_imports(ROOT / "semiring" / "arrays.py", "semiring.arrays"))
