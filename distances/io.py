@@ -19,6 +19,10 @@ file declares (a Matrix Market header's sizes, an edge list's largest vertex
 id) is checked against its actual size and the memory available before
 anything is allocated.
 
+Files are read exactly or refused: Matrix Market entries are parsed here, line by line in NumPy's C reader,
+never truncated (``1,5`` is refused naming its line, not read as 1); big-endian and float16 arrays are
+converted to native float32/float64 types; a FIFO or a device is refused before it is opened.
+
 Anything wrong raises :class:`FileError`, whose message starts with the path
 (``MemoryError`` where a file is valid but too large for the memory available).
 """
@@ -35,6 +39,7 @@ import stat
 import tempfile
 import warnings
 import zipfile
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.io
@@ -67,6 +72,8 @@ def _check_readable(path) -> None:
         raise FileError(path, "no such file")
     if os.path.isdir(path):
         raise FileError(path, "is a folder, not a file")
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO, /dev/zero: no size to check, possibly no end
+        raise FileError(path, "not a regular file (a device or a pipe); save the data to a file first")
     if not os.access(path, os.R_OK):
         raise FileError(path, "not readable (permission denied)")
 
@@ -81,10 +88,15 @@ def _as_csr(path, M) -> sp.csr_matrix:
     shape = getattr(M, "shape", ())
     if len(shape) != 2:
         raise FileError(path, f"expected a 2-D matrix, found an array of shape {shape}")
-    dtype = np.dtype(M.dtype)
-    if dtype.kind not in "biuf":
-        raise FileError(path, f"expected real numbers (bool, int or float), found dtype {dtype}")
-    return sp.csr_matrix(M)
+    # Big-endian values are made native, float16 widened to float32 (exactly): the engines compute in
+    # native float32/float64, and SciPy's sparse matrices take neither.
+    native = _native(path, np.dtype(M.dtype))
+    if sp.issparse(M):
+        M = M.tocsr()
+        if M.dtype != native:
+            M = M.astype(native)
+        return sp.csr_matrix(M)
+    return sp.csr_matrix(np.asarray(M, dtype=native))
 
 
 def read_matrix(path) -> sp.csr_matrix:
@@ -103,6 +115,8 @@ def read_matrix(path) -> sp.csr_matrix:
     else:
         if not _starts_with(path, b"\x93NUMPY"):
             raise FileError(path, "not a NumPy .npy file (its header is missing)")
+        with open(path, "rb") as f:
+            _check_array_header(path, f, os.path.getsize(path))
         try:
             M = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
@@ -115,39 +129,53 @@ _OPENERS = {".mtx": open, ".mtx.gz": gzip.open, ".mtx.bz2": bz2.open}
 # gzip or bzip2 can shrink a file by: a header declaring more entries than that is not this file.
 _MIN_ENTRY_BYTES = {"coordinate": 4, "array": 2}
 _MAX_COMPRESSION = {".mtx": 1, ".mtx.gz": 1100, ".mtx.bz2": 1_500_000}
+_FIELDS = ("real", "double", "integer", "pattern")
+_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")  # hermitian: symmetric, for real values
+
+
+@dataclass(frozen=True)
+class _Header:
+    rows: int
+    cols: int
+    stored: int  # entries (coordinate) or values (array) the file lists
+    layout: str
+    field: str
+    symmetry: str
 
 
 def _read_matrix_market(path, kind: str):
-    """``scipy.io.mmread`` after the header's sizes are checked against the file and the memory available."""
-    rows, cols, entries, layout, symmetry = _matrix_market_header(path, kind)
-    stored = entries if layout == "coordinate" else rows * cols
-    least = stored * _MIN_ENTRY_BYTES[layout]
+    """A Matrix Market file read exactly, or refused naming the line: its header's sizes checked against the
+    file and the memory available before anything is allocated; every entry line parsed whole (number syntax,
+    field count, indices within the sizes, integers within int64), no comment or CR-only line ending within the
+    entries; symmetric, skew-symmetric and hermitian (real) files of either layout mirrored."""
+    header = _matrix_market_header(path, kind)
+    least = header.stored * _MIN_ENTRY_BYTES[header.layout]
     size = os.path.getsize(path)
     if least > size * _MAX_COMPRESSION[kind]:
         raise FileError(
             path,
-            f"the header declares {rows:,} x {cols:,} with {stored:,} entries, which need at least {least:,} bytes; "
-            f"the file has {size:,}: not a valid Matrix Market file (truncated, or a wrong header)",
+            f"the header declares {header.rows:,} x {header.cols:,} with {header.stored:,} entries, which need at "
+            f"least {least:,} bytes; the file has {size:,}: not a valid Matrix Market file (truncated, or a wrong "
+            "header)",
         )
-    copies = 1 if symmetry == "general" else 2
-    # COO triplets (int64 row and column, float64 value) as read, then CSR row pointers and arrays.
+    copies = 1 if header.symmetry == "general" else 2
+    # The parsed table (int64 row and column, float64 value), the mirrored copy, then CSR's arrays.
     validation.check_allocation(
-        copies * stored * 40 + (rows + 1) * 8, f"{path}: a {rows:,} x {cols:,} matrix with {stored:,} entries"
+        copies * header.stored * 40 + (header.rows + 1) * 8,
+        f"{path}: a {header.rows:,} x {header.cols:,} matrix with {header.stored:,} entries",
     )
-    try:
-        if path.endswith(kind):  # scipy decompresses by the (lower-case) extension
-            return scipy.io.mmread(path)
-        with _OPENERS[kind](path, "rb") as f:  # an upper-case .MTX.GZ: decompressed here
-            return scipy.io.mmread(_io.BytesIO(f.read()))
-    except (ValueError, OSError, EOFError, IndexError, UnicodeDecodeError) as exc:
-        raise FileError(path, f"not a valid Matrix Market file ({_brief(exc)})") from None
+    text, first_line = _matrix_market_entries(path, kind, header)
+    if header.layout == "array":
+        return _array_entries(path, header, text, first_line)
+    return _coordinate_entries(path, header, text, first_line)
 
 
-def _matrix_market_header(path, kind: str) -> tuple[int, int, int, str, str]:
-    """(rows, columns, entries, layout, symmetry) from the banner and size line, read without the entries."""
+def _matrix_market_header(path, kind: str) -> _Header:
+    """The banner and size line, read without the entries."""
     try:
         with _OPENERS[kind](path, "rb") as f:
-            banner = f.readline(1024).decode("ascii", "replace").split()
+            first = f.readline(1024)
+            banner = first.decode("ascii", "replace").split()
             line = b"%"
             while line.startswith(b"%") or not line.strip():
                 line = f.readline(1024)
@@ -155,15 +183,151 @@ def _matrix_market_header(path, kind: str) -> tuple[int, int, int, str, str]:
                     break
     except (OSError, EOFError) as exc:
         raise FileError(path, f"not a valid Matrix Market file ({_brief(exc)})") from None
+    if re.search(b"\r(?!\n)", first):
+        raise FileError(path, "line 1: a line ends in a bare carriage return (CR); convert it to LF (dos2unix)")
     if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
         raise FileError(path, "not a valid Matrix Market file (no '%%MatrixMarket matrix ...' banner on line 1)")
-    layout, symmetry = banner[2].lower(), banner[4].lower()
+    layout, field, symmetry = (b.lower() for b in banner[2:])
+    if layout not in _MIN_ENTRY_BYTES:
+        raise FileError(path, f"not a valid Matrix Market file (layout {banner[2]!r}: coordinate or array)")
+    if field not in _FIELDS:
+        reason = "complex values are not supported" if field == "complex" else f"unknown field {banner[3]!r}"
+        raise FileError(path, f"{reason}; expected {', '.join(_FIELDS)}")
+    if symmetry not in _SYMMETRIES:
+        raise FileError(path, f"unknown symmetry {banner[4]!r}; expected {', '.join(_SYMMETRIES)}")
+    if layout == "array" and field == "pattern":
+        raise FileError(path, "not a valid Matrix Market file (a pattern has no array layout)")
     sizes = line.split()
     want = 3 if layout == "coordinate" else 2
-    if layout not in _MIN_ENTRY_BYTES or len(sizes) != want or not all(x.isdigit() for x in sizes):
-        raise FileError(path, f"not a valid Matrix Market file (expected {want} sizes after the banner)")
+    if len(sizes) != want or not all(x.isdigit() and len(x) <= 18 for x in sizes):
+        raise FileError(path, f"not a valid Matrix Market file (expected {want} sizes after the banner, each < 10**18)")
     rows, cols, *entries = map(int, sizes)
-    return rows, cols, entries[0] if entries else rows * cols, layout, symmetry
+    if symmetry != "general" and rows != cols:
+        raise FileError(path, f"a {symmetry} matrix must be square, the header declares {rows:,} x {cols:,}")
+    if layout == "coordinate":
+        stored = entries[0]
+    elif symmetry == "general":
+        stored = rows * cols
+    else:  # the lower triangle, column by column; a skew-symmetric one without its (zero) diagonal
+        stored = rows * (rows + 1) // 2 if symmetry != "skew-symmetric" else rows * (rows - 1) // 2
+    return _Header(rows, cols, stored, layout, "real" if field == "double" else field, symmetry)
+
+
+def _matrix_market_entries(path, kind: str, header: _Header) -> tuple[str, int]:
+    """The text after the size line, and the line number it starts at; decompressed a block at a time, each
+    checked against the memory available (the text, and the parser's table beside it)."""
+    blocks, total = [], 0
+    try:
+        with _OPENERS[kind](path, "rb") as f:
+            while block := f.read(1 << 24):
+                total += len(block)
+                validation.check_allocation(3 * total, f"{path}: the text of a Matrix Market file, decompressed")
+                blocks.append(block)
+    except (OSError, EOFError) as exc:
+        raise FileError(path, f"not a valid Matrix Market file ({_brief(exc)})") from None
+    try:
+        text = b"".join(blocks).decode("ascii")
+    except UnicodeDecodeError as exc:
+        line = b"".join(blocks)[: exc.start].count(b"\n") + 1
+        raise FileError(path, f"line {line}: not ASCII text (byte {exc.object[exc.start]:#04x})") from None
+    del blocks
+    lone_cr = re.search("\r(?!\n)", text)
+    if lone_cr:
+        line = text.count("\n", 0, lone_cr.start()) + 1
+        raise FileError(path, f"line {line}: a line ends in a bare carriage return (CR); convert it to LF (dos2unix)")
+    text = text.replace("\r\n", "\n") if "\r" in text else text
+    # Skip the banner, the comments and blank lines before the size line, and the size line itself.
+    position, line = 0, 1
+    seen_sizes = False
+    while not seen_sizes and position <= len(text):
+        end = text.find("\n", position)
+        end = len(text) if end < 0 else end
+        current = text[position:end].strip()
+        seen_sizes = line > 1 and bool(current) and not current.startswith("%")
+        position, line = end + 1, line + 1
+    return text[position:], line
+
+
+def _entry_lines(text: str, first_line: int):
+    """(line number, text) of each non-blank line of the entries."""
+    for number, content in enumerate(text.split("\n"), first_line):
+        if content.strip():
+            yield number, content
+
+
+def _parse_table(path, text: str, first_line: int, dtype, width: int, what: str) -> np.ndarray:
+    """The entries as a structured table, or the first line that is not exactly ``width`` numbers of the field's
+    syntax (a comment, a decimal comma, ``1_0``, an integer beyond int64) named."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": counted by the caller
+            return np.loadtxt(_io.StringIO(text), dtype=dtype, comments=None, ndmin=1)
+    except ValueError:
+        pass
+    for number, content in _entry_lines(text, first_line):
+        fields = content.split()
+        if content.lstrip().startswith("%"):
+            raise FileError(path, f"line {number}: a comment within the entries (comments belong before the sizes)")
+        if len(fields) != width:
+            raise FileError(path, f"line {number}: expected {what}, found {len(fields)} fields")
+        try:
+            np.loadtxt(_io.StringIO(content), dtype=dtype, comments=None, ndmin=1)
+        except ValueError:
+            raise FileError(path, f"line {number}: not {what} ({_brief(content.strip(), 80)!r})") from None
+    raise FileError(path, "not a valid Matrix Market file (its entries cannot be read)")
+
+
+def _values_type(header: _Header):
+    return np.int64 if header.field == "integer" else np.float64
+
+
+def _coordinate_entries(path, header: _Header, text: str, first_line: int) -> sp.coo_matrix:
+    pattern = header.field == "pattern"
+    names = [("i", np.int64), ("j", np.int64)] + ([] if pattern else [("v", _values_type(header))])
+    what = "'row column'" if pattern else f"'row column value' ({header.field})"
+    table = _parse_table(path, text, first_line, np.dtype(names), len(names), what)
+    if table.size != header.stored:
+        raise FileError(path, f"the header declares {header.stored:,} entries, the file lists {table.size:,}")
+    i, j = table["i"], table["j"]
+    values = np.ones(table.size) if pattern else table["v"]
+    bad = (i < 1) | (i > header.rows) | (j < 1) | (j > header.cols)
+    if header.symmetry != "general":  # the lower triangle only (a skew-symmetric diagonal is 0, not listed)
+        bad |= (i < j) | ((i == j) & (header.symmetry == "skew-symmetric"))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        number = next(n for m, (n, _) in enumerate(_entry_lines(text, first_line)) if m == k)
+        rule = f"within 1..{header.rows} x 1..{header.cols}"
+        if header.symmetry != "general":
+            rule += ", on or below the diagonal" if header.symmetry != "skew-symmetric" else ", below the diagonal"
+        raise FileError(path, f"line {number}: entry ({int(i[k])}, {int(j[k])}) is not {rule}")
+    return _mirrored(header, i - 1, j - 1, values)
+
+
+def _array_entries(path, header: _Header, text: str, first_line: int) -> np.ndarray:
+    what = f"one {header.field} value"
+    values = _parse_table(path, text, first_line, np.dtype(_values_type(header)), 1, what)
+    if values.size != header.stored:
+        raise FileError(path, f"the header declares {header.stored:,} values, the file lists {values.size:,}")
+    n = header.rows
+    if header.symmetry == "general":
+        return values.reshape(header.cols, header.rows).T  # column by column
+    strict = header.symmetry == "skew-symmetric"
+    rows, cols = np.tril_indices(n, -1 if strict else 0)
+    order = np.lexsort((rows, cols))  # the file lists the lower triangle column by column
+    return _mirrored(header, rows[order], cols[order], values).toarray()
+
+
+def _mirrored(header: _Header, i, j, values) -> sp.coo_matrix:
+    """The entries of the lower triangle with their mirror images: negated for skew-symmetric."""
+    if header.symmetry != "general":
+        off = i != j
+        sign = -1 if header.symmetry == "skew-symmetric" else 1
+        i, j, values = (
+            np.concatenate([i, j[off]]),
+            np.concatenate([j, i[off]]),
+            np.concatenate([values, sign * values[off]]),
+        )
+    return sp.coo_matrix((values, (i, j)), shape=(header.rows, header.cols))
 
 
 def _brief(exc: BaseException, limit: int = 200) -> str:
@@ -172,14 +336,66 @@ def _brief(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+def _array_header(f):
+    """(shape, dtype) of a ``.npy`` stream, read without its data."""
+    version = np.lib.format.read_magic(f)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = reader(f, max_header_size=10_000)
+    return shape, dtype
+
+
+def _check_array_header(path, f, stored_bytes: int, member: str = "") -> int:
+    """The bytes an array's data take, from its header, checked against what holds them (the file, or the
+    archive member's declared size) and against the memory its reading and its CSR form need, before any of
+    it is read or inflated."""
+    where = f"{path}{f' ({member})' if member else ''}"
+    try:
+        shape, dtype = _array_header(f)
+    except (ValueError, OSError, EOFError) as exc:
+        raise FileError(where, f"damaged or unsupported .npy header ({_brief(exc)})") from None
+    if dtype.hasobject:
+        raise FileError(where, "holds Python objects (pickles), which are never loaded; save numbers")
+    count = int(np.prod(shape, dtype=object)) if shape else 1
+    nbytes = count * dtype.itemsize
+    if nbytes > stored_bytes:
+        raise FileError(
+            where,
+            f"its header declares shape {shape} of {dtype} ({nbytes:,} bytes), more than the "
+            f"{stored_bytes:,} bytes it holds: truncated, or a wrong header",
+        )
+    # The array, then as CSR at most every value stored: an int64 column index and a float64 value each.
+    rows = shape[0] if len(shape) == 2 else 1
+    validation.check_allocation(
+        nbytes + count * 16 + (int(rows) + 1) * 8, f"{where}: an array of shape {shape} ({dtype}) read as a matrix"
+    )
+    return nbytes
+
+
+def _check_npz_members(path) -> None:
+    """Every member's uncompressed size (what the archive declares, and what reading it is bounded by) and each
+    array's header checked against memory before anything is inflated."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [m for m in archive.infolist() if m.filename.endswith(".npy")]
+            validation.check_allocation(
+                2 * sum(m.file_size for m in members), f"{path}: the arrays of this .npz, inflated"
+            )
+            for m in members:
+                with archive.open(m) as f:
+                    _check_array_header(path, f, m.file_size, m.filename)
+    except (OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
+        raise FileError(path, f"damaged or unsupported .npz file ({_brief(exc)})") from None
+
+
 def _read_npz(path):
     if not _starts_with(path, b"PK"):
         raise FileError(path, "not a NumPy/SciPy .npz file (not a zip archive)")
+    _check_npz_members(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             names = list(archive.files)
             if "format" in names:  # scipy.sparse.save_npz writes the format's name beside the arrays
-                return sp.load_npz(path)
+                return _sparse_from_archive(path, archive)
             if len(names) != 1:
                 raise FileError(
                     path, f"a dense .npz must hold exactly one array, this one holds {len(names)}: {', '.join(names)}"
@@ -189,6 +405,29 @@ def _read_npz(path):
         raise
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise FileError(path, f"damaged or unsupported .npz file ({exc})") from None
+
+
+def _sparse_from_archive(path, archive):
+    """A ``scipy.sparse.save_npz`` archive's matrix, its values in a native type first (SciPy refuses a
+    big-endian or float16 ``data`` array)."""
+    layout = archive["format"].item()
+    layout = layout.decode("ascii") if isinstance(layout, bytes) else str(layout)
+    shape = tuple(int(v) for v in archive["shape"])
+    data = archive["data"]
+    data = data.astype(_native(path, data.dtype), copy=False)
+    if layout in ("csr", "csc"):
+        kind = sp.csr_matrix if layout == "csr" else sp.csc_matrix
+        return kind((data, archive["indices"], archive["indptr"]), shape=shape)
+    if layout == "coo":
+        return sp.coo_matrix((data, (archive["row"], archive["col"])), shape=shape)
+    raise FileError(path, f"sparse format {layout!r} is not read; save it as CSR (scipy.sparse.save_npz(f, A.tocsr()))")
+
+
+def _native(path, dtype: np.dtype) -> np.dtype:
+    """The native type values of ``dtype`` are computed in: native byte order, float16 widened to float32."""
+    if dtype.kind not in "biuf":
+        raise FileError(path, f"expected real numbers (bool, int or float), found dtype {dtype}")
+    return np.dtype(np.float32) if dtype.kind == "f" and dtype.itemsize == 2 else dtype.newbyteorder("=")
 
 
 def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
@@ -208,8 +447,6 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
     path = os.fspath(path)
     _check_readable(path)
     info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):  # /dev/zero, a pipe: no size to check, possibly no end
-        raise FileError(path, "not a regular file (a device or a pipe); save the edge list to a file first")
     validation.check_allocation(4 * info.st_size, f"{path}: reading an edge list of {info.st_size:,} bytes")
     try:
         with open(path, "rb") as f:
@@ -226,6 +463,10 @@ def read_edge_list(path, *, one_based: bool = False) -> sp.csr_matrix:
         raise FileError(path, "not a text edge list (not UTF-8 text)") from None
     if "\0" in text:
         raise FileError(path, "not a text edge list (it holds NUL bytes)")
+    lone_cr = re.search("\r(?!\n)", text)
+    if lone_cr:  # numpy reads a bare CR as a space: '0\r1' would be the edge 0-1
+        line = text.count("\n", 0, lone_cr.start()) + 1
+        raise FileError(path, f"line {line}: a line ends in a bare carriage return (CR); convert it to LF (dos2unix)")
     del raw
     try:
         with warnings.catch_warnings():

@@ -450,9 +450,9 @@ BAD_FILES = {
     "missing.mtx": (None, "no such file"),
     "data.xyz": ("1 2\n", "unknown matrix format '.xyz'"),
     "banner.mtx": ("1 2 3\n", "not a valid Matrix Market file"),
-    "bounds.mtx": ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n", "not a valid Matrix Market file"),
-    "short.mtx": ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n", "not a valid Matrix Market file"),
-    "complex.mtx": ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 2\n", "expected real numbers"),
+    "bounds.mtx": ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n", "line 3: entry (3, 1) is not"),
+    "short.mtx": ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n", "declares 2 entries, the file"),
+    "complex.mtx": ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 2\n", "complex values are not"),
     "text.npz": ("not a zip", "not a NumPy/SciPy .npz file"),
     "text.npy": ("not numpy", "not a NumPy .npy file"),
 }
@@ -476,7 +476,7 @@ def test_bad_arrays_name_the_file(tmp_path, capsys):
         "strings.npy": (lambda p: np.save(p, np.array([["a"]])), "expected real numbers"),
         "objects.npy": (
             lambda p: np.save(p, np.array([[{}]], dtype=object), allow_pickle=True),
-            "damaged or unsupported",
+            "holds Python objects (pickles), which are never loaded",
         ),
         "two.npz": (lambda p: np.savez(p, a=np.ones((2, 2)), b=np.ones((2, 2))), "holds 2: a, b"),
         "cut.npz": (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), "damaged or unsupported .npz"),
@@ -550,7 +550,7 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
     bad.write_text("%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n")
     result = subprocess.run([script, "knn", str(bad)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"semiring: error: {bad}: not a valid Matrix Market file")
+    assert result.stderr.startswith(f"semiring: error: {bad}: the header declares 5 entries, the file lists 1")
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
