@@ -320,6 +320,8 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
     """
     from cupy import cublas
 
+    if out.size == 0:
+        return
     heavy, count, dense_y, bands = _split_layout(Y, value_name, out.dtype)
     if count:
         dense_x = _dense_columns(X, xv, heavy, count, out.dtype)
@@ -329,7 +331,7 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
         out.fill(0)
     light_x = _columns_of(X, xv, ~heavy)
     nnz, p = light_x.indices.size, out.shape[1]
-    if nnz == 0 or out.size == 0:
+    if nnz == 0:
         return
     index_type = _index_type(light_x, *(band for _, band in bands))
     I = np.int32 if index_type == "int32" else np.int64

@@ -98,7 +98,7 @@ def test_semirings_under_each_strategy_with_heavy_rows_and_masks(strategy, sr, d
     np.testing.assert_allclose(got_m.data, want[rows, M.indices], rtol=_rtol(dtype), atol=1e-30)
 
 
-@pytest.mark.parametrize("strategy", ["coo", "hash"])
+@pytest.mark.parametrize("strategy", ["coo", "hash", "split"])
 @pytest.mark.parametrize("metric", METRICS)
 def test_metrics_on_a_single_column_and_on_empty_matrices(strategy, metric, forced):
     forced(strategy)
