@@ -384,11 +384,13 @@ def heavy_columns(Y: DeviceCSR, itemsize: int, budget: int | None):
 
 def split_pays(X: DeviceCSR, Y: DeviceCSR, itemsize: int, work: int) -> bool:
     """Whether the split strategy's GEMM over Y's heavy columns and scatter-adds over the rest cost less than
-    the inverted kernel's scatter-adds alone and than rowvec's pass over Y per X row (the units above)."""
-    heavy, count = heavy_columns(Y, itemsize, SCRATCH_BUDGET.get())
-    if count == 0:
-        return False
+    the inverted kernel's scatter-adds alone and than rowvec's pass over Y per X row (the units above), and
+    X's dense copy of those columns fits the scratch budget as Y's does (SPLIT_DENSE_SHARE)."""
+    budget = SCRATCH_BUDGET.get()
+    heavy, count = heavy_columns(Y, itemsize, budget)
     m, p = X.shape[0], Y.shape[0]
+    if count == 0 or budget is not None and m * count * itemsize > SPLIT_DENSE_SHARE * budget:
+        return False  # no heavy column, or X's dense copy of them would not fit beside Y's
     counts = Y.column_counts()
     light_work = int(array_module(counts).where(heavy, 0, counts)[X.indices].sum())
     cost = GEMM_FMA_COST * m * p * count + INVERTED_COST * light_work
