@@ -20,7 +20,9 @@ import contextlib
 import math
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,6 +46,7 @@ CHECK_ROWS = 64  # queries checked against SciPy by --check
 CHECK_MAX_ENTRIES = 50_000_000  # densifying more than this for the check is refused
 EXIT_ERROR = 2  # as argparse's usage errors
 EXIT_CHECK_FAILED = 1  # the result differs from SciPy's
+EXIT_BROKEN_PIPE = 141  # -o - into a reader that closed early (`| head`): 128 + SIGPIPE, as a shell tool killed by it
 
 
 class UsageError(ValueError):
@@ -278,7 +281,7 @@ def run_knn(args) -> int:
         verdict = _check_knn(X, Q, rows, args.metric, params, distances, indices)
         print(f"check against scipy cdist (float64, brute force) for {which}: {verdict}")
     if args.output:
-        io.write_neighbors(args.output, distances, indices, stdout=args.data_stream)
+        io.write_neighbors(args.output, distances, indices, stdout=args.data_stream, replace=args.force)
         print(f"wrote {_output_name(args.output)}")
     if names is not None:
         print("your own data: semiring knn data.mtx -k 10 --metric cosine -o neighbours.npz   (semiring knn --help)")
@@ -371,7 +374,7 @@ def run_pairwise(args) -> int:
         verdict = _check_pairwise(X, Y, args.metric, params, D)
         print(f"check against scipy cdist (float64) on the first {min(CHECK_ROWS, D.shape[0])} rows: {verdict}")
     if args.output:
-        io.write_array(args.output, D, "distance", stdout=args.data_stream)
+        io.write_array(args.output, D, "distance", stdout=args.data_stream, replace=args.force)
         print(f"wrote {_output_name(args.output)}")
     return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
 
@@ -385,6 +388,8 @@ def run_graph(args) -> int:
     _check_output(args, (args.graph,), io.RESULT_SUFFIXES + (".mtx",))
     engine = _backend.resolve(args.backend)
     A = io.read_graph(args.graph, one_based=args.one_based)
+    if args.output and not (args.measure == "triangles" and args.per != "edge"):  # an n x n sparse result
+        io.check_dense_size(args.output, A.shape)  # refused before the work, not after it
     print(
         f"graph {args.graph}: {A.shape[0]:,} vertices, {A.nnz:,} stored entries ({A.nnz // 2:,} undirected edges if symmetric)"
     )
@@ -406,7 +411,7 @@ def run_graph(args) -> int:
         f"{args.measure}: {measure.summarize(args, result)} in {_seconds(seconds)} on {engine} {_preparing(compiling)}"
     )
     if args.output:
-        io.write_array(args.output, result, measure.result, stdout=args.data_stream)
+        io.write_array(args.output, result, measure.result, stdout=args.data_stream, replace=args.force)
         print(f"wrote {_output_name(args.output)}")
     return 0
 
@@ -589,7 +594,13 @@ def _add_compute_options(p: argparse.ArgumentParser, formats: str = ".npz, .npy 
         help=f"write the result: {formats} by its extension (any case); '-' writes CSV to standard output and "
         "the report to standard error. Written atomically, never over an input",
     )
-    p.add_argument("-f", "--force", action="store_true", help="replace OUT if it exists (refused otherwise)")
+    p.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="replace OUT if it exists, keeping its permissions (refused otherwise, also if OUT appears while the "
+        "command runs)",
+    )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors (and the data of -o -)")
 
 
@@ -621,7 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="k-nearest neighbours, pairwise distances and graph measures of sparse matrices and graphs "
         "in files, on the GPU when one is usable, else on the CPU.",
         epilog="Start with: semiring knn (no file: the bundled dataset). Exit status: 0 done, 1 a --check "
-        "found a difference from SciPy, 2 a bad file or argument (also with --traceback), 130 interrupted.",
+        "found a difference from SciPy, 2 a bad file or argument (also with --traceback), 130 interrupted "
+        "(Ctrl-C), 143 terminated (SIGTERM; 129 SIGHUP), 141 the reader of -o - closed the pipe.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version")
     parser.add_argument(
@@ -707,6 +719,7 @@ def main(argv=None) -> int:
             stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
         elif getattr(args, "output", None) == io.STDOUT:
             stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        stack.enter_context(_signals_raise())
         try:
             return args.run(args)
         except (ValueError, TypeError, RuntimeError, MemoryError) as exc:
@@ -717,6 +730,44 @@ def main(argv=None) -> int:
         except KeyboardInterrupt:
             print("semiring: interrupted", file=sys.stderr)
             return 130
+        except Terminated as exc:
+            print(f"semiring: terminated ({signal.Signals(exc.signum).name})", file=sys.stderr)
+            return 128 + exc.signum
+        except BrokenPipeError:
+            # The reader of -o - stopped reading: nothing more to say to it.  Standard output is pointed at
+            # /dev/null, so that Python's own flush at exit does not fail on the closed pipe a second time.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), args.data_stream.fileno())
+            return EXIT_BROKEN_PIPE
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised as an exception (a BaseException, like KeyboardInterrupt) so that a write in
+    progress removes its temporary file on the way out, which the signals' default action would not."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """SIGTERM and SIGHUP raise ``Terminated`` while the command runs (the main thread only: elsewhere Python
+    cannot set handlers, and the caller's own are kept); the previous handlers are restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated(signum)
+
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    before = {name: signal.signal(getattr(signal, name), raise_terminated) for name in names}
+    try:
+        yield
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
 
 
 if __name__ == "__main__":

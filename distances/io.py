@@ -35,6 +35,7 @@ import gzip
 import io as _io
 import os
 import re
+import signal
 import stat
 import tempfile
 import warnings
@@ -602,63 +603,134 @@ def check_output(path, allowed=RESULT_SUFFIXES, *, inputs=(), replace: bool = Tr
     return kind
 
 
-@contextlib.contextmanager
-def atomic(path, mode: str = "wb"):
-    """A file object writing to a temporary file beside ``path``, renamed over it only when complete.
+# Signals that would end the process between creating a temporary file and removing it: held back while the
+# file is created and while it is published, so that neither step is ever left half done.
+_HELD_SIGNALS = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
 
-    An error or an interruption (Ctrl-C, a full disk, a file-size limit)
-    removes the temporary file and leaves whatever ``path`` held before.
+
+@contextlib.contextmanager
+def _signals_held():
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+@contextlib.contextmanager
+def atomic(path, mode: str = "wb", *, replace: bool = True):
+    """A file object writing to a temporary file beside ``path``, published as ``path`` only when complete.
+
+    An error or an interruption (Ctrl-C, SIGTERM where the command turns it into an exception, a full disk, a
+    file-size limit) removes the temporary file and leaves whatever ``path`` held before.  ``replace``
+    False: ``path`` is created exclusively (a hard link, which fails if the name exists), so a file that
+    appeared meanwhile, another run's included, is never replaced (``FileExistsError``); True: it is replaced
+    and keeps its permission bits.
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".partial")
+    with _signals_held():
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".partial")
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's file is private (0600); a result is an ordinary file
-        os.replace(temporary, path)
+        with _signals_held():
+            _publish(temporary, path, replace)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
 
 
-def _writing(path, mode: str, write) -> None:
+def _publish(temporary: str, path: str, replace: bool) -> None:
+    """``temporary`` renamed to ``path``: over it (keeping its mode) when ``replace``, else only if it does not
+    exist, atomically."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode) if replace else None
+    except FileNotFoundError:
+        mode = None
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # mkstemp's file is private (0600); a result is an ordinary file
+    os.chmod(temporary, mode)
+    if replace:
+        os.replace(temporary, path)
+        return
+    try:
+        os.link(temporary, path)  # fails with FileExistsError if the name exists, whoever made it
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: claim the name exclusively, then rename onto the claim
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.replace(temporary, path)
+        return
+    os.unlink(temporary)
+
+
+def _writing(path, mode: str, write, replace: bool = True) -> None:
     """``write(f)`` into ``path`` atomically; an OS error names the file."""
     try:
-        with atomic(path, mode) as f:
+        with atomic(path, mode, replace=replace) as f:
             write(f)
+    except FileExistsError:
+        raise FileError(
+            path, "appeared while the command ran; add --force to replace it, or choose another name"
+        ) from None
     except OSError as exc:
         raise FileError(path, f"cannot write ({exc.strerror or exc})") from None
 
 
-def write_array(path, values, name: str, *, stdout=None) -> None:
+# A sparse result is written densified (``.npy``, or a dense ``.csv`` table) only up to this many entries: a
+# graph of 10**6 vertices would be 8 TB dense.  Above it the sparse formats (``.npz``, ``.mtx``, a ``.csv``
+# edge list) hold it.
+DENSE_SPARSE_LIMIT = 10**8
+
+
+def check_dense_size(path, shape: tuple[int, int]) -> None:
+    """Refuse writing a sparse result of ``shape`` densified into ``path`` above ``DENSE_SPARSE_LIMIT`` entries."""
+    rows, cols = shape
+    if os.fspath(path) != STDOUT and suffix(path) == ".npy" and rows * cols > DENSE_SPARSE_LIMIT:
+        raise FileError(
+            path,
+            f"a sparse result of {rows:,} x {cols:,} would be written dense ({rows * cols:,} entries, more than "
+            f"{DENSE_SPARSE_LIMIT:,}); write .npz, .mtx or .csv, which keep it sparse",
+        )
+
+
+def write_array(path, values, name: str, *, stdout=None, replace: bool = True) -> None:
     """A result: dense (1-D or 2-D) or sparse.
 
     ``.npz``: sparse as ``scipy.sparse.save_npz``, dense as one array called
-    ``name``; ``.npy``: the dense array (a sparse one is densified); ``.csv``:
-    a 2-D dense array as a plain table, a 1-D one as ``index,<name>`` lines, a
-    sparse one as ``row,col,<name>`` lines under a ``#`` header (an edge list);
-    ``.mtx``: Matrix Market.  ``path`` ``"-"``: the CSV form on ``stdout``
-    (default ``sys.stdout``).
+    ``name``; ``.npy``: the dense array (a sparse one is densified, up to
+    ``DENSE_SPARSE_LIMIT`` entries); ``.csv``: a 2-D dense array as a plain
+    table, a 1-D one as ``index,<name>`` lines, a sparse one as
+    ``row,col,<name>`` lines under a ``#`` header (an edge list); ``.mtx``:
+    Matrix Market.  ``path`` ``"-"``: the CSV form on ``stdout`` (default
+    ``sys.stdout``).  ``replace`` False: an existing ``path`` is never replaced
+    (see ``atomic``).
     """
     path = os.fspath(path)
     kind = check_output(path, RESULT_SUFFIXES + (".mtx",))
     sparse = sp.issparse(values)
+    if sparse:
+        check_dense_size(path, values.shape)
     if path == STDOUT:
         _csv_array(_standard_output(stdout), values, name)
     elif kind == ".npz":
-        _writing(path, "wb", lambda f: sp.save_npz(f, values.tocsr()) if sparse else np.savez(f, **{name: values}))
+        save = (lambda f: sp.save_npz(f, values.tocsr())) if sparse else (lambda f: np.savez(f, **{name: values}))
+        _writing(path, "wb", save, replace)
     elif kind == ".npy":
-        _writing(path, "wb", lambda f: np.save(f, values.toarray() if sparse else np.asarray(values)))
+        _writing(path, "wb", lambda f: np.save(f, values.toarray() if sparse else np.asarray(values)), replace)
     elif kind == ".mtx":
-        _writing(path, "wb", lambda f: scipy.io.mmwrite(f, values))
+        _writing(path, "wb", lambda f: scipy.io.mmwrite(f, values), replace)
     else:
-        _writing(path, "w", lambda f: _csv_array(f, values, name))
+        _writing(path, "w", lambda f: _csv_array(f, values, name), replace)
 
 
 def _standard_output(stdout):
@@ -683,7 +755,7 @@ def _csv_array(f, values, name: str) -> None:
 NEIGHBOR_DTYPE = np.dtype([("index", np.int64), ("distance", np.float64)])
 
 
-def write_neighbors(path, distances: np.ndarray, indices: np.ndarray, *, stdout=None) -> None:
+def write_neighbors(path, distances: np.ndarray, indices: np.ndarray, *, stdout=None, replace: bool = True) -> None:
     """k-nearest-neighbour results (``n_queries x k`` each).
 
     ``.npz``: arrays ``indices`` and ``distances``; ``.npy``: one structured
@@ -696,13 +768,13 @@ def write_neighbors(path, distances: np.ndarray, indices: np.ndarray, *, stdout=
     if path == STDOUT:
         _csv_neighbors(_standard_output(stdout), distances, indices)
     elif kind == ".npz":
-        _writing(path, "wb", lambda f: np.savez(f, indices=indices, distances=distances))
+        _writing(path, "wb", lambda f: np.savez(f, indices=indices, distances=distances), replace)
     elif kind == ".npy":
         table = np.empty(indices.shape, dtype=NEIGHBOR_DTYPE)
         table["index"], table["distance"] = indices, distances
-        _writing(path, "wb", lambda f: np.save(f, table))
+        _writing(path, "wb", lambda f: np.save(f, table), replace)
     else:
-        _writing(path, "w", lambda f: _csv_neighbors(f, distances, indices))
+        _writing(path, "w", lambda f: _csv_neighbors(f, distances, indices), replace)
 
 
 def _csv_neighbors(f, distances: np.ndarray, indices: np.ndarray) -> None:
