@@ -14,6 +14,8 @@ and records:
   sampled rows, densified, with the whole matrix, in float64; cityblock: each sampled row against every
   stored entry, in float64): each returned neighbour's distance, and the k-th distance, against the
   reference's;
+* with ``--distances-max-rows``, ``pairwise_distances`` of the same rows (every pair's distance, left on the
+  GPU), so the share the top-k selection adds to the distances' own time is measured;
 * cuVS's sparse brute-force kNN on the same rows (``benchmarks/cuvs/harness.cu``; ``--cuvs HARNESS``) up to
   ``--cuvs-max-rows``, with its k-th distances checked against the same reference.
 
@@ -181,6 +183,20 @@ def run_one(name: str, rows: int, metric: str, args, harness) -> dict:
             "ours_extra_mib": peak.extra_mib(dist.nbytes + ind.nbytes),
         }
     )
+    if n <= args.distances_max_rows:  # the same pairs' distances alone: what the selection adds to them
+        from semiring import distances
+
+        def all_distances():
+            t0 = time.perf_counter()
+            D = distances.pairwise_distances(Xc, metric=metric, working_memory=args.working_memory)
+            cupy.cuda.Device().synchronize()
+            return time.perf_counter() - t0, D
+
+        all_distances()  # compiles the dense path's kernels
+        seconds = float(np.median([all_distances()[0] for _ in range(args.repeats)]))
+        row["distances_s"] = round(seconds, 3)
+        row["selection_share"] = round(best / seconds - 1.0, 3)
+        cupy.get_default_memory_pool().free_all_blocks()
     sample = np.random.default_rng(args.seed).choice(n, min(n, args.check_rows), replace=False)
     sample.sort()
     ref = reference(X, sample, metric)
@@ -254,6 +270,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rtol", type=float, default=1e-4, help="float32 results against the float64 reference")
     ap.add_argument("--cuvs", default=None, help="the cuVS harness (benchmarks/cuvs/device_steps.md)")
     ap.add_argument("--cuvs-max-rows", type=int, default=400_000)
+    ap.add_argument(
+        "--distances-max-rows", type=int, default=0, help="also time all the distances, up to this many rows"
+    )
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
 
