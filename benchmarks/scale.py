@@ -186,7 +186,7 @@ def run_one(name: str, rows: int, metric: str, args, harness) -> dict:
     if n <= args.distances_max_rows:  # the same pairs' distances alone: what the selection adds to them
         from semiring import distances
 
-        def all_distances():
+        def all_distances(Xc=Xc):
             t0 = time.perf_counter()
             D = distances.pairwise_distances(Xc, metric=metric, working_memory=args.working_memory)
             cupy.cuda.Device().synchronize()
