@@ -81,6 +81,7 @@ array([[0, 3, 3, 0],
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -364,9 +365,7 @@ def _similarity(
                 "as_pairs=True and as_frame=True are not available for Dask input: take the sparse result's upper "
                 "triangle instead"
             )
-        from . import dask as _dask
-
-        return _dask.similarity(name, A, pairs, weighted, backend, normalize)
+        return _similarity_by_blocks(name, A, pairs, weighted, backend, normalize)
     s = SIMILARITIES[name]
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name, weight=weight)
     eng = g.engine
@@ -566,10 +565,8 @@ def common_neighbors(A, *, normalize: bool = False, as_frame: bool = False, back
     neighbour list is not walked once per neighbour.
     """
     if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
-        from . import dask as _dask
-
         _not_framed(as_frame)
-        return _dask.common_neighbors(A, normalize, backend)
+        return _common_neighbors_by_blocks(A, normalize, backend)
     g = _graph(A, backend, normalize=normalize)
     return g.per_edge(g.engine.common_neighbor_counts(g.G), "counts", as_frame)
 
@@ -607,10 +604,8 @@ def triangle_count(
     thread owns the entry).
     """
     if _sdask.is_dask(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
-        from . import dask as _dask
-
         _not_framed(as_frame and per != "total")
-        return _dask.triangle_count(A, per, order, normalize, backend)
+        return _triangle_count_by_blocks(A, per, order, normalize, backend)
     if per not in PER:
         raise ValueError(f"per must be one of {PER}, got {per!r}")
     by_degree = _order(order)
@@ -645,9 +640,7 @@ def ktruss(A, k: int, *, normalize: bool = False, as_frame: bool = False, backen
     second, weight)`` of the surviving edges, each once.
     """
     if _sdask.is_dask(A):
-        from . import dask as _dask
-
-        _dask.not_at_scale("ktruss")
+        _not_at_scale("ktruss")
     k = _check_k(k)
     g = _graph(A, backend, normalize=normalize)
     S = g.G
@@ -677,11 +670,149 @@ def truss_decomposition(A, *, normalize: bool = False, as_frame: bool = False, b
     a DataFrame ``(first, second, truss)``, each edge once.
     """
     if _sdask.is_dask(A):
-        from . import dask as _dask
-
-        _dask.not_at_scale("truss_decomposition")
+        _not_at_scale("truss_decomposition")
     g = _graph(A, backend, normalize=normalize)
     return g.per_edge(g.engine.truss_numbers(g.G), "truss", as_frame)
+
+
+# --------------------------------------------------------------------------- row blocks, for the Dask layer
+#
+# A Dask adjacency matrix is given to ``semiring.dask.by_blocks`` with the functions below: ``_made`` assembles
+# and checks the graph once (the single-machine checks), each ``_block_*`` computes one row block of a measure
+# on the worker holding the graph (a ``semiring.dask.Held`` of ``(G, kind)``, its device copies kept beside it),
+# and each ``_as_*`` assembles the blocks' values into the single-machine call's result.
+
+
+def _made(matrix, weighted: bool, normalize: bool, measure: str) -> tuple:
+    """The whole graph as host CSR, checked (and normalised) as the single-machine call does, and its form."""
+    g = _graph(matrix, "cpu", weighted=weighted, normalize=normalize, measure=measure)
+    return g.G, g.kind
+
+
+def _on_device(engine, held):
+    """The held graph on the engine's device: copied there once per worker (the CPU engine computes on G)."""
+    G = held.value[0]
+    return held.derived(engine.name, lambda: engine.to_device(G))
+
+
+def _block_rows(G, b: int, nblocks: int) -> tuple[int, int]:
+    """The rows of block b of G (``semiring.dask.row_blocks``: blocks of about equal stored entries)."""
+    r0, r1 = _sdask.row_blocks(G.indptr, nblocks)[b : b + 2]
+    return int(r0), int(r1)
+
+
+def _block_product(held, b: int, nblocks: int, backend: str, sr):
+    """(engine, G on its device, P, c): ``C⟨P⟩ = G ⊕.⊗ Gᵀ`` at P, the entries of block b's rows of G."""
+    G = held.value[0]
+    engine = _backend.graph_engine(backend)
+    Gd = _on_device(engine, held)
+    r0, r1 = _block_rows(G, b, nblocks)
+    s0, s1 = G.indptr[r0], G.indptr[r1]
+    indptr = np.concatenate([np.zeros(r0, np.int64), G.indptr[r0 : r1 + 1] - s0, np.full(G.shape[0] - r1, s1 - s0)])
+    indptr = indptr.astype(G.indptr.dtype)  # G's index type (it fits): the kernels keep int32 where G has it
+    P = sp.csr_matrix((np.ones(s1 - s0), G.indices[s0:s1], indptr), shape=G.shape)
+    P.has_canonical_format = True  # G's rows: sorted and unique
+    P = engine.to_device(P)
+    return engine, Gd, P, engine.masked_product(Gd, P, sr)
+
+
+def _block_similarity(held, b: int, nblocks: int, name: str, weighted: bool, backend: str) -> np.ndarray:
+    """The similarity at the entries of block b's rows: the engine's specialised kernel (each entry from its
+    two lists) unweighted, the masked product of the weighted semiring weighted."""
+    s = SIMILARITIES[name]
+    if not weighted:
+        engine = _backend.graph_engine(backend)
+        rows = _block_rows(held.value[0], b, nblocks)
+        return engine.to_host(engine.edge_measure(_on_device(engine, held), s.tree, rows=rows))
+    engine, Gd, P, c = _block_product(held, b, nblocks, backend, s.weighted_semiring)
+    norms = engine.row_norm(Gd, s.norm_tree)
+    return engine.to_host(engine.expand(s.tree, engine.edge_rows(P), P.indices, c, norms))
+
+
+def _block_counts(held, b: int, nblocks: int, backend: str) -> np.ndarray:
+    """The common-neighbour counts at the entries of block b's rows."""
+    engine = _backend.graph_engine(backend)
+    rows = _block_rows(held.value[0], b, nblocks)
+    counts = engine.common_neighbor_counts(_on_device(engine, held), rows=rows)
+    return engine.to_host(counts).astype(np.int64)
+
+
+def _block_triangles(held, b: int, nblocks: int, by_degree: bool, backend: str) -> int:
+    """The triangles of part b of the engine's work (the parts' counts sum to the total)."""
+    engine = _backend.graph_engine(backend)
+    return engine.triangle_count_total(_on_device(engine, held), by_degree, part=(b, nblocks))
+
+
+def _block_pairs(held, b: int, nblocks: int, pairs, name: str, weighted: bool, backend: str) -> np.ndarray:
+    """Share b of the pairs through the single-machine call (its checks too)."""
+    part = np.array_split(pairs, nblocks)[b] if pairs.ndim == 2 else pairs
+    return _similarity(name, held.value[0], part, weighted=weighted, backend=backend, normalize=False)
+
+
+def _as_sparse(made, *values):
+    G, kind = made
+    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
+
+
+def _as_vertex_counts(made, *counts):
+    G, kind = made
+    running = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
+    per_vertex = running[G.indptr[1:]] - running[G.indptr[:-1]]  # each vertex's sum over its edges
+    return _Graph(_backend.graph_engine("cpu"), G, kind).dense(per_vertex // 2)
+
+
+def _as_concatenated(made, *values) -> np.ndarray:
+    return np.concatenate(values)
+
+
+def _as_total(made, *counts) -> int:
+    return sum(counts)
+
+
+# The graph last given on Dask arrays, held by the workers for the next call (docs/dask.md: "The graph stays held").
+_LAST_GRAPH = _sdask.LastGraph()
+
+
+def _by_blocks(A, block, assemble, *, weighted: bool = False, normalize: bool = False, measure: str = ""):
+    """A measure of a Dask adjacency matrix, computed by the Dask layer from the functions above."""
+    make = functools.partial(_made, weighted=weighted, normalize=normalize, measure=measure)
+    return _sdask.by_blocks(A, make, (weighted, normalize), block, assemble, _LAST_GRAPH)
+
+
+def _not_at_scale(name: str):
+    raise NotImplementedError(
+        f"{name} on a Dask array is not supported (its peeling rounds need the whole graph at once); "
+        f"compute the graph first: {name}(A.compute(), ...)"
+    )
+
+
+def _similarity_by_blocks(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
+    _sdask.check_call(backend, None)
+    if pairs is None:
+        block = functools.partial(_block_similarity, name=name, weighted=weighted, backend=backend)
+        return _by_blocks(A, block, _as_sparse, weighted=weighted, normalize=normalize, measure=name)
+    block = functools.partial(_block_pairs, pairs=np.asarray(pairs), name=name, weighted=weighted, backend=backend)
+    return _by_blocks(A, block, _as_concatenated, weighted=weighted, normalize=normalize, measure=name)
+
+
+def _common_neighbors_by_blocks(A, normalize: bool, backend: str):
+    _sdask.check_call(backend, None)
+    return _by_blocks(A, functools.partial(_block_counts, backend=backend), _as_sparse, normalize=normalize)
+
+
+def _triangle_count_by_blocks(A, per: str, order: str, normalize: bool, backend: str):
+    """``per="total"``: the masked products of row blocks of the oriented graph L, summed.  ``"edge"`` and
+    ``"vertex"``: an edge's support is its common-neighbour count, a vertex's triangles half the sum over its
+    edges."""
+    if per not in PER:
+        raise ValueError(f"per must be one of {PER}, got {per!r}")
+    by_degree = _order(order)
+    _sdask.check_call(backend, None)
+    if per == "total":
+        block = functools.partial(_block_triangles, by_degree=by_degree, backend=backend)
+        return _by_blocks(A, block, _as_total, normalize=normalize)
+    counts = functools.partial(_block_counts, backend=backend)
+    return _by_blocks(A, counts, _as_sparse if per == "edge" else _as_vertex_counts, normalize=normalize)
 
 
 __all__ = [

@@ -25,7 +25,6 @@ from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring.engine import EXPANSION_VARIABLES, Entries
 
-from . import dask as _dask
 from . import precomputed as _precomputed
 from .measure import BoundMeasure
 from .pairwise import check_n_jobs, cpu_threads
@@ -244,7 +243,7 @@ class NearestNeighbors:
     def fit(self, X, y=None) -> NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
         if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
-            return _dask.fit(self, X)
+            return self._fit_sharded(X)
         if self.metric == PRECOMPUTED:
             return self._fit_distances(X)
         spec, values, columns = self._resolve()
@@ -273,6 +272,59 @@ class NearestNeighbors:
         with cpu_threads(self.n_jobs, measure.engine):
             self._index(measure)
         return self
+
+    def _fit_sharded(self, X) -> NearestNeighbors:
+        """``fit`` on a Dask array: one single-machine model per non-empty row block, fitted and kept on the
+        worker holding it (``self._sharded``, a ``semiring.dask.ShardedIndex``).  As the single-machine ``fit``,
+        returns when the index is ready: the shards are fitted (checked and prepared on their workers' devices),
+        their errors raised here."""
+        self._resolve()  # the metric and its parameters, checked before any work
+        _sdask.check_call(self.backend, self.working_memory)
+        _check_n_neighbors(self.n_neighbors, "n_neighbors")
+        X = _sdask.as_row_blocks(X, "X")
+        _sdask.result_dtype(X)  # the value type, checked now
+        _sdask.known_rows(X, "X")
+        if X.shape[0] == 0:
+            raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
+        if X.shape[1] == 0:
+            raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
+        params = {**self.get_params(), "verbose": False}
+        self._sharded = _sdask.ShardedIndex.fit(X, functools.partial(_fit_shard, params))
+        self._fit_X, self._index_cache = X, None
+        self.effective_metric_, self.effective_metric_params_ = effective_metric(
+            self.metric, self.p, self.metric_params
+        )
+        self.n_samples_fit_, self.n_features_in_ = X.shape
+        return self
+
+    def _is_sharded(self) -> bool:
+        """Whether the index was fitted on a Dask array (sharded over the workers)."""
+        return _sdask.is_dask(self.__dict__.get("_fit_X"))
+
+    def _shards(self):
+        """The index as the Dask layer asks it: the sharded index, or a model fitted on one machine as one
+        shard (sent to each worker that answers queries once; its prepared index is remade there)."""
+        if self._is_sharded():
+            return self._sharded
+        return _sdask.ShardedIndex.of_model(self, self._fit_X, self.n_samples_fit_)
+
+    def _dask_queries(self, X):
+        """The queries as row blocks: X, or the fitted rows for ``X=None``; their width checked."""
+        Q = self._fit_X if X is None else _sdask.as_row_blocks(X, "X")
+        if Q.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "
+                "as input (the fitted rows' columns)"
+            )
+        return Q
+
+    def __sizeof__(self) -> int:
+        """What a fitted model holds: its rows, and about as much again for their prepared copy on the device
+        (so that Dask, holding one as a shard, counts the memory it takes and prices moving it)."""
+        X = self.__dict__.get("_fit_X")
+        if not sp.issparse(X):
+            return object.__sizeof__(self)
+        return 2 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
 
     def _fit_distances(self, D) -> NearestNeighbors:
         """``fit`` for ``metric="precomputed"``: D, the distances between the fitted rows, kept as the index."""
@@ -342,8 +394,13 @@ class NearestNeighbors:
         Both arrays have shape ``(n_queries, n_neighbors)``; indices are int64,
         distances float32 when the fitted and query data are both float32.
         """
-        if _sdask.is_dask(X) or _dask.is_sharded(self):  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
-            return _dask.kneighbors(self, X, n_neighbors, return_distance)
+        if _sdask.is_dask(X) or self._is_sharded():  # lazy Dask arrays, the queries' row blocks (docs/dask.md)
+            k = self._query_k(X, n_neighbors)  # the single-machine checks and messages
+            spec, _, _ = self._resolve()
+            Q = self._dask_queries(X)
+            dtype = _sdask.result_dtype(Q, self._fit_X)
+            dist, ind = self._shards().kneighbors(Q, X is None, k, spec.similarity, _shard_kneighbors, dtype)
+            return (dist, ind) if return_distance else ind
         k = self._query_k(X, n_neighbors)
         if self._is_precomputed():
             dist, ind = _precomputed.kneighbors(self._query_distances(X), k, X is None, self.working_memory)
@@ -397,10 +454,10 @@ class NearestNeighbors:
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances (the
         similarities, for a similarity measure); a distance of 0 is stored.
         """
-        if _sdask.is_dask(X) or _dask.is_sharded(self):  # neighbours from the cluster, this CSR (docs/dask.md)
-            return _dask.kneighbors_graph(self, X, n_neighbors, mode)
         _check_mode(mode)
         dist, ind = self.kneighbors(X, n_neighbors)
+        if _sdask.is_dask(ind):  # neighbours from the cluster, computed: this CSR (docs/dask.md)
+            dist, ind = _sdask.compute(dist, ind)
         n_queries, k = ind.shape
         xp = arrays.array_module(ind)  # CuPy neighbours give a cupyx.scipy.sparse result, built on the GPU
         data = xp.ones(ind.size) if mode == "connectivity" else dist.ravel()
@@ -455,9 +512,11 @@ class NearestNeighbors:
         _check_mode(mode)
         radius = _check_radius(self.radius if radius is None else radius)
         self._check_fitted()
-        if _sdask.is_dask(X) or _dask.is_sharded(self):  # every shard's answer, side by side (docs/dask.md)
-            (rows, cols, dist), dtype, n_queries = _dask.within(self, X, radius)
-            return self._entries_graph(rows, cols, dist.astype(dtype), n_queries, mode, sort_results)
+        if _sdask.is_dask(X) or self._is_sharded():  # every shard's answer, side by side (docs/dask.md)
+            Q = self._dask_queries(X)
+            dtype = _sdask.result_dtype(Q, self._fit_X)
+            rows, cols, dist = self._shards().within(Q, X is None, radius, _shard_within, dtype)
+            return self._entries_graph(rows, cols, dist.astype(dtype), Q.shape[0], mode, sort_results)
         if self._is_precomputed():
             D = self._query_distances(X)
             rows, cols, dist = _precomputed.within(D, radius, X is None, self.working_memory)
@@ -522,6 +581,24 @@ def radius_neighbors_graph(
         verbose=False,
     ).fit(X)
     return nn.radius_neighbors_graph(nn._fit_X if include_self else None, mode=mode)
+
+
+def _fit_shard(params: dict, rows) -> NearestNeighbors:
+    """A single-machine model fitted on one row block (on the worker holding it), for the sharded index."""
+    return NearestNeighbors(**params).fit(rows)
+
+
+def _shard_kneighbors(shard: NearestNeighbors, queries, k: int, offset: int):
+    """The shard's k best for each query, indices made global; ``queries=None``: the shard's own rows."""
+    dist, ind = shard.kneighbors(queries, k)
+    return dist, ind + offset
+
+
+def _shard_within(shard: NearestNeighbors, queries, radius: float, offset: int) -> tuple:
+    """The shard's fitted rows within ``radius`` of each query (``None``: its own rows, each excluding itself)
+    as host CSR arrays ``(indptr, columns, distances)``, columns made global row numbers, rows in index order."""
+    G = arrays.on_host(shard.radius_neighbors_graph(queries, radius, mode="distance"))
+    return G.indptr, G.indices.astype(np.int64) + offset, G.data
 
 
 def effective_metric(metric, p, metric_params) -> tuple[str, dict]:

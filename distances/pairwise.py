@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 from contextlib import contextmanager
 
@@ -85,9 +86,11 @@ def pairwise_distances(
     if _sdask.is_dask(X, Y):  # row blocks on the workers, a lazy Dask result (docs/dask.md)
         if mask is not None or out is not None:
             raise NotImplementedError("mask= and out= are not available for Dask input: compute blocks by hand")
-        from . import dask as _dask
-
-        return _dask.pairwise_distances(X, Y, metric, backend, working_memory, params)
+        resolve_metric(metric, params)  # an unknown metric or parameter is named now, not on a worker
+        func = functools.partial(
+            pairwise_distances, metric=metric, backend=backend, working_memory=working_memory, **params
+        )
+        return _sdask.pairs_of_blocks(func, X, Y, backend=backend, working_memory=working_memory)
     params, columns = split_columns(metric, params)
     spec, values = resolve_metric(metric, params)
     check_all_finite(ensure_all_finite)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -72,7 +74,8 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
            [3., 2.]])
     """
     if _dask.is_dask(X, Y, mask):  # row blocks on the workers, a lazy Dask result (semiring.dask)
-        return _dask.pairwise(X, Y, sr, mask=mask, backend=backend, working_memory=working_memory)
+        func = functools.partial(pairwise, sr=as_semiring(sr), backend=backend, working_memory=working_memory)
+        return _dask.pairs_of_blocks(func, X, Y, mask=mask, backend=backend, working_memory=working_memory)
     sr = as_semiring(sr)
     _check_sparse(sparse, sr, mask)
     engine = _backend.engine(backend)

@@ -1,13 +1,23 @@
-"""Dask arrays in ``semiring.pairwise``, and the row-block plumbing the measures' Dask paths share.
+"""The Dask layer: a service the public calls hand their own single-machine work to, as callables.
 
 A Dask array passed to a public call is read as row blocks: each block holds
 whole rows (a SciPy sparse matrix or array, a NumPy array, or their CuPy
-kinds).  The result is a lazy Dask array whose block ``(i, j)`` is the
-single-machine call on row block ``i`` of X and row block ``j`` of Y, run on
-the worker that holds them with that worker's engine (``backend="auto"``
-takes a worker's GPU when it has one), with the same validation and results.
-What can be checked without the data (shapes, dtypes, parameters) is checked
-when the call is made; the values of a block are checked when it is computed.
+kinds).  The public call checks what it can without the data, then gives this
+layer callables — compute one pair of blocks, fit a model on one block, ask a
+model, assemble and check a graph, compute one block of it — and the layer
+places them on the workers and puts the answers together.  It imports no
+measure and writes no caller's state (see ``docs/dask.md``):
+
+* :func:`pairs_of_blocks` — a lazy result whose block ``(i, j)`` is the
+  caller's function of row block ``i`` of X and row block ``j`` of Y, run on
+  the worker that holds them (``semiring.pairwise``, ``pairwise_distances``);
+* :class:`ShardedIndex` — models fitted by the caller's function, one a row
+  block, each kept by the worker holding it, asked by the caller's functions
+  with queries travelling to the shards; :func:`merge` combines their k best
+  (``NearestNeighbors``);
+* :func:`by_blocks` — a graph assembled and checked once by the caller's
+  function, held by every worker (a broadcast), and the caller's per-block
+  function run on each row block (the graph measures).
 
 Nothing here imports Dask until a Dask array is passed: :func:`is_dask` reads
 the type's module, so ``import semiring`` loads no Dask.
@@ -16,6 +26,8 @@ the type's module, so ``import semiring`` loads no Dask.
 from __future__ import annotations
 
 import functools
+import operator
+import uuid
 
 import numpy as np
 import scipy.sparse as sp
@@ -81,6 +93,16 @@ def meta(like, dtype, *, sparse: bool = False):
     return arrays.empty_like_kind(like._meta, dtype, sparse=sparse)
 
 
+def compute(*collections) -> tuple:
+    """Dask collections computed (on the client's cluster, or Dask's local scheduler)."""
+    import dask
+
+    return dask.compute(*collections)
+
+
+# --------------------------------------------------------------------------- pairs of row blocks
+
+
 def _call(X, Y, *mask, func, y_is_x: bool = False):
     try:
         return func(X, Y, mask=mask[0]) if mask else func(X, Y)
@@ -119,18 +141,348 @@ def block_pairs(func, X, Y, dtype, *, mask=None):
     return da.blockwise(call, "ij", *args, dtype=dtype, meta=kind, concatenate=True)
 
 
-def pairwise(X, Y, sr, *, mask=None, backend: str = "auto", working_memory: float | None = None):
-    """``semiring.pairwise`` on Dask arrays: the single-machine call on each pair of row blocks (lazy)."""
-    from .api import as_semiring
-    from .api import pairwise as single_machine
-
-    sr = as_semiring(sr)
+def pairs_of_blocks(func, X, Y, *, mask=None, backend: str, working_memory):
+    """The whole Dask path of a call of rows against rows: ``func(X_i, Y_j)`` (the single-machine call, its
+    options bound) on each pair of row blocks, lazily; the backend's name, ``working_memory`` and the blocks'
+    types checked now."""
     check_call(backend, working_memory)
     X = as_row_blocks(X, "X")
     Y = None if Y is None else as_row_blocks(Y, "Y")
-    dtype = result_dtype(X, Y)
-    func = functools.partial(single_machine, sr=sr, backend=backend, working_memory=working_memory)
-    return block_pairs(func, X, Y, dtype, mask=mask)
+    return block_pairs(func, X, Y, result_dtype(X, Y), mask=mask)
 
 
-__all__ = ["as_row_blocks", "block_pairs", "check_call", "is_dask", "known_rows", "meta", "pairwise", "result_dtype"]
+# --------------------------------------------------------------------------- the cluster
+
+
+def distributed_client():
+    """The ``distributed`` client Dask computes on, or None on Dask's own local schedulers."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _worker_addresses(client) -> list[str]:
+    """The cluster's workers now, in order, waiting for one where there is none (all restarting).
+
+    ``client.nthreads()`` names every worker in every ``distributed`` release we take (``scheduler_info()`` lists
+    at most five in some, and was once seen empty here, in the test suite on a loaded machine)."""
+    workers = sorted(client.nthreads())
+    if not workers:
+        client.wait_for_workers(1)
+        workers = sorted(client.nthreads())
+    return workers
+
+
+# --------------------------------------------------------------------------- a sharded index
+
+
+def _ready(shard) -> bool:
+    return True
+
+
+class ShardedIndex:
+    """Models fitted on the row blocks of a Dask array, each kept by the worker holding its block.
+
+    ``shards`` lists ``(shard, first row, rows)``: the shard a Dask key (a persisted Delayed or a future) or,
+    for :meth:`of_model`, one model held on the client.  Dask counts a model's memory as ``sys.getsizeof``
+    says (its ``__sizeof__``), so that it prices moving one as it should.
+    """
+
+    def __init__(self, X, shards: list, held: bool):
+        self.X, self.shards, self.held = X, shards, held
+
+    @classmethod
+    def fit(cls, X, fit_block) -> ShardedIndex:
+        """``fit_block(rows)`` on each non-empty row block of X (row blocks, their sizes known), on the worker
+        holding it, kept there.  Returns when the shards are fitted: any error of theirs is raised here."""
+        import dask
+
+        rows = known_rows(X, "X")
+        offsets = np.concatenate([[0], np.cumsum(rows)])
+        blocks = X.to_delayed()[:, 0]
+        kept = [b for b, n in enumerate(rows) if n]
+        shards = dask.persist(*[dask.delayed(fit_block)(blocks[b]) for b in kept])
+        dask.compute(*[dask.delayed(_ready)(s) for s in shards])  # waits for the shards; raises their errors
+        return cls(X, [(s, int(offsets[b]), rows[b]) for s, b in zip(shards, kept)], held=True)
+
+    @classmethod
+    def of_model(cls, model, X, rows: int) -> ShardedIndex:
+        """A model fitted on one machine (on rows X) as one shard: sent to each worker that answers queries
+        once, as one key of the graph (its prepared device arrays are remade there)."""
+        return cls(X, [(model, 0, rows)], held=False)
+
+    def _plan(self, Q, own_queries: bool, args_of) -> list:
+        """Per query block of Q, its jobs ``(shard, own, *args_of(shard size, own, shard's first row))``: every
+        shard answers every block; ``own_queries`` (the fitted rows as queries): a block that is a shard is that
+        shard's own query, each row excluding itself."""
+        rows = known_rows(Q, "X")
+        starts = np.concatenate([[0], np.cumsum(rows)])
+        plan = []
+        for q in range(len(rows)):
+            jobs = []
+            for i, (_, offset, size) in enumerate(self.shards):
+                own = own_queries and rows[q] and offset == starts[q]
+                args = args_of(size, own, offset)
+                if args is not None:
+                    jobs.append((i, own, *args))
+            plan.append(jobs)
+        return plan
+
+    def _lazy_parts(self, blocks, plan, part, combine) -> list:
+        """Each query block's ``combine`` of its shards' ``part(shard, queries, *args)`` as a Delayed (Dask's
+        local schedulers); ``own``: the queries are the shard's own rows (``queries=None``)."""
+        import dask
+
+        shards = [s for s, _, _ in self.shards]
+        if not self.held:
+            shards = [dask.delayed(s, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False) for s in shards]
+
+        def job(q, i, own, *args):
+            return dask.delayed(part)(shards[i], None if own else blocks[q], *args)
+
+        return [dask.delayed(combine)([job(q, *j) for j in jobs]) for q, jobs in enumerate(plan)]
+
+    def _submitted_parts(self, client, blocks, plan, part, combine) -> list:
+        """As ``_lazy_parts``, as futures computing now on a ``distributed`` cluster.
+
+        Each shard's task is bound to the worker holding the shard (another only if that one is lost), so the
+        queries travel to the shards and a shard never leaves its worker.  A model fitted on one machine is
+        copied to every worker once instead.
+        """
+        import dask
+        from distributed import futures_of
+
+        if self.held:
+            held = [
+                futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])]
+                for shard, _, _ in self.shards
+            ]
+            held = [f[0] for f in held]
+            holders = client.who_has(held)
+            where = [{"workers": list(holders.get(f.key, ())) or None, "allow_other_workers": True} for f in held]
+        else:
+            held = [client.scatter(self.shards[0][0], broadcast=True, hash=False)]
+            where = [{}]
+        queries = client.compute(list(blocks))
+        combined = []
+        for q, jobs in enumerate(plan):
+            parts = [
+                client.submit(part, held[i], None if own else queries[q], *args, pure=False, **where[i])
+                for i, own, *args in jobs
+            ]
+            combined.append(client.submit(combine, parts, pure=False))
+        return combined
+
+    def ask(self, Q, own_queries: bool, part, combine, args_of) -> list:
+        """Each query block's combined answer: Delayed objects (local schedulers) or futures (a cluster)."""
+        plan = self._plan(Q, own_queries, args_of)
+        blocks = Q.to_delayed()[:, 0]
+        client = distributed_client()
+        if client is None:
+            return self._lazy_parts(blocks, plan, part, combine)
+        return self._submitted_parts(client, blocks, plan, part, combine)
+
+    def kneighbors(self, Q, own_queries: bool, k: int, largest: bool, part, dtype):
+        """The k best of every shard for each query, merged: Dask arrays ``(distances, indices)`` with Q's row
+        blocks.  ``part(shard, queries, k, first row)`` is a shard's ``(distances, global indices)``."""
+        import dask.array as da
+
+        def args_of(size, own, offset):  # the k a shard can give: a shard queried by itself has one row fewer
+            kk = min(k, size - 1) if own else min(k, size)
+            return (kk, offset) if kk > 0 or not own else None
+
+        merged = self.ask(Q, own_queries, part, functools.partial(merge, k=k, largest=largest), args_of)
+        rows = known_rows(Q, "X")
+        dist = [_piece(pair, 0, (m, k), dtype) for pair, m in zip(merged, rows)]
+        ind = [_piece(pair, 1, (m, k), np.int64) for pair, m in zip(merged, rows)]
+        return da.concatenate(dist), da.concatenate(ind)
+
+    def within(self, Q, own_queries: bool, radius: float, part, dtype) -> tuple:
+        """Every shard's rows within ``radius`` of each query, side by side: ``(rows, columns, distances)`` on the
+        host, rows ascending, each row's entries in index order.  ``part(shard, queries, radius, first row)``
+        is a shard's ``(indptr, global columns, distances)``."""
+
+        def args_of(size, own, offset):
+            return (radius, offset) if size > int(own) else None
+
+        blocks = self.ask(Q, own_queries, part, _side_by_side, args_of)
+        blocks = compute(*blocks) if distributed_client() is None else [f.result() for f in blocks]
+        first = np.concatenate([[0], np.cumsum(known_rows(Q, "X"))])
+        rows = np.concatenate([b[0] + first[q] for q, b in enumerate(blocks)] or [np.zeros(0, np.int64)])
+        cols = np.concatenate([b[1] for b in blocks] or [np.zeros(0, np.int64)])
+        dist = np.concatenate([b[2] for b in blocks] or [np.zeros(0, dtype)])
+        return rows, cols, dist
+
+
+def merge(parts, k: int, largest: bool):
+    """The ``k`` best of each row over several shards' ``(distances, indices)``, each row best first.
+
+    Best is the smallest (``largest=False``) or the largest value; NaN comes
+    after every number, and equal values (NaNs too) are ordered by index: the
+    order of the single-machine selection (``semiring.engine``'s top-k).
+
+    >>> d = [(np.array([[1.0, 3.0]]), np.array([[4, 5]])), (np.array([[1.0, np.nan]]), np.array([[0, 1]]))]
+    >>> merge(d, 3, largest=False)
+    (array([[1., 1., 3.]]), array([[0, 4, 5]]))
+    """
+    dist = np.concatenate([p[0] for p in parts], axis=1)
+    ind = np.concatenate([p[1] for p in parts], axis=1)
+    key = -dist if largest else dist
+    nan = np.isnan(key)
+    order = np.lexsort((ind, np.where(nan, 0, key), nan), axis=1)[:, :k]
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(ind, order, axis=1)
+
+
+def _piece(pair, which: int, shape, dtype):
+    """Item ``which`` of a block's merged pair (a Delayed or a future) as a Dask array of ``shape``."""
+    import dask
+    import dask.array as da
+
+    item = dask.delayed(operator.itemgetter(which))(pair)
+    return da.from_delayed(item, shape, dtype=dtype, meta=np.empty((0, 0), dtype))
+
+
+def _side_by_side(parts) -> tuple:
+    """One query block's shards' answers as (rows, columns, distances), each row's entries in shard order
+    (the shards in row order: index order)."""
+    rows = np.concatenate([np.repeat(np.arange(p[0].size - 1), np.diff(p[0])) for p in parts] or [[]])
+    order = np.argsort(rows, kind="stable")
+    cols = np.concatenate([p[1] for p in parts] or [[]]).astype(np.int64)
+    dist = np.concatenate([p[2] for p in parts] or [[]])
+    return rows[order].astype(np.int64), cols[order], dist[order]
+
+
+# --------------------------------------------------------------------------- a graph held by every worker
+
+
+class Held:
+    """A value held by a worker, with what its users derive from it kept beside it (a device copy of a graph
+    per engine): made once per worker, dropped with the value.  The keys of one value share one dict (threads
+    may make a value twice; either copy is kept)."""
+
+    def __init__(self, value):
+        self.value = value
+        self._derived: dict = {}
+
+    def derived(self, key, make):
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
+
+    def __getstate__(self) -> dict:
+        return {"value": self.value, "_derived": {}}  # derived values (device arrays) stay where they were made
+
+
+def row_blocks(indptr: np.ndarray, nblocks: int) -> np.ndarray:
+    """``nblocks + 1`` row bounds cutting a CSR matrix into blocks of about equal stored entries.
+
+    >>> row_blocks(np.array([0, 5, 6, 7, 8, 10]), 2).tolist()
+    [0, 1, 5]
+    """
+    targets = np.linspace(0, indptr[-1], nblocks + 1)
+    bounds = np.searchsorted(indptr, targets, side="left")
+    bounds[0], bounds[-1] = 0, indptr.size - 1
+    return np.maximum.accumulate(bounds)
+
+
+def _assembled(make, *blocks) -> tuple:
+    """``(Held(made), made)``: ``made = make`` of the row blocks stacked into one matrix (the caller's assembly
+    and checks), held for the workers' blocks and returned for the client's assembly."""
+    made = make(arrays.vstack(blocks))
+    return Held(made), made
+
+
+class HeldGraph:
+    """A Dask matrix's graph, made (assembled and checked) once and held where it is used.
+
+    ``H`` is the :class:`Held` graph on every worker (a future, after ``Client.replicate``: the broadcast), or
+    the Held itself on Dask's local schedulers; :meth:`made` is what the caller's ``make`` returned, on the
+    client (from the cluster once, when a result first needs it).
+    """
+
+    def __init__(self, A, make, client):
+        import dask
+
+        assembled = dask.delayed(_assembled, nout=2)(make, *A.to_delayed()[:, 0])
+        if client is None:
+            self.H, self._made = dask.compute(assembled)[0]
+            self._future = None
+        else:
+            self._future = client.compute(assembled)
+            self._made = None
+            self.H = client.submit(operator.itemgetter(0), self._future)
+            client.replicate([self.H], n=len(_worker_addresses(client)))
+
+    def made(self):
+        if self._made is None:
+            self._made = self._future.result()[1]
+        return self._made
+
+
+class LastGraph:
+    """The graph last given on Dask arrays, kept by its key for the next call: one graph, so that its several
+    measures, or one measure's repeats, assemble, check and broadcast it once; the next graph replaces it (its
+    memory on the workers freed).  The key is the Dask array's name (Dask names arrays by what they hold), the
+    caller's checks, and the cluster.  The caller owns the holder (one a kind of graph work)."""
+
+    def __init__(self):
+        self._last: tuple | None = None  # (key, HeldGraph), read and replaced whole
+
+    def get(self, A, checks, make, client) -> HeldGraph:
+        key = (A.name, checks, None if client is None else client.id)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        self._last = None  # the old graph is freed before the new one is made
+        held = HeldGraph(A, make, client)
+        self._last = (key, held)
+        return held
+
+
+def by_blocks(A, make, checks, block, assemble, last: LastGraph):
+    """``assemble(made, *[block(H, b, nblocks) for each block b])``, computed: ``made = make(matrix)`` is A's row
+    blocks assembled into one matrix and checked by the caller, ``H`` a :class:`Held` of it on every worker;
+    ``last`` (the caller's) keeps it for the next call with the same ``checks``.
+
+    On a ``distributed`` cluster the blocks are dealt to the workers in turn, their values gathered and
+    assembled on the client; otherwise Dask's local scheduler runs them on its threads, sharing the graph.
+    There are as many blocks as A has row blocks.
+    """
+    import dask
+
+    A = as_row_blocks(A, "A")
+    nblocks = A.numblocks[0]
+    client = distributed_client()
+    held = last.get(A, checks, make, client)
+    if client is None:
+        values = dask.compute(*[dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)])
+    else:
+        workers = _worker_addresses(client)
+        where = [{"workers": [workers[b % len(workers)]], "allow_other_workers": True} for b in range(nblocks)]
+        values = client.gather(
+            [client.submit(block, held.H, b, nblocks, pure=False, **where[b]) for b in range(nblocks)]
+        )
+    return assemble(held.made(), *values)
+
+
+__all__ = [
+    "Held",
+    "LastGraph",
+    "ShardedIndex",
+    "as_row_blocks",
+    "block_pairs",
+    "by_blocks",
+    "check_call",
+    "compute",
+    "distributed_client",
+    "is_dask",
+    "known_rows",
+    "merge",
+    "meta",
+    "pairs_of_blocks",
+    "result_dtype",
+    "row_blocks",
+]
