@@ -173,22 +173,7 @@ def check_n_jobs(n_jobs) -> int | None:
 
 @contextmanager
 def cpu_threads(n_jobs, engine):
-    """scikit-learn's ``n_jobs`` as the CPU engine's (numba's) threads for the duration of a call.
-
-    None keeps the current number; ``-1`` takes every thread numba started with, ``-2`` all but one (as
-    joblib); more than numba started with is capped there.  The previous number is restored on exit,
-    exceptions included.  Only checked for the GPU engine, which has no threads to set.
-    """
-    if check_n_jobs(n_jobs) is None or engine.name != "cpu":
+    """scikit-learn's ``n_jobs``, checked, as the engine's threads for the duration of a call
+    (``PairwiseEngine.threads``: the CPU engine's numba threads; the GPU engine has none to set)."""
+    with engine.threads(check_n_jobs(n_jobs)):
         yield
-        return
-    import numba  # only here: importing the library loads no engine
-
-    most = numba.config.NUMBA_NUM_THREADS
-    wanted = n_jobs if n_jobs > 0 else most + 1 + n_jobs
-    before = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(most, wanted)))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -97,6 +98,11 @@ class PairwiseEngine(Protocol):
 
     def memory_limit_bytes(self) -> int | None:
         """The most temporary memory a call may take on the device now, or None for no limit of its own."""
+
+    def threads(self, n_jobs: int | None) -> AbstractContextManager:
+        """A context in which the engine's calls run on ``n_jobs`` threads, as scikit-learn's ``n_jobs`` (a
+        nonzero integer, checked by the caller): None keeps the current number, ``-1`` every thread the engine
+        has, ``-2`` all but one; more than it has is capped there.  The number before is restored on exit."""
 
     def device_name(self) -> str:
         """The device it computes on, in words, for reports (``semiring info``); never raises."""

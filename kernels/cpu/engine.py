@@ -9,6 +9,8 @@ to the CPU.  The kernels are in ``pairwise``, ``rowops``, ``topk`` and ``graph``
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -73,6 +75,21 @@ class CpuEngine:
 
     def unavailable_reason(self) -> str | None:
         return None  # numba runs wherever the package imports
+
+    @contextmanager
+    def threads(self, n_jobs: int | None):
+        """numba's threads, set for the calls inside (numba sets them per calling thread)."""
+        if n_jobs is None:
+            yield
+            return
+        most = numba.config.NUMBA_NUM_THREADS
+        wanted = n_jobs if n_jobs > 0 else most + 1 + n_jobs
+        before = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(most, wanted)))
+        try:
+            yield
+        finally:
+            numba.set_num_threads(before)
 
     def device_name(self) -> str:
         return f"the host's CPU, {numba.get_num_threads()} numba threads"

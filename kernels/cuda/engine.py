@@ -8,6 +8,7 @@ CuPy or the CUDA bindings until an engine runs.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,10 @@ class CudaEngine:
 
     def unavailable_reason(self) -> str | None:
         return launch.unavailable_reason()
+
+    def threads(self, n_jobs: int | None) -> nullcontext:
+        """Nothing to set: the GPU's threads are the kernels' own."""
+        return nullcontext()
 
     def device_name(self) -> str:
         try:

@@ -297,7 +297,7 @@ def test_every_declared_member_is_used_by_a_caller(protocol):
 
 def test_no_engine_is_probed_for_a_method():
     """Callers use the interface as declared: no getattr/hasattr on an engine (the resolver's guard reads the
-    interface statically, in semiring.engine)."""
+    interface statically, in semiring.engine), and no branch on an engine's name (ask it what it does)."""
     probes = []
     for module, path in installed_modules().items():
         if not _outside_the_engines(module):
@@ -310,6 +310,12 @@ def test_no_engine_is_probed_for_a_method():
             ):
                 first = ast.unparse(node.args[0]) if node.args else ""
                 if "engine" in first.lower() or first in ("eng", "_backend"):
+                    probes.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.Compare):  # engine.name == "cpu": a branch on which engine, not on what it says
+                sides = [node.left, *node.comparators]
+                names = [s for s in sides if isinstance(s, ast.Attribute) and s.attr == "name"]
+                literal = [s for s in sides if isinstance(s, ast.Constant) and s.value in ("cpu", "cuda")]
+                if literal and any("engine" in ast.unparse(s.value).lower() for s in names):
                     probes.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
     assert not probes, "\n".join(probes)
 
