@@ -11,7 +11,7 @@ The measured call is ``semiring.pairwise(Q, X, plus_times, backend="cpu", sparse
 sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/datasets.py``'s seeded
 data, the first ``--queries`` rows against all.  Every side's result is checked against the first side's.
 
-    python benchmarks/cpu_ab.py --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\
+    python -m benchmarks cpu-ab --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\
         --scale 0.25 --queries 512 --threads 2 --rounds 15 --seed 0 --json results.json
 """
 
@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 def worker(args) -> None:
     """One side: build the data, then time one call per line read from stdin, answering its ms on stdout."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
-    sys.path.insert(0, str(HERE))
-    from datasets import make_dataset
+    sys.path.insert(0, str(HERE.parent))
+    from benchmarks.synthetic import make_dataset
 
     X = make_dataset(args.dataset, args.scale, args.seed)
     Q = X[: min(args.queries, X.shape[0])]
@@ -122,9 +122,8 @@ def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
 
 
 def main() -> None:
-    sys.path.insert(0, str(HERE))
-    from datasets import DATASETS
-    from measure import commit
+    from .record import commit
+    from .synthetic import DATASETS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", action="append", default=[], help="NAME=PATH (a laid-out package) or NAME=graphblas")

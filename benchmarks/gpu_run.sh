@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# On the lent GPU machine (no network, no install of ours): lay the installed package out by hand, as the
-# wheel does (semiring/ with distances/ and kernels/ inside), then run the GPU test tier and, if asked,
-# the GPU benchmark (GPU_TESTS: test paths instead of the whole tier; DASK_ARGS: the scaling run's arguments;
-# PROFILE_JOBS, PROFILE_ARGS, PROFILE_TAG: stage_profile.py's --jobs, further arguments, results file tag; PUBLIC_ARGS, PUBLIC_TAG: public_api_bench.py's further arguments and
-# the tag in its results file's name).
-# Usage: bash benchmarks/gpu_run.sh [tests] [bench] [knn] [public] [cuvs] [dask] [profile] [cpu] [cpustages] [scale] [smoke]; logs and JSON
-# go to $OUT.  cuvs: public_api_bench.py with cuVS beside ours (the harness benchmarks/cuvs/device.sh built;
-# CUVS_ARGS: more arguments).
+# The GPU suites on the lent GPU machine (no network, no install of ours): lay the package out by hand as the
+# wheel does (semiring/ with distances/ and kernels/ inside), then run each job named, its results file and log
+# into $OUT.  The commit recorded is git's where the tree has its metadata, else $COMMIT; every results file also
+# holds the engine's source digest, which `python -m benchmarks stamp FILE` matches to a commit here.
+#
+#   bash benchmarks/gpu_run.sh [tests] [distances] [knn] [graph] [dask] [scale] [profile] [strategies] [cpu] [cpu-profile]
+#
+# Each suite's options: DISTANCES_ARGS, KNN_ARGS, GRAPH_ARGS, DASK_ARGS, SCALE_ARGS, PROFILE_ARGS, STRATEGIES_ARGS,
+# CPU_ARGS, CPU_PROFILE_ARGS (added to the defaults below); SEED (default 0; the graph suite's R-MAT seed 1).
+# GPU_TESTS: test paths instead of the whole GPU tier.  cuVS joins distances and knn where its harness is built
+# ($CUVS_HARNESS or ~/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
+SEED=${SEED:-0}
 mkdir -p "$OUT"
 PKG=$(mktemp -d)
 cp -r "$REPO/semiring" "$PKG/semiring"
 cp -r "$REPO/distances" "$PKG/semiring/distances"
 cp -r "$REPO/kernels" "$PKG/semiring/kernels"
-export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-cd "$PKG"  # so that the checkout's own semiring/ (without its subpackages) is not the one imported
-echo "commit ${COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" | tee "$OUT/env.log"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/env.log"
+# the laid-out package first (the checkout's own semiring/ lacks its subpackages), then the checkout for benchmarks/
+export PYTHONPATH="$PKG:$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+cd "$PKG"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/env.log"
 python3 -c "import cupy, numpy, scipy; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)" | tee -a "$OUT/env.log"
 status=0
+suite() {  # suite NAME FILE ARGS...: python -m benchmarks NAME ARGS --json $OUT/FILE.json, its log beside
+  local name=$1 file=$2
+  shift 2
+  echo "# python -m benchmarks $name $* --json $file.json" | tee "$OUT/$file.log"
+  python3 -m benchmarks "$name" "$@" --json "$OUT/$file.json" 2>&1 | tee -a "$OUT/$file.log" || status=1
+}
 for job in "$@"; do
   case $job in
     tests)
@@ -30,33 +40,16 @@ for job in "$@"; do
       HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
         -o addopts="-ra --import-mode=importlib" \
         ${GPU_TESTS:-"$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py"} 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
-    bench)
-      python3 "$REPO/benchmarks/gpu_bench.py" --scale 1.0 --json "$OUT/gpu_bench_h200.json" 2>&1 | tee "$OUT/gpu_bench.log" || status=1 ;;
-    knn)
-      python3 "$REPO/benchmarks/knn_bench.py" --scale 1.0 --sk-queries 1024 --repeats 2 --json "$OUT/knn_bench.json" \
-        2>&1 | tee "$OUT/knn_bench.log" || status=1 ;;
-    public)
-      python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" ${PUBLIC_ARGS:-} --json "$OUT/public_api_h200${PUBLIC_TAG:-}.json" \
-        2>&1 | tee "$OUT/public_api.log" || status=1 ;;
-    cuvs)  # needs $HOME/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md
-      python3 "$REPO/benchmarks/public_api_bench.py" --seed "${SEED:-0}" --cuvs "${CUVS_HARNESS:-$HOME/cuvs/root/cuvs_harness}" \
-        ${CUVS_ARGS:-} --json "$OUT/public_api_cuvs_h200.json" 2>&1 | tee "$OUT/public_api_cuvs.log" || status=1 ;;
-    dask)  # needs dask, distributed and dask-cuda importable (docs/dask.md lists the wheels)
-      python3 "$REPO/benchmarks/dask_scaling.py" ${DASK_ARGS:---gpus 1,2 --seed 0} --json "$OUT/dask_scaling.json" \
-        2>&1 | tee "$OUT/dask_scaling.log" || status=1 ;;
-    profile)
-      python3 "$REPO/benchmarks/stage_profile.py" --seed "${SEED:-0}" --jobs "${PROFILE_JOBS:?PROFILE_JOBS: dataset:metric:job,...}" \
-        ${PROFILE_ARGS:-} --json "$OUT/stage_profile${PROFILE_TAG:-}.json" 2>&1 | tee "$OUT/stage_profile${PROFILE_TAG:-}.log" || status=1 ;;
-    cpu)  # the CPU engine's table on the machine's host cores (CPU_ARGS: cpu_engine.py's arguments)
-      python3 "$REPO/benchmarks/cpu_engine.py" ${CPU_ARGS:?CPU_ARGS: cpu_engine.py arguments} 2>&1 | tee -a "$OUT/cpu_engine.log" || status=1 ;;
-    cpustages)  # a CPU call's stages at the host's thread count (CPU_STAGE_ARGS: cpu_stage_profile.py's arguments)
-      python3 "$REPO/benchmarks/cpu_stage_profile.py" ${CPU_STAGE_ARGS:?CPU_STAGE_ARGS: cpu_stage_profile.py arguments} \
-        2>&1 | tee -a "$OUT/cpu_stage_profile.log" || status=1 ;;
-    scale)  # all-pairs kNN at real sizes (SCALE_ARGS: scale.py's arguments, --seed among them)
-      python3 "$REPO/benchmarks/scale.py" ${SCALE_ARGS:?SCALE_ARGS: scale.py arguments} --json "$OUT/scale${SCALE_TAG:-}.json" \
-        2>&1 | tee -a "$OUT/scale.log" || status=1 ;;
-    smoke)
-      python3 "$REPO/benchmarks/gpu_smoke.py" 2>&1 | tee "$OUT/gpu_smoke.log" || status=1 ;;
+    distances) suite distances distances --seed "$SEED" ${DISTANCES_ARGS:-} ;;
+    knn) suite knn knn --seed "$SEED" ${KNN_ARGS:-} ;;
+    graph) suite graph graph --seed "${GRAPH_SEED:-1}" ${GRAPH_ARGS:-} ;;
+    dask) suite dask dask --seed "$SEED" ${DASK_ARGS:---gpus 1,2} ;;  # dask, distributed, dask-cuda importable
+    scale) suite scale "scale${SCALE_TAG:-}" --seed "$SEED" ${SCALE_ARGS:-} ;;
+    profile) suite profile profile --seed "$SEED" ${PROFILE_ARGS:?PROFILE_ARGS: --jobs dataset:metric:job,...} ;;
+    strategies) suite strategies strategies --seed "$SEED" ${STRATEGIES_ARGS:-} ;;
+    cpu) suite cpu cpu --seed "$SEED" ${CPU_ARGS:-} ;;  # the CPU engine's table on the host's cores
+    cpu-profile) suite cpu-profile cpu_profile --seed "$SEED" ${CPU_PROFILE_ARGS:?CPU_PROFILE_ARGS: its arguments} ;;
+    *) echo "gpu_run.sh: unknown job $job" >&2; status=2 ;;
   esac
 done
 exit $status

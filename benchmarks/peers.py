@@ -1,5 +1,20 @@
-"""The peers' side of the GPU benchmarks, one definition for every script: a cupyx user's expansion of a
-product into a measure, the checks of any result against SciPy in float64, and cuVS through its harness.
+"""The peers of every suite, called as a competent user of each would call it, in one place.
+
+* GPU products (``product_peers``): cuSPARSE ``Q @ X.T`` through cupyx plus the expansion in CuPy, and dense
+  cuBLAS GEMM on rows densified beforehand (the densify timed apart), for the measures a product gives.
+* cuVS (``CuvsHarness``): ``cuvs::distance::pairwise_distance`` on CSR views and sparse brute-force kNN,
+  through ``benchmarks/cuvs/harness.cu``; each measure is given the rows its definition expects
+  (``cuvs_rows``: L1-normalised for jensenshannon and hellinger, binary for jaccard, dice and russellrao),
+  prepared before and outside its timing.
+* scikit-learn (``sklearn_pairwise``, ``sklearn_knn``): on the host's cores (``n_jobs``), warmed up and timed
+  like ours on the same queries.
+* python-graphblas (``graphblas_graph``): SuiteSparse's masked ``plus_pair`` products on every thread it is
+  given, in a subprocess with a time limit, warmed up and timed like ours.
+* networkx (``networkx_ktruss``) and cuGraph (``cugraph_graph``, where ``pylibcugraph`` is installed).
+
+Each returns its timing (``timing.Timing.as_dict()``) and its result, or ``{"error": ...}`` where the peer
+failed: a failure is a result, recorded, never raised.  Checking a peer's result is the suite's job, against
+``reference``'s oracles, like ours.
 """
 
 from __future__ import annotations
@@ -7,13 +22,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from measure import PeakMemory, timed
-from scipy.spatial.distance import cdist
-from scipy.special import rel_entr
+
+from .timing import PeakMemory, on_device, on_host
+
+
+def error_of(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+# --------------------------------------------------------------------------- GPU products (cuSPARSE, cuBLAS)
 
 
 def expand_product(metric: str, dot, nq, nx):
@@ -26,10 +49,13 @@ def expand_product(metric: str, dot, nq, nx):
         return cupy.clip(1.0 - dot / cupy.sqrt(nq[:, None] * nx[None, :]), 0.0, 2.0)
     if metric == "euclidean":
         return cupy.sqrt(cupy.maximum(nq[:, None] + nx[None, :] - 2.0 * dot, 0.0))
-    if metric == "jaccard":
+    if metric == "jaccard":  # on binary rows
         union = nq[:, None] + nx[None, :] - dot
         return cupy.where(union > 0, (union - dot) / cupy.where(union > 0, union, 1), 0.0)
-    raise ValueError(metric)
+    raise ValueError(f"no product form of {metric!r}")
+
+
+PRODUCT_METRICS = ("cosine", "euclidean", "inner_product", "jaccard")
 
 
 def peer_norms(metric: str, A):
@@ -40,150 +66,229 @@ def peer_norms(metric: str, A):
     return cupy.asarray(data.sum(axis=1)).ravel().astype(np.float32)
 
 
-def agrees(a, b) -> bool:
-    import cupy
+def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) -> dict:
+    """cuSPARSE ``Q @ X.T`` + the expansion, and dense cuBLAS on rows densified beforehand, where Q and X
+    fit dense in ``fits_dense`` of free memory.  ``Qs``, ``Xs``: the rows as the measure needs them
+    (``cupyx.scipy.sparse`` CSR, prepared outside the timing).
 
-    return bool(cupy.allclose(a, b, rtol=1e-3, atol=1e-4, equal_nan=True))
-
-
-def sample(Q, X, rng, queries: int = 16, rows: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of Q and of X whose distances are checked (sorted, so a peer can write them back in order)."""
-    qi = np.sort(rng.choice(Q.shape[0], min(queries, Q.shape[0]), replace=False))
-    xi = np.sort(rng.choice(X.shape[0], min(rows, X.shape[0]), replace=False))
-    return qi, xi
-
-
-def scipy_reference(spec, Q, X, qi, xi):
-    """SciPy's distances in float64 between rows ``qi`` of Q and ``xi`` of X on densified rows, or None where
-    SciPy has no definition that matches ours (dice and russellrao are boolean there). Those SciPy lacks are
-    written out in float64: hellinger √(1 − Σ√(p·r)) on L1-normalised rows (NaN for an empty row, as our docs
-    define it), kldivergence Σ rel_entr(x, y), kl_divergence ½ Σ over x > 0 of x (log x − log y), log 0 read as 0.
-
-    Only the columns the sample stores are densified (the others add nothing, or only n for hamming).
-    jensenshannon follows ``scipy.spatial.distance.jensenshannon`` (NaN for an empty row), which the
-    docs give as our definition, rather than cdist's loop (inf there).
-    """
-    Qs, Xs = Q[qi], X[xi]
-    cols = np.union1d(Qs.indices, Xs.indices)
-    Qd, Xd = Qs[:, cols].toarray().astype(np.float64), Xs[:, cols].toarray().astype(np.float64)
-    with np.errstate(all="ignore"):
-        if spec.name == "inner_product":
-            return Qd @ Xd.T
-        if spec.name == "hamming":
-            return cdist(Qd, Xd, "hamming") * cols.size / X.shape[1]
-        if spec.name == "correlation":  # centred over all n columns, not only the sampled ones
-            n = X.shape[1]
-            dot = Qd @ Xd.T - np.outer(Qd.sum(1), Xd.sum(1)) / n
-            qn, xn = (np.sum(A * A, 1) - A.sum(1) ** 2 / n for A in (Qd, Xd))
-            return 1.0 - dot / np.sqrt(np.outer(qn, xn))
-        if spec.name == "jensenshannon":
-            P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
-            return np.array([[jensenshannon(p, r) for r in R] for p in P])
-        if spec.name == "kldivergence":
-            return np.array([rel_entr(q[None, :], Xd).sum(1) for q in Qd])
-        if spec.name == "kl_divergence":  # log 0 read as 0, terms only where x > 0
-            logs = np.log(np.where(Xd > 0, Xd, 1.0))
-            return np.array(
-                [0.5 * np.where(q > 0, q * (np.log(np.where(q > 0, q, 1.0)) - logs), 0.0).sum(1) for q in Qd]
-            )
-        if spec.name in ("rogerstanimoto", "yule"):  # boolean counts over all n columns, not the sampled ones
-            Qb, Xb = (Qd != 0).astype(np.float64), (Xd != 0).astype(np.float64)
-            tt = Qb @ Xb.T
-            tf, ft = Qb.sum(1)[:, None] - tt, Xb.sum(1)[None, :] - tt
-            ff = X.shape[1] - tt - tf - ft
-            if spec.name == "rogerstanimoto":
-                return 2.0 * (tf + ft) / (tt + ff + 2.0 * (tf + ft))
-            return np.where(tf * ft > 0, 2.0 * tf * ft / (tt * ff + tf * ft), 0.0)
-        if spec.name == "seuclidean":  # V: the column variances (ddof=1) of Q and X stacked, as ours defaults
-            both = sp.vstack([Q, X]).tocsc()[:, cols].astype(np.float64)
-            count = both.shape[0]
-            mean = np.asarray(both.mean(0)).ravel()
-            V = (np.asarray(both.multiply(both).sum(0)).ravel() - count * mean**2) / (count - 1)
-            return cdist(Qd, Xd, "seuclidean", V=V)
-        if spec.name == "hellinger":
-            P, R = Qd / Qd.sum(1, keepdims=True), Xd / Xd.sum(1, keepdims=True)
-            return np.sqrt(np.maximum(1.0 - np.sqrt(P) @ np.sqrt(R).T, 0.0))
-        if spec.scipy is None or spec.name in ("dice", "russellrao"):
-            return None
-        return cdist(Qd, Xd, spec.scipy)
-
-
-def compare(mine, want) -> dict:
-    """``mine`` (float, any precision) against ``want`` (float64): NaN only where ``want`` is NaN.
-
-    Besides the entries off: how many are NaN where ``want`` is a number, and how many are a number where
-    ``want`` is NaN (an empty row, say), and the largest relative error over the entries both give a number.
-    """
-    mine = np.asarray(mine, dtype=np.float64)
-    both = np.isnan(want) & np.isnan(mine)
-    ok = np.isclose(mine, want, 1e-4, 1e-5) | both
-    with np.errstate(invalid="ignore"):  # inf - inf where both are +inf (kldivergence)
-        err = np.abs(mine - want) / (1e-5 + np.abs(want))
-    err[both | (mine == want)] = 0.0
-    return {
-        "checked": True,
-        "ok": bool(ok.all()),
-        "wrong_entries": int((~ok).sum()),
-        "nan_entries": int((np.isnan(mine) & ~np.isnan(want)).sum()),
-        "number_where_nan": int((~np.isnan(mine) & np.isnan(want)).sum()),
-        "entries": int(ok.size),
-        "max_rel_err": float(np.nanmax(err)) if err.size else 0.0,
-    }
-
-
-def oracle_check(spec, Q, X, got, rng, queries: int = 16, rows: int = 2000) -> dict:
-    """Ours (``got``, a CuPy array of every distance) against SciPy in float64 on a sample of queries × rows."""
-    qi, xi = sample(Q, X, rng, queries, rows)
-    want = scipy_reference(spec, Q, X, qi, xi)
-    return {"checked": False} if want is None else compare(got[np.ix_(qi, xi)].get(), want)
-
-
-def jensenshannon(p, r) -> float:
-    """SciPy's definition on two distributions, with its rounding below 0 clamped (as the docs say we do)."""
-    m = (p + r) / 2
-    return float(np.sqrt(max((rel_entr(p, m).sum() + rel_entr(r, m).sum()) / 2, 0.0)))
-
-
-def product_peers(metric: str, Qs, Xs, reference, repeats: int) -> dict:
-    """The product peers against ``reference`` (ours): cuSPARSE ``Q @ X.T`` plus the expansion, and dense
-    cuBLAS on rows densified beforehand (the densify timed apart), where X fits in 40 % of free memory.
-
-    ``Qs``, ``Xs``: the prepared rows as ``cupyx.scipy.sparse`` CSR.  Times (CUDA-event medians), whether
-    each agrees with ``reference``, cuSPARSE's extra memory, or why a peer did not run.
+    Returns ``{"cusparse": {...}, "dense": {...}}``, each with ``timing`` and ``result`` (the m × p CuPy
+    array), or ``error``/``skipped``; cuSPARSE's extra memory beside.
     """
     import cupy
 
-    row: dict = {}
+    out: dict = {}
     nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
 
     def cusparse():
         return expand_product(metric, (Qs @ Xs.T).toarray(), nq, nx)
 
     try:
-        ms, theirs = timed(cusparse, repeats)
-        row["cusparse_ms"], row["cusparse_agrees"] = round(ms, 2), agrees(theirs, reference)
-        del theirs
-        row["cusparse_extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
+        t, result = on_device(cusparse, repeats)
+        out["cusparse"] = {"timing": t.as_dict(), "result": result}
+        del result
+        out["cusparse"]["extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
     except Exception as exc:  # noqa: BLE001 - the peer's failure is a result
-        row["cusparse_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+        out["cusparse"] = {"error": error_of(exc)}
     cupy.get_default_memory_pool().free_all_blocks()
     dense_bytes = (Xs.shape[0] + Qs.shape[0]) * Xs.shape[1] * 4
-    if dense_bytes >= 0.4 * cupy.cuda.Device().mem_info[0]:
-        row["dense_skipped"] = f"X dense is {dense_bytes / 2**30:.1f} GiB, over 40 % of free GPU memory"
-        return row
-    ms_densify, (Qd, Xd) = timed(lambda: (Qs.toarray(), Xs.toarray()), repeats)
+    if dense_bytes >= fits_dense * cupy.cuda.Device().mem_info[0]:
+        out["dense"] = {
+            "skipped": f"Q and X dense are {dense_bytes / 2**30:.1f} GiB, over {fits_dense:.0%} of free memory"
+        }
+        return out
+    t_densify, (Qd, Xd) = on_device(lambda: (Qs.toarray(), Xs.toarray()), repeats)
 
     def dense():
         return expand_product(metric, Qd @ Xd.T, nq, nx)
 
-    ms, theirs = timed(dense, repeats)
-    row["dense_ms"], row["dense_agrees"], row["densify_ms"] = (
-        round(ms, 2),
-        agrees(theirs, reference),
-        round(ms_densify, 2),
-    )
-    row["dense_extra_mib"] = round(PeakMemory().extra_mib(dense), 1)
-    return row
+    t, result = on_device(dense, repeats)
+    out["dense"] = {"timing": t.as_dict(), "densify": t_densify.as_dict(), "result": result}
+    return out
+
+
+# --------------------------------------------------------------------------- scikit-learn
+
+SKLEARN_METRICS = {"cosine": "cosine", "euclidean": "euclidean", "cityblock": "manhattan", "manhattan": "manhattan"}
+
+
+def sklearn_pairwise(Q, X, metric: str, threads: int, repeats: int, warmups: int = 1) -> dict:
+    """``sklearn.metrics.pairwise_distances(Q, X, metric, n_jobs=threads)`` on the same SciPy rows as ours,
+    warmed up and timed (wall clock, median) like ours."""
+    try:
+        from sklearn.metrics import pairwise_distances
+    except ImportError as exc:
+        return {"error": error_of(exc)}
+    name = SKLEARN_METRICS.get(metric)
+    if name is None:
+        return {"skipped": f"scikit-learn takes no sparse {metric!r}"}
+    try:
+        t, result = on_host(lambda: pairwise_distances(Q, X, metric=name, n_jobs=threads), repeats, warmups)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": error_of(exc)}
+    return {"timing": t.as_dict(), "threads": threads, "result": result}
+
+
+def sklearn_knn(X, Q, metric: str, k: int, threads: int, repeats: int, warmups: int = 1) -> dict:
+    """scikit-learn's brute-force ``NearestNeighbors(k, metric, n_jobs=threads).fit(X).kneighbors(Q)``, warmed
+    up and timed like ours on the same queries; ``result`` is (distances, indices)."""
+    try:
+        from sklearn.neighbors import NearestNeighbors
+    except ImportError as exc:
+        return {"error": error_of(exc)}
+    nn = NearestNeighbors(n_neighbors=k, metric=SKLEARN_METRICS.get(metric, metric), algorithm="brute", n_jobs=threads)
+    nn.fit(X)
+    try:
+        t, result = on_host(lambda: nn.kneighbors(Q), repeats, warmups)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": error_of(exc)}
+    return {"timing": t.as_dict(), "threads": threads, "result": result}
+
+
+# --------------------------------------------------------------------------- python-graphblas and networkx
+
+GRAPHBLAS_CHILD = """
+import json, sys, time, statistics
+import numpy as np, scipy.sparse as sp, graphblas as gb
+path, op, threads, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+gb.ss.config["nthreads"] = threads
+f = np.load(path)
+n = f["indptr"].size - 1
+M = gb.io.from_scipy_sparse(sp.csr_matrix((np.ones(f["indices"].size), f["indices"], f["indptr"]), shape=(n, n)))
+L, U = gb.select.tril(M, -1).new(), gb.select.triu(M, 1).new()
+d = M.reduce_rowwise(gb.monoid.plus).new()
+D = d.diag()
+
+def triangles():
+    C = gb.Matrix(gb.dtypes.INT64, n, n)
+    C(L.S) << L.mxm(U.T, gb.semiring.plus_pair)
+    return int(C.reduce_scalar().value or 0)
+
+def common_neighbors():
+    C = gb.Matrix(gb.dtypes.INT64, n, n)
+    C(M.S) << M.mxm(M.T, gb.semiring.plus_pair)
+    return C
+
+def jaccard():
+    C = common_neighbors()
+    union = (D.mxm(C, gb.semiring.any_first).new() + C.mxm(D, gb.semiring.any_second).new()).new()
+    union(accum=gb.binary.minus) << C
+    return (C / union).new()
+
+fn = {"triangles": triangles, "common_neighbors": common_neighbors, "jaccard": jaccard}[op]
+t = time.perf_counter(); result = fn(); warm = 1e3 * (time.perf_counter() - t)
+times = []
+for _ in range(repeats):
+    t = time.perf_counter(); result = fn(); times.append(1e3 * (time.perf_counter() - t))
+out = {"timing": {"clock": "wall", "median_ms": statistics.median(times), "times_ms": times, "warmup_ms": [warm]},
+       "threads": gb.ss.config["nthreads"]}
+if op == "triangles":
+    out["result"] = result
+else:
+    r, c, v = result.to_coo()
+    np.savez(path + "." + op + ".npz", rows=r, cols=c, values=v)
+    out["result_file"] = path + "." + op + ".npz"
+print(json.dumps(out))
+"""
+
+
+def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeout_s: float) -> dict:
+    """python-graphblas on the graph ``A`` in a subprocess cut off after ``timeout_s``: ``op`` = "triangles"
+    (``C⟨L⟩ = L plus.pair Uᵀ`` summed), "common_neighbors" (``C⟨A⟩ = A plus.pair Aᵀ``) or "jaccard" (from it,
+    with the degrees); one warm-up call, then the median of ``repeats``, its L, U and degrees made outside.
+    ``result``: the triangle count, or the per-edge values as a SciPy CSR matrix."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "graph.npz")
+        np.savez(path, indptr=A.indptr, indices=A.indices)
+        cmd = [sys.executable, "-c", GRAPHBLAS_CHILD, path, op, str(threads), str(repeats)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=True)
+        except subprocess.TimeoutExpired:
+            return {"error": f"cut off after {timeout_s:.0f} s (a warm-up and {repeats} calls)", "cut_off_s": timeout_s}
+        except subprocess.CalledProcessError as exc:
+            return {"error": (exc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        if "result_file" in res:
+            with np.load(res.pop("result_file")) as f:
+                res["result"] = sp.csr_matrix((f["values"].astype(np.float64), (f["rows"], f["cols"])), shape=A.shape)
+        return res
+
+
+NETWORKX_CHILD = """
+import sys, time, numpy as np, scipy.sparse as sp, networkx as nx
+path, k = sys.argv[1], int(sys.argv[2])
+G = nx.from_scipy_sparse_array(sp.load_npz(path))
+t = time.perf_counter(); H = nx.k_truss(G, k); seconds = time.perf_counter() - t
+np.savez(path + ".out.npz", edges=np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2), seconds=seconds)
+"""
+
+
+def networkx_ktruss(A: sp.csr_matrix, k: int, timeout_s: float) -> dict:
+    """``networkx.k_truss(G, k)`` once (single-threaded, seconds to minutes: no repeats), its graph made
+    outside the timing, in a subprocess cut off after ``timeout_s``; ``result`` is its set of edges (u < v)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "graph.npz")
+        sp.save_npz(path, A)
+        try:
+            subprocess.run(
+                [sys.executable, "-c", NETWORKX_CHILD, path, str(k)],
+                check=True,
+                timeout=timeout_s,
+                capture_output=True,
+                text=True,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"cut off after {timeout_s:.0f} s", "cut_off_s": timeout_s}
+        except subprocess.CalledProcessError as exc:
+            return {"error": (exc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+        with np.load(path + ".out.npz") as out:
+            ms = 1e3 * float(out["seconds"])
+            edges = {(int(min(u, v)), int(max(u, v))) for u, v in out["edges"]}
+    timing = {"clock": "wall", "median_ms": ms, "times_ms": [ms], "warmup_ms": [], "note": "one call, no warm-up"}
+    return {"timing": timing, "result": edges}
+
+
+# --------------------------------------------------------------------------- cuGraph
+
+
+def cugraph_graph(indptr, indices, n: int, op: str, repeats: int) -> dict:
+    """cuGraph through ``pylibcugraph`` (where installed) on the device CSR graph: ``op`` = "triangles" (the
+    per-vertex counts summed / 3) or "jaccard" (at every stored edge); CUDA-event median after a warm-up;
+    ``result``: the count, or (first, second, values) device arrays."""
+    try:
+        import cupy
+        import pylibcugraph as plc
+    except ImportError as exc:
+        return {"skipped": f"pylibcugraph not installed ({exc})"}
+    try:
+        handle = plc.ResourceHandle()
+        props = plc.GraphProperties(is_symmetric=True, is_multigraph=False)
+        weights = cupy.ones(indices.size, np.float32)
+        G = plc.SGGraph(
+            handle,
+            props,
+            indptr,
+            indices,
+            weights,
+            store_transposed=False,
+            renumber=False,
+            do_expensive_check=False,
+            input_array_format="CSR",
+        )
+        if op == "triangles":
+
+            def call():
+                _, counts = plc.triangle_count(handle, G, None, False)
+                return int(counts.sum()) // 3
+        else:
+            rows = cupy.repeat(cupy.arange(n, dtype=indices.dtype), cupy.diff(indptr).astype(np.int64))
+
+            def call():
+                return plc.jaccard_coefficients(handle, G, rows, indices, False, False)
+
+        t, result = on_device(call, repeats)
+        return {"timing": t.as_dict(), "result": result, "version": getattr(plc, "__version__", None)}
+    except Exception as exc:  # noqa: BLE001 - an API or runtime failure of the peer is a result
+        return {"error": error_of(exc)}
 
 
 # --------------------------------------------------------------------------- cuVS (benchmarks/cuvs/harness.cu)
@@ -208,6 +313,26 @@ CUVS_METRICS = {
     "jensenshannon": "JensenShannon",
     "kl_divergence": "KLDivergence",  # ½ Σ x (log x − log y), RAFT's definition, which ours of that name follows
 }
+
+
+# What a competent cuVS user gives each measure: its definitions of jensenshannon and hellinger take
+# probability distributions (L1-normalised rows), those of jaccard, dice and russellrao binary rows.
+CUVS_ROWS = {"jensenshannon": "l1", "hellinger": "l1", "jaccard": "binary", "dice": "binary", "russellrao": "binary"}
+
+
+def cuvs_rows(A: sp.csr_matrix, how: str | None) -> sp.csr_matrix:
+    """A as cuVS's definition of a measure expects it: ``"l1"`` rows divided by their sums (empty rows left
+    empty), ``"binary"`` 1 at every stored nonzero, ``None`` as it is."""
+    A = sp.csr_matrix(A, dtype=np.float32, copy=True)
+    if how == "l1":
+        sums = np.asarray(A.sum(axis=1)).ravel()
+        A.data /= np.repeat(np.where(sums > 0, sums, 1.0), np.diff(A.indptr)).astype(np.float32)
+    elif how == "binary":
+        A.data = (A.data != 0).astype(np.float32)
+        A.eliminate_zeros()
+    elif how is not None:
+        raise ValueError(f"unknown row preparation {how!r}")
+    return A
 
 
 class CuvsHarness:
@@ -240,13 +365,24 @@ class CuvsHarness:
         return lines
 
     def pairwise(self, Q, X, metrics: list[str], sample_rows: np.ndarray) -> dict[str, dict]:
-        """cuVS's distances from every row of Q to every row of X, for each of ``metrics`` (our names) it has."""
+        """cuVS's distances from every row of Q to every row of X, for each of ``metrics`` (our names) it has,
+        each given the rows its definition expects (``CUVS_ROWS``; prepared here, before the harness runs and
+        outside its timing); ``rows`` in each result says how."""
+        out = {}
+        groups: dict[str | None, list[str]] = {}
+        for m in metrics:
+            if m in CUVS_METRICS:
+                groups.setdefault(CUVS_ROWS.get(m), []).append(m)
+        for how, group in groups.items():
+            for ours, result in self._pairwise(cuvs_rows(Q, how), cuvs_rows(X, how), group, sample_rows).items():
+                out[ours] = {**result, "rows": how or "as given"}
+        return out
+
+    def _pairwise(self, Q, X, metrics: list[str], sample_rows: np.ndarray) -> dict[str, dict]:
         self._write("q", Q)
         self._write("x", X)
         sample_rows.astype(np.int32).tofile(self.workdir / "sample.rows")
-        theirs = {m: CUVS_METRICS[m] for m in metrics if m in CUVS_METRICS}
-        if not theirs:
-            return {}
+        theirs = {m: CUVS_METRICS[m] for m in metrics}
         lines = self._run("pairwise", str(self.workdir), str(self.repeats), ",".join(theirs.values()))
         out = {}
         for ours, spelled in theirs.items():

@@ -1,6 +1,6 @@
 """PNG plots of the benchmark results in ``benchmarks/results/`` for the docs.
 
-    python benchmarks/plots.py            # writes docs/img/<result name>.png
+    python -m benchmarks plots            # writes docs/img/<result name>.png
 
 One plot per result file that exists: ``cpu_engine_*.json``
 (``benchmarks/cpu_engine.py``), ``gpu_bench_*.json`` (``benchmarks/gpu_bench.py``),

@@ -1,4 +1,4 @@
-// cuVS as a peer of benchmarks/public_api_bench.py: its sparse pairwise distances and sparse brute-force kNN,
+// cuVS as a peer of the distances and knn suites (python -m benchmarks): its sparse pairwise distances and sparse brute-force kNN,
 // timed on the CSR matrices the benchmark wrote (the same inputs as ours, in the same run).
 //
 //   cuvs_harness pairwise DIR REPEATS METRIC[:ARG],...   Q (DIR/q.*) against X (DIR/x.*), one line per metric

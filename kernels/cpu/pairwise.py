@@ -331,7 +331,7 @@ def _renumber(xi, yi, ncols):
 # A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
 UNION_SCRATCH_BYTES_PER_COLUMN = 24
 # Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
-# (benchmarks/cpu_union_strategies.py; figures in docs/cpu-engine.md).
+# (python -m benchmarks cpu-union; figures in docs/cpu-engine.md).
 MERGE_MIN_MEAN_ROW = 512
 UNION_STRATEGY_ENV = settings.CPU_UNION.name  # "margins", "merge" or "scatter" forces one (tests run each path)
 

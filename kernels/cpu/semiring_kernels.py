@@ -342,7 +342,7 @@ def merge_kernel(xp, xi, xv, yp, yi, yv, start, params, out):
 # w, w + workers, …; each owns one accumulator of each kind.
 #
 # Inner loops index through ``_u``: numba tests every signed index for wraparound (a negative one counts from
-# the end), which took half the time of these loops (benchmarks/cpu_engine.py --measures sparse, scRNA-like:
+# the end), which took half the time of these loops (python -m benchmarks cpu --measures sparse, scRNA-like:
 # 162 products a result entry); their indices are never negative.
 
 

@@ -4,7 +4,7 @@ scatter by ``MERGE_MIN_MEAN_ROW``).
 
 Run from the repository root::
 
-    python benchmarks/cpu_union_strategies.py --seed 0 --threads 2 --json union.json
+    python -m benchmarks cpu-union --seed 0 --threads 2 --json union.json
 
 ``semiring.pairwise(Q, X, plus_absdiff)`` (cityblock) with ``$SEMIRING_CPU_UNION`` set to ``margins``,
 ``merge`` then ``scatter``, the first ``--queries`` rows against all rows of seeded datasets shaped like the benchmark's
@@ -21,11 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from datasets import make_dataset
-from measure import commit
+from .record import commit
+from .synthetic import make_dataset
 
 SCALES = {"movielens": 0.02, "nytimes": 0.02, "scrna": 0.05, "edgar": 0.02}
 

@@ -20,9 +20,9 @@ profiled call, with the live bytes after it and the library frames that asked.
 
 ``--kernels N`` runs each job's call N times and nothing else (no stages), for
 a kernel profiler to read: ``ncu --csv --metrics gpu__time_duration.sum,...
-python benchmarks/stage_profile.py --seed 0 --jobs edgar:cosine:pairwise --kernels 2``.
+python -m benchmarks profile --seed 0 --jobs edgar:cosine:pairwise --kernels 2``.
 
-    python benchmarks/stage_profile.py --seed 0 --jobs movielens:cosine:knn,scrna:cityblock:pairwise \
+    python -m benchmarks profile --seed 0 --jobs movielens:cosine:knn,scrna:cityblock:pairwise \
         --json benchmarks/results/stage_profile_h200.json
 """
 
@@ -37,12 +37,18 @@ import time
 import traceback
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # benchmarks/datasets.py and measure.py; the library comes from its install
-
 import numpy as np
-from datasets import make_dataset
-from measure import MIB, PeakMemory, commit, timed
+
+from .record import commit
+from .synthetic import make_dataset
+from .timing import MIB, PeakMemory, on_device
+
+
+def timed(fn, repeats: int):
+    """(median ms between CUDA events after a warm-up, the last result)."""
+    t, result = on_device(fn, repeats)
+    return t.ms, result
+
 
 # module: the functions of it that are stages
 STAGES = {

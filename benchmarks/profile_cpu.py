@@ -7,7 +7,7 @@ generated kernels of the semiring are wrapped too.  Each call runs ``--repeats``
 the stages of the fastest are kept.  What the stages leave of the call is Python between them.  The point is
 how the parts scale: run it at 1, 2 and all threads, and the parts that do not shrink are the serial ones.
 
-    python benchmarks/cpu_stage_profile.py --scale 0.5 --queries 512 --threads 16 --repeats 5 --seed 0 \
+    python -m benchmarks cpu-profile --scale 0.5 --queries 512 --threads 16 --repeats 5 --seed 0 \
         --json benchmarks/results/cpu_stage_profile_16threads.json
 """
 
@@ -21,11 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # benchmarks/datasets.py; the library comes from its install
-
-from datasets import DATASETS, make_dataset
-from measure import commit
+from .record import commit
+from .synthetic import DATASETS, make_dataset
 
 # module: the functions of it that are stages (module-level names, looked up at call time by their callers)
 STAGES = {

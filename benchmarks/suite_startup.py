@@ -3,7 +3,7 @@
 
 Run from the repository root (the project installed, ``pip install -e .``)::
 
-    python benchmarks/startup.py --seed 0 --json benchmarks/results/startup.json
+    python -m benchmarks startup --seed 0 --json benchmarks/results/startup.json
 
 Every probe runs in a new Python process whose kernel caches (``$SEMIRING_CACHE_DIR``, and numba's,
 ``$NUMBA_CACHE_DIR``, inside it) are a folder of this run (``--cache-dir``, else a fresh temporary one): the first
@@ -29,10 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from measure import commit
+from .record import commit, engine_digest, versions
 
 # One measure per family of kernels: the expanded intersection products (dot product + norms), the binary ones,
 # a weighted intersection, the union products (sum and max monoids, a parameter, a logarithm), and a semiring
@@ -190,6 +187,9 @@ def main(argv=None) -> int:
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
             "commit": commit(),
+            "engine_digest": engine_digest(),
+            "seed": args.seed,
+            "versions": versions(),
             "machine": {
                 "cpus": os.cpu_count(),
                 "load_average": os.getloadavg(),

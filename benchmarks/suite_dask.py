@@ -1,18 +1,19 @@
-"""One GPU against two on Dask: all-pairs k-NN on a movielens-like input, triangles and Jaccard on R-MAT graphs.
+"""Suite ``dask``: one GPU against two on Dask: all-pairs k-NN on a movielens-like input, triangles and Jaccard
+on R-MAT graphs.
 
 For each number of GPUs (``--gpus 1,2``) a cluster of one worker per GPU is
 started (``LocalCUDACluster(CUDA_VISIBLE_DEVICES=...)``, or with ``--cluster
 nanny`` plain ``distributed`` nannies each given its own
 ``CUDA_VISIBLE_DEVICES``, which needs no dask-cuda), the input is persisted
 on the workers (the data are on the cluster before the clock starts), and
-these are timed, wall clock, best of ``--repeats`` after a warm-up:
+these are timed, wall clock, the median of ``--repeats`` after a warm-up:
 
 * k-NN: ``NearestNeighbors(k, metric, backend="cuda").fit(dX)`` (the index
   sharded by row blocks, ``--blocks-per-gpu`` per GPU) and ``kneighbors()``
   (all pairs, each point excluding itself), on ``make_dataset("movielens",
   scale=--knn-scale)``: 4 × the benchmark's 40,000 rows by default;
 * graphs: ``triangle_count`` and ``jaccard`` of a Dask adjacency matrix of
-  an R-MAT graph (``graph_bench.rmat``, scales ``--rmat``), the row blocks on
+  an R-MAT graph (``synthetic.rmat``, scales ``--rmat``), the row blocks on
   the workers.  The first call assembles the graph, checks it and holds it on
   each worker (``first_call_s``, untimed warm-up otherwise; ``jaccard``'s
   first call finds the graph held by ``triangle_count``'s); the timed calls
@@ -25,7 +26,7 @@ compared with it (equal indices, distances within 1e-5; equal triangle
 counts; equal Jaccard pattern, values within 1e-12).  Per-worker GPU memory
 held by CuPy's pool after each run (about its peak) is recorded.
 
-    python benchmarks/dask_scaling.py --gpus 1,2 --seed 0 --json $OUT/dask_scaling.json
+    python -m benchmarks dask --gpus 1,2 --seed 0 --json $OUT/dask_scaling.json
 
 Results JSON: the commit (``$COMMIT`` or ``git rev-parse HEAD``), the command,
 the devices, and one record per (input, GPUs).
@@ -37,17 +38,16 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from datasets import make_dataset
-from graph_bench import rmat
-from measure import commit
 
-HERE = Path(__file__).resolve().parent
+from .record import RESULTS, commit, engine_digest, machine, versions
+from .synthetic import make_dataset, rmat
 
 
 def start_cluster(gpus: int, kind: str):
@@ -109,14 +109,14 @@ def _pool_bytes() -> int | None:
 
 
 def best(fn, repeats: int):
-    """(best seconds, every time, the last result) after one untimed warm-up call."""
+    """(median seconds, every time, the last result) after one untimed warm-up call."""
     result = fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
-    return min(times), times, result
+    return statistics.median(times), times, result
 
 
 def row_blocks(A, gpus: int, per_gpu: int):
@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--blocks-per-gpu", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=HERE / "results" / "dask_scaling.json")
+    parser.add_argument("--json", type=Path, default=RESULTS / "dask_scaling.json")
     args = parser.parse_args()
 
     from distributed import Client
@@ -240,7 +240,11 @@ def main() -> None:
 
     report = {
         "commit": commit(),
-        "command": "python benchmarks/dask_scaling.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks dask " + " ".join(sys.argv[1:]),
+        "engine_digest": engine_digest(),
+        "seed": args.seed,
+        "machine": machine(),
+        "versions": versions(),
         "devices": devices() if args.backend == "cuda" else [],
         "host_cores": os.cpu_count(),
         "cluster": args.cluster,

@@ -1,4 +1,8 @@
-"""Seeded synthetic sparse datasets shaped like the paper's benchmark data.
+"""Seeded synthetic inputs of every suite: sparse datasets shaped like the paper's, and R-MAT graphs.
+
+``make_dataset(name, scale, seed)`` (float32 CSR), ``describe(X)`` (the shape statistics it controls),
+``rmat(scale, edge_factor, seed, xp)`` (an undirected Graph500 R-MAT graph as ``indptr, indices, n``, drawn with
+NumPy or CuPy) and ``rmat_csr(scale, seed)`` (the same as a SciPy CSR matrix of ones).
 
 The real datasets (MovieLens, NY Times bag of words, a mouse-brain scRNA
 atlas, SEC EDGAR access logs) are large downloads; what drives the cost of a
@@ -215,4 +219,40 @@ def _values(rng, kind: str, rows: np.ndarray, cols: np.ndarray, nrows: int) -> n
     raise ValueError(f"unknown value kind {kind!r}")
 
 
-__all__ = ["DATASETS", "SPECS", "DatasetSpec", "describe", "make_dataset"]
+# --------------------------------------------------------------------------- graphs
+
+GRAPH500 = {"a": 0.57, "b": 0.19, "c": 0.19}
+
+
+def rmat(scale: int, edge_factor: int = 16, seed: int = 0, xp=np):
+    """(indptr, indices, n) of an undirected R-MAT graph: symmetric, sorted rows, no self-loops or duplicates.
+
+    Graph500's generator (a=0.57, b=0.19, c=0.19, ``edge_factor`` × 2**scale edges drawn), vertex labels
+    permuted; ``xp`` is ``numpy`` or ``cupy`` (the draws are on the GPU there: seconds at scale 23).
+    """
+    n, m = 1 << scale, edge_factor << scale
+    a, b, c = GRAPH500["a"], GRAPH500["b"], GRAPH500["c"]
+    rs = xp.random.RandomState(seed)
+    u = xp.zeros(m, np.int64)
+    v = xp.zeros(m, np.int64)
+    for bit in range(scale):  # one quadrant choice per bit
+        row = rs.random_sample(m) > (a + b)
+        col = rs.random_sample(m) > xp.where(row, c / (1 - a - b), a / (a + b))
+        u |= row.astype(np.int64) << bit
+        v |= col.astype(np.int64) << bit
+    perm = rs.permutation(n).astype(np.int64)
+    u, v = perm[u], perm[v]
+    keep = u != v
+    lo, hi = xp.minimum(u[keep], v[keep]), xp.maximum(u[keep], v[keep])
+    key = xp.unique(lo * n + hi)
+    lo, hi = key // n, key % n
+    both = xp.sort(xp.concatenate([lo * n + hi, hi * n + lo]))
+    rows, cols = both // n, both % n
+    indptr = xp.searchsorted(rows, xp.arange(n + 1)).astype(np.int32)
+    return indptr, cols.astype(np.int32), n
+
+
+def rmat_csr(scale: int, seed: int = 0, edge_factor: int = 16) -> sp.csr_matrix:
+    """``rmat`` drawn with NumPy, as a float64 SciPy CSR adjacency matrix of ones."""
+    indptr, indices, n = rmat(scale, edge_factor, seed)
+    return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))

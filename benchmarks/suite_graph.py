@@ -1,0 +1,188 @@
+"""Suite ``graph``: graph measures on R-MAT graphs, ours on the GPU against cuSPARSE, cuGraph and
+python-graphblas, each result checked.
+
+R-MAT with the Graph500 parameters (``synthetic.rmat``: a=0.57, b=0.19, c=0.19, edge factor 16), undirected,
+no self-loops or duplicates, seeded.  For each scale (``--scales``):
+
+* **ours**, the public ``semiring.distances.graph`` call on a device-resident CSR matrix (input checks
+  included): ``triangle_count`` (degree order and vertex-id order), ``jaccard`` and ``common_neighbors`` at
+  every edge, ``triangle_count(per="vertex")``; CUDA events; the peak device memory of one call;
+* **cuSPARSE** SpGEMM through cupyx: ``(L·L)∘L`` (triangles) and ``(A·A)∘A`` (triangles × 6 and the
+  common neighbours), in float64;
+* **cuGraph** (``pylibcugraph``, where installed): ``triangle_count`` and ``jaccard_coefficients``;
+* **python-graphblas** on every host core, in a subprocess cut off after ``--graphblas-timeout`` s:
+  ``C⟨L⟩ = L plus.pair Uᵀ`` (triangles), ``C⟨A⟩ = A plus.pair Aᵀ`` (common neighbours) and Jaccard from it;
+  its L, U and degrees made outside the timing; one warm-up call, then the median of ``--host-repeats``.
+
+Checks, in the same run: per-edge common neighbours and Jaccard of ours and each peer at ``--check-edges``
+sampled edges against set arithmetic on the adjacency lists; ours per vertex at 200 sampled vertices against
+set arithmetic (½ Σ over neighbours u of |N(u) ∩ N(v)|); every triangle total against python-graphblas's
+(SuiteSparse, the project's semiring oracle) where it ran, and ours also against its own checked per-edge
+counts (Σ = 6 × total).
+
+    python -m benchmarks graph --seed 1 --scales 18,20,22 --json benchmarks/results/graph_h200.json
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import peers
+from .record import Results
+from .reference import count_check, edge_check, sample_edges
+from .synthetic import rmat
+from .timing import PeakMemory, on_device
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--scales", default="18,20,22")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--host-repeats", type=int, default=2)
+    p.add_argument("--graphblas-timeout", type=float, default=120.0)
+    p.add_argument("--check-edges", type=int, default=2000)
+    p.add_argument("--json", type=Path)
+
+
+def vertex_triangles_reference(A: sp.csr_matrix, vertices) -> np.ndarray:
+    """Triangles at each vertex by set arithmetic: ½ Σ over its neighbours u of |N(u) ∩ N(v)|, counted as the
+    entries of N(v) among the neighbour lists of its neighbours (gathered at once: a hub costs one gather)."""
+    out = np.empty(len(vertices), np.int64)
+    mask = np.zeros(A.shape[0], bool)
+    for i, v in enumerate(vertices):
+        nv = A.indices[A.indptr[v] : A.indptr[v + 1]]
+        mask[nv] = True
+        starts, lengths = A.indptr[nv].astype(np.int64), np.diff(A.indptr)[nv].astype(np.int64)
+        offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        out[i] = int(mask[A.indices[np.arange(lengths.sum()) + offsets]].sum()) // 2
+        mask[nv] = False
+    return out
+
+
+def run_scale(scale: int, args, threads: int) -> dict:
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    from semiring.distances import graph
+
+    indptr, indices, n = rmat(scale, seed=args.seed, xp=cupy)
+    A = csp.csr_matrix((cupy.ones(indices.size, np.float32), indices, indptr), shape=(n, n))
+    Ah = sp.csr_matrix((np.ones(indices.size), indices.get(), indptr.get()), shape=(n, n))
+    edges = int(indices.size) // 2
+    row = {
+        "graph": f"rmat{scale}",
+        "scale": scale,
+        "vertices": n,
+        "edges": edges,
+        "max_degree": int(cupy.diff(indptr).max()),
+    }
+    rng = np.random.default_rng(args.seed)
+    u, v = sample_edges(Ah, rng, args.check_edges)
+    timings, checks, memory = {}, {}, {}
+    row.update(timings=timings, checks=checks, peak_mib=memory)
+
+    ours = {}
+    for label, fn in (
+        ("triangles", lambda: graph.triangle_count(A)),
+        ("triangles_id_order", lambda: graph.triangle_count(A, order="id")),
+        ("triangles_per_vertex", lambda: graph.triangle_count(A, per="vertex")),
+        ("jaccard", lambda: graph.jaccard(A)),
+        ("common_neighbors", lambda: graph.common_neighbors(A)),
+    ):
+        t, ours[label] = on_device(fn, args.repeats)
+        timings[f"ours {label}"] = t.as_dict()
+        memory[f"ours {label}"] = round(PeakMemory().peak_mib(fn), 1)
+    for label in ("jaccard", "common_neighbors"):
+        checks[f"ours {label}"] = edge_check(Ah, ours[label], u, v, label, "ours")
+    vertices = np.sort(rng.choice(n, min(200, n), replace=False))
+    per_vertex = ours["triangles_per_vertex"]
+    per_vertex = per_vertex.get() if hasattr(per_vertex, "get") else np.asarray(per_vertex)
+    want_v = vertex_triangles_reference(Ah, vertices)
+    checks["ours triangles per vertex"] = {
+        "subject": "ours",
+        "against": "set arithmetic at 200 sampled vertices",
+        "ok": bool(np.array_equal(per_vertex[vertices], want_v)),
+        "vertices_off": int((per_vertex[vertices] != want_v).sum()),
+    }
+    total = int(ours["triangles"])
+    row["triangles"] = total
+    cn_sum = float(ours["common_neighbors"].data.sum())
+    checks["ours triangles (per-edge sum)"] = count_check(
+        cn_sum / 6, total, "ours", "its checked per-edge counts: Σ / 6"
+    )
+    checks["ours triangles, id order"] = count_check(
+        int(ours["triangles_id_order"]), total, "ours", "ours, degree order"
+    )
+    del ours
+
+    # cuSPARSE through cupyx, in float64 (float32 sums of ~1e9 counts would round)
+    A64 = A.astype(np.float64)
+    L = csp.tril(A64, k=-1, format="csr")  # made outside the timing, as graphblas's L and U
+    products = {}
+    for label, fn in (
+        ("cusparse (L·L)∘L", lambda: float((L @ L).multiply(L).sum())),
+        ("cusparse (A·A)∘A", lambda: (A64 @ A64).multiply(A64).tocsr()),
+    ):
+        try:
+            t, products[label] = on_device(fn, 2)
+            timings[label] = t.as_dict()
+        except Exception as exc:  # noqa: BLE001 - the peer's failure is a result
+            row[f"{label} error"] = peers.error_of(exc)
+        cupy.get_default_memory_pool().free_all_blocks()
+    graphblas = {}
+    for op in ("triangles", "common_neighbors", "jaccard"):
+        r = peers.graphblas_graph(Ah, op, threads, args.host_repeats, args.graphblas_timeout)
+        if "timing" in r:
+            timings[f"graphblas {op}"], graphblas[op] = r["timing"], r["result"]
+            row["graphblas_threads"] = r["threads"]
+        else:
+            row[f"graphblas {op} error"] = r["error"]
+    want_total = graphblas.get("triangles")
+    against = "python-graphblas C⟨L⟩ = L plus.pair Uᵀ"
+    if want_total is not None:
+        checks["ours triangles"] = count_check(total, want_total, "ours", against)
+    for op in ("common_neighbors", "jaccard"):
+        if op in graphblas:
+            checks[f"graphblas {op}"] = edge_check(Ah, graphblas[op], u, v, op, f"python-graphblas {op}")
+    if "triangles" in graphblas:
+        checks["graphblas triangles"] = count_check(
+            want_total, total, "python-graphblas", "ours (checked per vertex and per edge)"
+        )
+    if "cusparse (L·L)∘L" in products:
+        checks["cusparse (L·L)∘L"] = count_check(
+            products["cusparse (L·L)∘L"], total, "cuSPARSE (L·L)∘L", "ours (checked)"
+        )
+    if "cusparse (A·A)∘A" in products:
+        C = products.pop("cusparse (A·A)∘A")
+        checks["cusparse (A·A)∘A triangles"] = count_check(
+            float(C.sum()) / 6, total, "cuSPARSE (A·A)∘A", "ours (checked)"
+        )
+        checks["cusparse (A·A)∘A common_neighbors"] = edge_check(Ah, C, u, v, "common_neighbors", "cuSPARSE (A·A)∘A")
+        del C
+    del products
+    for op in ("triangles", "jaccard"):
+        r = peers.cugraph_graph(indptr, indices, n, op, args.repeats)
+        if "timing" not in r:
+            row[f"cugraph {op} " + ("error" if "error" in r else "skipped")] = r.get("error") or r.get("skipped")
+            continue
+        timings[f"cugraph {op}"] = r["timing"]
+        if op == "triangles":
+            checks["cugraph triangles"] = count_check(r["result"], total, "cuGraph", "ours (checked)")
+        else:
+            first, second, values = (x.get() for x in r["result"])
+            J = sp.csr_matrix((values.astype(np.float64), (first, second)), shape=(n, n))
+            checks["cugraph jaccard"] = edge_check(Ah, J, u, v, "jaccard", "cuGraph")
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def main(args) -> int:
+    results = Results("graph", args, args.json)
+    threads = os.cpu_count()
+    for scale in (int(s) for s in args.scales.split(",") if s):
+        results.add(run_scale(scale, args, threads))
+    return results.finish()

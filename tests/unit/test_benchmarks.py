@@ -1,0 +1,142 @@
+"""The benchmark tool's own parts that need no GPU: its oracles catch wrong answers, the rows each peer is
+given are the rows its definition expects, results files count every check, the entry point names every suite."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def bench(module: str):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"benchmarks.{module}")
+
+
+def small(seed=0, rows=60, cols=40, density=0.2):
+    rng = np.random.default_rng(seed)
+    X = sp.random(rows, cols, density=density, format="csr", random_state=rng, dtype=np.float64)
+    X.data = np.abs(X.data) + 0.1
+    X.data[X.indptr[3] : X.indptr[4]] = 0  # an empty row
+    X.eliminate_zeros()
+    return X.astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "metric", ["cosine", "cityblock", "jaccard", "dice", "russellrao", "hellinger", "jensenshannon"]
+)
+def test_pairwise_oracle_accepts_ours_and_refuses_a_perturbed_result(metric):
+    from semiring import distances
+    from semiring.distances.specs import get_metric
+
+    reference = bench("reference")
+    X = small()
+    spec = get_metric(metric)
+    qi, xi = reference.sample(X, X, np.random.default_rng(1), 8, 30)
+    want = reference.pairwise_reference(spec.name, spec.scipy, X, X, qi, xi)
+    got = distances.pairwise_distances(X, metric=metric, backend="cpu")[np.ix_(qi, xi)]
+    assert reference.compare(got, want, "ours", "scipy")["ok"]
+    wrong = got.copy()
+    wrong[0, 1] += 0.01
+    check = reference.compare(wrong, want, "ours", "scipy")
+    assert not check["ok"] and check["wrong_entries"] == 1
+
+
+@pytest.mark.parametrize("metric", ["jensenshannon", "hellinger", "jaccard", "dice", "russellrao"])
+def test_cuvs_is_given_rows_whose_answer_is_the_oracle(metric):
+    """The rows prepared for cuVS have, under the measure's plain formula, the oracle's answer on the raw rows."""
+    peers, reference = bench("peers"), bench("reference")
+    X = small(2)
+    how = peers.CUVS_ROWS[metric]
+    P = peers.cuvs_rows(X, how).toarray().astype(np.float64)
+    if how == "l1":
+        nonempty = P.sum(1) > 0
+        assert np.allclose(P[nonempty].sum(1), 1.0) and (P >= 0).all()
+    else:
+        assert set(np.unique(P)) <= {0.0, 1.0} and np.array_equal(P != 0, X.toarray() != 0)
+    qi = xi = np.arange(X.shape[0])
+    from semiring.distances.specs import get_metric
+
+    spec = get_metric(metric)
+    want = reference.pairwise_reference(spec.name, spec.scipy, X, X, qi, xi)
+    again = reference.pairwise_reference(spec.name, spec.scipy, sp.csr_matrix(P), sp.csr_matrix(P), qi, xi)
+    assert np.allclose(want, again, atol=1e-6, equal_nan=True)  # float32 rows normalised twice: rounding
+
+
+def test_knn_check_up_to_ties_and_wrong_neighbours():
+    from semiring import distances
+
+    reference = bench("reference")
+    X = small(3, rows=80)
+    qi = np.arange(0, 80, 7)
+    want = reference.knn_reference("cosine", X[qi], X, 5, self_index=qi)
+    _, ind = distances.NearestNeighbors(n_neighbors=5, metric="cosine", backend="cpu").fit(X).kneighbors()
+    assert reference.knn_check("cosine", X[qi], X, ind[qi], "ours", want)["ok"]
+    wrong = ind[qi].copy()
+    wrong[1, 0] = wrong[1, -1] = (wrong[1, 0] + 40) % 80  # someone else's neighbour
+    check = reference.knn_check("cosine", X[qi], X, wrong, "peer", want)
+    assert not check["ok"] and check["rows_off"] >= 1
+
+
+def test_edge_and_vertex_oracles_by_set_arithmetic():
+    import networkx as nx
+
+    reference, synthetic, graph_suite = bench("reference"), bench("synthetic"), bench("suite_graph")
+    A = synthetic.rmat_csr(7, seed=1)
+    G = nx.from_scipy_sparse_array(A)
+    u, v = reference.sample_edges(A, np.random.default_rng(0), 50)
+    cn = reference.edge_values_reference(A, u, v, "common_neighbors")
+    assert [len(list(nx.common_neighbors(G, a, b))) for a, b in zip(u, v)] == cn.tolist()
+    jac = reference.edge_values_reference(A, u, v, "jaccard")
+    assert np.allclose([p for _, _, p in nx.jaccard_coefficient(G, list(zip(u.tolist(), v.tolist())))], jac)
+    vertices = np.arange(0, A.shape[0], 9)
+    triangles = nx.triangles(G)
+    assert graph_suite.vertex_triangles_reference(A, vertices).tolist() == [triangles[int(x)] for x in vertices]
+
+
+def test_results_file_counts_every_check(tmp_path, monkeypatch):
+    record = bench("record")
+    args = type("Args", (), {"seed": 3})()
+    path = tmp_path / "r.json"
+    results = record.Results("test", args, path)
+    ok = {"subject": "ours", "against": "x", "ok": True}
+    results.add({"dataset": "d", "metric": "m", "check": ok, "peer_check": {**ok, "subject": "peer", "ok": False}})
+    assert results.finish() == 0  # a peer's failure is a result, not a failure of the run
+    saved = json.loads(path.read_text())
+    assert saved["checks"]["passed"] == 1 and saved["checks"]["failed"] == 1
+    assert saved["meta"]["seed"] == 3 and saved["meta"]["engine_digest"] == record.engine_digest()
+    assert saved["meta"]["commit"] and saved["meta"]["versions"]["numpy"] == np.__version__
+    results.add({"dataset": "d", "metric": "n", "check": {**ok, "ok": False}})
+    assert results.finish() == 1
+
+
+def test_engine_digest_from_git_equals_the_working_trees_at_a_clean_head():
+    record = bench("record")
+    if not record.git("rev-parse", "HEAD") or record.git("status", "--porcelain", "--", *record.ENGINE_FOLDERS):
+        pytest.skip("no git metadata, or engine files changed in the working tree")
+    assert record.engine_digest_at("HEAD") == record.engine_digest()
+
+
+def test_suite_time_parses_pytest_summaries():
+    suite_time = bench("suite_time")
+    parsed = suite_time.parse("....\n===== 1317 passed, 27 skipped, 2 warnings in 344.91s (0:05:44) =====\n")
+    assert parsed["counts"] == {"passed": 1317, "skipped": 27, "warning": 2} and parsed["pytest_seconds"] == 344.91
+    assert suite_time.parse("1 failed, 3 passed in 2.00s")["counts"] == {}  # not a summary line
+    assert suite_time.parse("==== 1 failed, 3 passed in 2.00s ====")["counts"] == {"failed": 1, "passed": 3}
+
+
+def test_entry_point_lists_every_suite(capsys):
+    main = bench("__main__")
+    assert main.main([]) == 0
+    out = capsys.readouterr().out
+    for suite in ("distances", "knn", "scale", "graph", "cpu", "dask", "startup", "suite-time", "docs"):
+        assert f"  {suite} " in out
+    assert main.main(["no-such-suite"]) == 2
