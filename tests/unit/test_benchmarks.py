@@ -140,3 +140,27 @@ def test_entry_point_lists_every_suite(capsys):
     for suite in ("distances", "knn", "scale", "graph", "cpu", "dask", "startup", "suite-time", "docs"):
         assert f"  {suite} " in out
     assert main.main(["no-such-suite"]) == 2
+
+
+def test_a_figure_says_from_which_commit_when_the_engine_changed(tmp_path):
+    docs, record = bench("docs"), bench("record")
+    current = record.engine_digest()
+    path = record.RESULTS / "x.json"
+    assert docs.freshness({"commit": "abc1234", "engine_digest": current}, path, current) is None
+    stale = docs.freshness({"commit": "abc1234", "engine_digest": "0" * 16}, path, current)
+    assert stale.startswith("from commit abc1234")
+    assert "uncommitted" in docs.freshness({"commit": "abc1234+dirty"}, path, current)
+
+
+def test_a_hand_edited_figure_differs_from_what_the_generator_makes(tmp_path):
+    import shutil
+
+    docs = bench("docs")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    page = tmp_path / "docs" / "benchmarks.md"
+    assert all(now == made for now, made in docs.pages(tmp_path / "docs").values())
+    text = page.read_text()
+    start = text.index("<!-- figure: knn-gpu -->")
+    page.write_text(text[:start] + text[start:].replace("| movielens cosine |", "| movielens cosine (edited) |", 1))
+    now, made = docs.pages(tmp_path / "docs")[page]
+    assert now != made and "(edited)" not in made

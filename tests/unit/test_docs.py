@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from semiring.distances.describe import measures_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,6 +29,13 @@ def test_measures_table_in_docs_is_generated_from_specs():
     assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.describe"
 
 
+def test_readme_counts_the_measures_there_are():
+    from semiring.distances.specs import DISTANCES
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert f"**{len(DISTANCES)} sparse distance measures**" in text
+
+
 def test_version_and_license_ship_with_the_package():
     from importlib import metadata
 
@@ -41,3 +50,16 @@ def test_readme_quick_start_is_two_self_contained_commands():
     text = (ROOT / "README.md").read_text()
     assert "python -m pip install -e . && semiring knn" in text
     assert 'python -m pip install -e ".[test]" && python -m pytest' in text
+
+
+def test_benchmark_figures_in_docs_are_made_from_the_results_files():
+    """Every generated block of docs/ equals what ``python -m benchmarks docs`` makes from benchmarks/results/
+    (and says "from commit X" wherever the engine code has changed since X)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks import docs, record
+
+    if record.git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone: the commits of older results files are not in its history")
+    stale = [str(path.relative_to(ROOT)) for path, (now, made) in docs.pages().items() if now != made]
+    assert not stale, f"{', '.join(stale)}: stale benchmark figures; make them again with python -m benchmarks docs"

@@ -1,0 +1,551 @@
+"""The benchmark figures of ``docs/`` made from the results files: ``python -m benchmarks docs`` rewrites every
+generated block, ``--check`` only says which differ (``tests/unit/test_docs.py`` fails then).
+
+A generated block in a docs page is the text between ``<!-- figure: NAME -->`` and ``<!-- end figure -->``;
+``FIGURES`` below is the index of them (which page, which results files, which table): the one place that says
+where a figure comes from.  Each block opens with its source (the file, its commit and command, the machine, the
+outcome of its checks); where the engine's code (``semiring/``, ``distances/``, ``kernels/``) differs from the
+code that ran (``record.engine_digest`` of the file, or of its commit in git), the block says so: **from commit
+X**.  To show a new run, commit its results file and point its figure here at it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import record
+
+ROOT = record.ROOT
+RESULTS = record.RESULTS
+BLOCK = re.compile(r"(<!-- figure: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end figure -->)", re.DOTALL)
+CUVS_ROWS = {"jensenshannon": "l1", "hellinger": "l1", "jaccard": "binary", "dice": "binary", "russellrao": "binary"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    doc: str  # the page, relative to docs/
+    files: tuple[str, ...]  # results files, relative to benchmarks/results/ (a later file's rows replace earlier ones)
+    table: str  # the renderer's name in TABLES
+    suite: str  # the command that makes such a file again
+
+
+# --------------------------------------------------------------------------- where each figure comes from
+
+FIGURES = (
+    Figure("distances-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "distances", "distances"),
+    Figure("knn-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "knn_gpu", "knn"),
+    Figure("knn-host", "neighbors.md", ("knn_bench.json",), "knn_host", "knn"),
+    Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
+    Figure("cpu-16threads", "cpu-engine.md", ("cpu_engine_16threads_623c58c.json",), "cpu", "cpu"),
+    Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json",), "dask", "dask"),
+    Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
+    Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
+    Figure("index", "benchmarks.md", (), "index", ""),
+)
+
+
+# --------------------------------------------------------------------------- a file's provenance
+
+
+def meta_of(data: dict) -> dict:
+    """commit, command, machine and engine digest of a results file, in any of its layouts' places."""
+    meta = data.get("meta", {}) if isinstance(data.get("meta"), dict) else {}
+    out = {key: meta.get(key, data.get(key)) for key in ("commit", "command", "engine_digest", "started", "seed")}
+    machine = meta.get("machine") or data.get("machine") or {}
+    gpus = [g["name"] for g in machine.get("gpus", [])] if isinstance(machine, dict) else []
+    device = meta.get("device") or data.get("device") or (", ".join(gpus) if gpus else None)
+    if not device and data.get("devices"):
+        device = f"{len(data['devices'])} × {data['devices'][0]}"
+    cores = machine.get("cpu_count") or machine.get("cpus") or data.get("host_cores") or data.get("cpu_cores")
+    out["machine"] = ", ".join(x for x in (device, f"{cores} host cores" if cores else None) if x) or "not recorded"
+    if out["commit"]:
+        head, plus, rest = out["commit"].partition("+")
+        out["commit"] = (head[:7] if len(head) == 40 else head) + plus + rest
+    return out
+
+
+def freshness(meta: dict, path: Path, current: str) -> str | None:
+    """None where the engine code is the code that ran, else why the figure is from another commit."""
+    commit = meta.get("commit")
+    if not commit or commit == "unknown":
+        added = record.git("log", "--diff-filter=A", "--format=%h", "-1", "--", str(path.relative_to(ROOT)))
+        return f"from a commit the file does not record (it was added to the repository in {added or 'no commit'})"
+    if "+dirty" in commit:
+        return f"from commit {commit}: uncommitted changes ran"
+    digest = meta.get("engine_digest") or record.engine_digest_at(commit)
+    if digest is None:
+        return f"from commit {commit}, which this checkout's history does not hold"
+    if digest != current:
+        return f"from commit {commit}: the engine code has changed since"
+    return None
+
+
+def source_line(fig: Figure, current: str) -> str:
+    lines = []
+    for name in fig.files:
+        path = RESULTS / name
+        data = record.load(path)
+        meta = meta_of(data)
+        checks = data.get("checks")
+        counted = f"; checks: {checks['passed']} passed, {checks['failed']} failed" if checks else ""
+        lines.append(
+            f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}, {meta['machine']}, "
+            f"`{meta['command'] or 'command not recorded'}`{counted}."
+        )
+        stale = freshness(meta, path, current)
+        if stale:
+            lines.append(
+                f"**{stale[0].upper() + stale[1:]}**; the code of today is measured by `python -m benchmarks "
+                f"{fig.suite} ...` (the command in [Benchmarks](benchmarks.md))."
+            )
+    return "\n".join(f"{line}\n" for line in lines)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _rows(fig: Figure, key: str = "rows", keys=("dataset", "metric")) -> list[dict]:
+    rows: dict = {}
+    for name in fig.files:
+        for r in record.load(RESULTS / name).get(key, []):
+            rows[tuple(r.get(k) for k in keys) + (r.get("part"),)] = r
+    return list(rows.values())
+
+
+def _ok(r: dict, peer: str):
+    """A peer's check: True, False, or None where it was not checked (legacy files: agreement with ours)."""
+    check = r.get(f"{peer}_check")
+    if isinstance(check, dict):
+        return check.get("ok")
+    return r.get(f"{peer}_agrees")
+
+
+def _num(x, digits: int = 2) -> str:
+    return f"{x:,.{digits}f}" if isinstance(x, (int, float)) else "—"
+
+
+def _cuvs_cell(r: dict) -> str:
+    if "cuvs_ms" not in r:
+        return "fails" if "cuvs_error" in r else "—"
+    text = _num(r["cuvs_ms"])
+    if _ok(r, "cuvs") is False:
+        raw = r["metric"] in CUVS_ROWS and "cuvs_rows" not in r
+        text += " **wrong on raw rows**" if raw else " **wrong**"
+    return text
+
+
+def table_distances(fig: Figure) -> str:
+    rows = _rows(fig)
+    peers = [("merge", "naive merge"), ("cusparse", "cuSPARSE"), ("dense", "dense cuBLAS"), ("cuvs", "cuVS")]
+    if any("sklearn_ms" in r for r in rows):
+        peers.append(("sklearn", "scikit-learn"))
+    out = ["Ours over each peer (the peer's milliseconds over ours; no ratio where the peer is wrong):", ""]
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    out.append("| measure | " + " | ".join(datasets) + " |")
+    out.append("| --- |" + " ---: |" * len(datasets))
+    by = {(r["dataset"], r["metric"]): r for r in rows}
+    for metric in sorted({r["metric"] for r in rows}):
+        cells = []
+        for d in datasets:
+            r = by.get((d, metric))
+            if r is None:
+                cells.append("—")
+                continue
+            parts = []
+            for peer, label in peers:
+                ms = r.get(f"{peer}_ms")
+                if ms is None:
+                    continue
+                ratio = f"{ms / r['public_cupy_ms']:.2f}×" if _ok(r, peer) is not False else "wrong"
+                parts.append(f"{label} {ratio}")
+            cells.append("; ".join(parts) or "—")
+        out.append(f"| {metric} | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "Every figure (milliseconds, median after a warm-up; extra MiB: device memory beyond inputs and result):",
+        "",
+    ]
+    head = ["dataset", "metric", "ours, CuPy in", "ours, SciPy in", "kernel only", "naive merge", "cuSPARSE"]
+    head += ["dense cuBLAS (+ densify)", "cuVS"] + (["scikit-learn"] if "scikit-learn" in dict(peers).values() else [])
+    head += ["ours checked", "extra MiB (budget)"]
+    out += ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    for r in rows:
+
+        def cell(peer, r=r):
+            if f"{peer}_ms" not in r:
+                return "fails" if f"{peer}_error" in r else "—"
+            return _num(r[f"{peer}_ms"]) + (" **wrong**" if _ok(r, peer) is False else "")
+
+        dense = cell("dense") + (f" (+ {_num(r['densify_ms'])})" if "densify_ms" in r else "")
+        check = r.get("check", {})
+        checked = "yes" if check.get("ok") else ("**WRONG**" if check.get("ok") is False else "no oracle")
+        over = "" if r["public_extra_mib"] <= r["memory_budget_mib"] else " **over**"
+        cells = [
+            r["dataset"],
+            r["metric"],
+            _num(r["public_cupy_ms"]),
+            _num(r.get("public_scipy_ms")),
+            _num(r.get("kernel_ms")),
+        ]
+        cells += [cell("merge"), cell("cusparse"), dense, _cuvs_cell(r)]
+        cells += [cell("sklearn")] if len(head) == 12 else []
+        cells += [checked, f"{r['public_extra_mib']:,} ({r['memory_budget_mib']:,}){over}"]
+        out.append("| " + " | ".join(cells) + " |")
+    refused = [
+        f"{x['dataset']} {x['metric']}" for name in fig.files for x in record.load(RESULTS / name).get("refused", [])
+    ]
+    if refused:
+        out += [
+            "",
+            "Refused by our input rules (a constant column: SciPy's default `V` divides by 0): "
+            + ", ".join(refused)
+            + ".",
+        ]
+    if any(r["metric"] in CUVS_ROWS and "cuvs_ms" in r and "cuvs_rows" not in r for r in rows):
+        out += [
+            "",
+            "In this run cuVS was given the raw rows for " + ", ".join(CUVS_ROWS) + ": its definitions of those "
+            "expect L1-normalised (jensenshannon, hellinger) or binary rows (jaccard, dice, russellrao), so "
+            "\"wrong on raw rows\" there is the benchmark's fault, not cuVS's. The `distances` suite now gives it "
+            "prepared rows, outside its timing.",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def table_knn_gpu(fig: Figure) -> str:
+    rows = [r for r in _rows(fig, "knn") + _rows(fig, "rows") if r.get("part", "all pairs") == "all pairs" and "k" in r]
+    out = [
+        (
+            "| kNN, all rows, k = 10 | ours, CuPy in | ours, SciPy in | cuSPARSE + argpartition "
+            "| dense cuBLAS + argpartition | cuVS brute force | extra MiB |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        cells = []
+        for peer, key in (
+            ("cusparse", "cusparse_argpartition_ms"),
+            ("dense", "dense_argpartition_ms"),
+            ("cuvs", "cuvs_ms"),
+        ):
+            if key not in r:
+                cells.append("fails" if f"{peer}_error" in r else "—")
+                continue
+            check = r.get(f"{peer}_check")
+            wrong = (
+                check.get("ok") is False
+                if isinstance(check, dict)
+                else r.get(f"{peer}_kth_distance_max_diff", 0) > 1e-3
+            )
+            cells.append(_num(r[key], 1) + (" **wrong**" if wrong else ""))
+        out.append(
+            f"| {r['dataset']} {r['metric']} | {_num(r['public_cupy_ms'], 1)} | {_num(r.get('public_scipy_ms'), 1)} "
+            f"| {cells[0]} | {cells[1]} | {cells[2]} | {_num(r.get('public_extra_mib'), 1)} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def table_knn_host(fig: Figure) -> str:
+    rows = _rows(fig)
+    out = []
+    if rows and "gpu_all_s" in rows[0]:  # knn_bench.py's layout
+        out += [
+            (
+                "| dataset | metric | ours GPU, all rows | ours GPU, subset | ours CPU, subset | scikit-learn, subset "
+                "| peak GPU MiB (working_memory + in + out) | same as scikit-learn (subset) |"
+            ),
+            "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+        ]
+        for r in rows:
+            mem = "; ".join(
+                f"{e['peak_gpu_mib']:.0f} ≤ {e['working_memory_mib']:.0f} + {r['inputs_mib']:.0f} + {r['outputs_mib']:.0f}"
+                + ("" if e["within"] else " **exceeded**")
+                for e in r["memory"]
+            )
+            agree = r["gpu_vs_sklearn"]
+            same = f"{agree['identical_indices']:.4f} identical; " + (
+                "up to ties" if agree["equal_up_to_ties"] else "**differs**"
+            )
+            out.append(
+                f"| {r['dataset']} {r['shape'][0]:,} × {r['shape'][1]:,} | {r['metric']} | {r['gpu_all_s'] * 1e3:,.0f} ms "
+                f"| {r['gpu_subset_s'] * 1e3:,.1f} ms | {r['cpu_subset_s'] * 1e3:,.0f} ms "
+                f"| {r['sklearn_subset_s'] * 1e3:,.0f} ms | {mem} | {same} |"
+            )
+        out += [
+            "",
+            (
+                f"Subset: the first {rows[0]['subset_queries']:,} rows as queries. In this run scikit-learn and our CPU "
+                "engine were timed once, cold (no warm-up), against our GPU's median after a warm-up; the `knn` suite "
+                "now warms every side up alike."
+            ),
+        ]
+        return "\n".join(out) + "\n"
+    out += [
+        "| dataset | metric | queries | ours GPU (host in and out) | ours CPU | scikit-learn | threads | all checked |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in (r for r in rows if r.get("part") == "subset"):
+        checks = [r.get(k, {}).get("ok") for k in ("ours_cuda_check", "ours_cpu_check", "sklearn_check")]
+        out.append(
+            f"| {r['dataset']} | {r['metric']} | {r['queries']:,} | {_num(r.get('ours_cuda_ms'), 1)} "
+            f"| {_num(r.get('ours_cpu_ms'), 1)} | {_num(r.get('sklearn_ms'), 1)} | {r['threads']} "
+            f"| {'yes' if all(checks) else '**no**'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def table_graph(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    out = []
+    if "results" in data:  # graph_bench.py's layout
+        out += [
+            (
+                "| scale | vertices | edges | triangles | ours TC (degree / id order) | ours Jaccard | ours CN "
+                "| cuSPARSE (L·L)∘L | cuSPARSE (A·A)∘A | graphblas TC | graphblas CN / Jaccard |"
+            ),
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
+        ]
+
+        def peer(p):
+            if "error" in p:
+                return f"fails: {p['error'][:50]}"
+            return f"{p['ms']:.1f} ms" + ("" if p.get("correct") else f", **wrong**: {p['returned']:,.0f} triangles")
+
+        for r in data["results"]:
+            o, p = r["ours"], r["peers"]
+            g = p["python-graphblas"]
+            gtc, gcn = g.get("triangles", {}), g.get("common_neighbors", {})
+            gtc_text = f"{gtc['ms']:,.0f}" if "ms" in gtc else f"cut off after {gtc.get('ms_at_least', 0) / 1e3:.0f} s"
+            gcn_text = f"{gcn['ms']:,.0f} / {gcn['jaccard_ms']:,.0f}" if "ms" in gcn else gcn.get("error", "—")[:40]
+            out.append(
+                f"| {r['scale']} | {r['vertices']:,} | {r['edges']:,} | {r['triangles']:,} "
+                f"| {o['triangles']['ms']:.2f} / {o['triangles_id_order']['ms']:.2f} | {o['jaccard']['ms']:.2f} "
+                f"| {o['common_neighbors']['ms']:.2f} | {peer(p['cusparse (L·L)∘L triangles'])} "
+                f"| {peer(p['cusparse (A·A)∘A triangles / common neighbours'])} | {gtc_text} | {gcn_text} |"
+            )
+        out += [
+            "",
+            (
+                "Milliseconds. In this run python-graphblas was timed once, cold, and its Jaccard checked through its "
+                "sum only; the `graph` suite now warms it up, takes the median and checks every side at sampled edges."
+            ),
+        ]
+        return "\n".join(out) + "\n"
+    out += [
+        "| graph | vertices | edges | triangles | implementation | measure | ms (median) | checked |",
+        "| --- | ---: | ---: | ---: | --- | --- | ---: | --- |",
+    ]
+    for r in data["rows"]:
+        for label, t in r["timings"].items():
+            who, _, what = label.partition(" ")
+            checks = [
+                c for k, c in r["checks"].items() if k.startswith(label.split(" ")[0]) and what.split("_")[0] in k
+            ]
+            ok = "—" if not checks else ("yes" if all(c.get("ok") for c in checks) else "**wrong**")
+            out.append(
+                f"| {r['graph']} | {r['vertices']:,} | {r['edges']:,} | {r['triangles']:,} | {who} | {what} "
+                f"| {t['median_ms']:,.2f} | {ok} |"
+            )
+        errors = {k: v for k, v in r.items() if k.endswith(("error", "skipped"))}
+        for k, v in errors.items():
+            out.append(f"| {r['graph']} | | | | {k.rsplit(' ', 1)[0]} | | {k.rsplit(' ', 1)[1]} | {str(v)[:60]} |")
+    return "\n".join(out) + "\n"
+
+
+def table_cpu(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    rows = data.get("results") or data.get("rows")
+    threads = (data.get("machine") or {}).get("threads") or data.get("meta", {}).get("threads")
+    out = [
+        "| dataset | measure | peer | ours ms | peer ms | speed-up | checked |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    legacy = "check" in rows[0]
+    for r in rows:
+        o = r["ours"].get("median_ms", r["ours"].get("best_ms"))
+        p = r["peer_timing"].get("median_ms", r["peer_timing"].get("best_ms"))
+        if legacy:
+            status = r["check"]["status"]
+            checked = {"CORRECT": "agree", "PEER TIMED OUT": "peer cut off"}.get(status, status.lower())
+        else:
+            oks = [c.get("ok") for c in r["checks"].values()]
+            checked = "yes" if all(x is True for x in oks) else ("**wrong**" if False in oks else "unchecked")
+        out.append(
+            f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:,.1f} | {p:,.1f} | {p / o:.2f}× | {checked} |"
+        )
+    out += [""]
+    if legacy:
+        out.append(
+            f"{threads} threads on every side; the best of the repeats after a warm-up. In this run each result of "
+            "ours was checked against the peer's (arbitrated in float64 where they differed), not against an "
+            "independent oracle; the `cpu` suite now checks both sides against SciPy in float64 and takes the median."
+        )
+    else:
+        out.append(f"{threads} threads on every side; the median of the repeats after a warm-up.")
+    return "\n".join(out) + "\n"
+
+
+def table_dask(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    out = ["| case | GPUs | Dask | seconds | matches one GPU |", "| --- | ---: | --- | ---: | --- |"]
+    for r in data["results"]:
+        match = "—" if "matches_single_gpu" not in r else ("yes" if r["matches_single_gpu"] else "**no**")
+        out.append(f"| {r['case']} | {r['gpus']} | {'yes' if r['dask'] else 'no'} | {r['seconds']:.3f} | {match} |")
+    return "\n".join(out) + "\n"
+
+
+def table_startup(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    out = ["| probe | warm (median) | cold (first process) |", "| --- | ---: | ---: |"]
+    for name, r in data["results"].items():
+        w, c = r["warm_median"], r["cold"]
+        if name == "numba floor":
+            out.append(
+                f"| numba floor (import + first call of a cached kernel) | {w['numba_import_s'] + w['first_call_s']:.3f} s | — |"
+            )
+        elif name == "import semiring":
+            out.append(f"| import semiring | {w['import_s']:.3f} s | {c['import_s']:.3f} s |")
+        elif name == "semiring knn":
+            out.append(f"| `semiring knn` (whole process) | {w['wall_s']:.2f} s | {c['wall_s']:.2f} s |")
+        else:
+            out.append(f"| first call, {name} | {w['first_call_s']:.3f} s | {c['first_call_s']:.2f} s |")
+    return "\n".join(out) + "\n"
+
+
+def table_suite_time(fig: Figure) -> str:
+    rows = _rows(fig, keys=("case",))
+    out = ["| where | tests | wall time | pytest's summary |", "| --- | --- | ---: | --- |"]
+    for r in rows:
+        counts = ", ".join(f"{n:,} {k}" for k, n in r["counts"].items())
+        wall = f"{r['wall_seconds']:,.1f} s" if r.get("wall_seconds") else "—"
+        out.append(f"| {r['case']} | {counts} | {wall} | {r['summary']} |")
+    return "\n".join(out) + "\n"
+
+
+def table_index(fig: Figure) -> str:
+    out = ["| figure | page | results files | made again by |", "| --- | --- | --- | --- |"]
+    for f in FIGURES:
+        if f.name == "index":
+            continue
+        files = ", ".join(f"`{name}`" for name in f.files)
+        out.append(f"| {f.name} | [{f.doc}]({f.doc}) | {files} | `python -m benchmarks {f.suite}` |")
+    return "\n".join(out) + "\n"
+
+
+TABLES = {
+    "distances": table_distances,
+    "knn_gpu": table_knn_gpu,
+    "knn_host": table_knn_host,
+    "graph": table_graph,
+    "cpu": table_cpu,
+    "dask": table_dask,
+    "startup": table_startup,
+    "suite_time": table_suite_time,
+    "index": table_index,
+}
+
+
+# --------------------------------------------------------------------------- the pages
+
+
+def expand(fig: Figure) -> Figure:
+    """The figure with its file patterns (``suite_time_*.json``) replaced by the files they match, sorted."""
+    files = []
+    for name in fig.files:
+        files += sorted(p.name for p in RESULTS.glob(name)) if any(c in name for c in "*?[") else [name]
+    return Figure(fig.name, fig.doc, tuple(files), fig.table, fig.suite)
+
+
+def render(fig: Figure, current: str) -> str:
+    pattern = fig.files
+    fig = expand(fig)
+    missing = [name for name in fig.files if not (RESULTS / name).is_file()]
+    if missing or (pattern and not fig.files):
+        name = missing[0] if missing else pattern[0]
+        return f"No results file yet (`benchmarks/results/{name}`): `python -m benchmarks {fig.suite}` makes it.\n"
+    head = source_line(fig, current) if fig.files else ""
+    return (head + "\n" if head else "") + TABLES[fig.table](fig)
+
+
+def pages(docs: Path = ROOT / "docs") -> dict[Path, tuple[str, str]]:
+    """Each page holding a figure: (its text now, its text with every figure made from the results files)."""
+    current = record.engine_digest()
+    figures = {f.name: f for f in FIGURES}
+    out = {}
+    for doc in sorted({f.doc for f in FIGURES}):
+        path = docs / doc
+        text = path.read_text()
+
+        def fill(m, path=path):
+            fig = figures.get(m.group("name"))
+            if fig is None:
+                raise ValueError(f"{path}: figure {m.group('name')!r} is not in benchmarks/docs.py FIGURES")
+            return m.group(1) + render(fig, current) + m.group(4)
+
+        out[path] = (text, BLOCK.sub(fill, text))
+    for fig in FIGURES:
+        if f"<!-- figure: {fig.name} -->" not in (docs / fig.doc).read_text():
+            raise ValueError(f"docs/{fig.doc} has no block for figure {fig.name!r} (<!-- figure: {fig.name} -->)")
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 where a page differs")
+    p.add_argument("--unreferenced", action="store_true", help="list the results files nothing refers to, and stop")
+
+
+def main(args) -> int:
+    if args.unreferenced:
+        print("\n".join(unreferenced()))
+        return 0
+    stale = []
+    for path, (now, made) in pages().items():
+        if now != made:
+            stale.append(path)
+            if not args.check:
+                path.write_text(made)
+    for path in stale:
+        print(f"{path.relative_to(ROOT)}: {'differs from' if args.check else 'made again from'} the results files")
+    return 1 if (stale and args.check) else 0
+
+
+# --------------------------------------------------------------------------- results files nothing refers to
+
+
+def _referring_text() -> str:
+    """Every text that may name a results file: the docs, README, the code and the tests, brace lists
+    (``run{1,2}``) spelled out."""
+    parts = [(ROOT / "README.md").read_text()]
+    for folder, pattern in (("docs", "*.md"), ("benchmarks", "*.py"), ("benchmarks", "*.md"), ("tests", "*.py")):
+        parts += [p.read_text() for p in sorted((ROOT / folder).rglob(pattern)) if "results" not in p.parts]
+    for folder in record.ENGINE_FOLDERS:
+        parts += [p.read_text() for p in sorted((ROOT / folder).rglob("*.py"))]
+    text = "\n".join(parts)
+    brace = re.compile(r"([\w.-]*)\{([\w.,-]+)\}([\w.{},-]*)")
+    for _ in range(3):  # nested and repeated lists
+        text += "\n" + "\n".join(
+            m.group(1) + alt + m.group(3) for m in brace.finditer(text) for alt in m.group(2).split(",")
+        )
+    return text
+
+
+def unreferenced() -> list[str]:
+    """Results files that no text names: by name, by a pattern (``stage_profile_h200_*.json``), by a suffix of
+    a file named beside it (`` `_c.json` ``), or as the log or table of a run whose results file is named."""
+    import fnmatch
+
+    text = _referring_text()
+    names = sorted(p.name for p in RESULTS.iterdir() if p.is_file())
+    tokens = {t.lstrip(".") for t in re.findall(r"[\w.*{},+-]+\.(?:json|log|md|csv)", text)}  # "..._after1.json"
+    named = {n for n in names if n in text}
+    patterns = [t for t in tokens if "*" in t and len(t.split("*")[0]) >= 4]  # a family's name, not any file
+    named |= {n for n in names for t in patterns if fnmatch.fnmatch(n, t)}
+    named |= {n for n in names for t in tokens if t.startswith("_") and n.endswith(t)}
+    for f in FIGURES:
+        named |= set(expand(f).files)
+    stems = {n.rsplit(".", 1)[0] for n in named}
+    named |= {n for n in names if n.rsplit(".", 1)[0] in stems}  # a named run's log, table or JSON beside it
+    return [n for n in names if n not in named]
