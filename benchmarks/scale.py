@@ -1,7 +1,7 @@
 """All-pairs k-nearest neighbours at the paper's dataset sizes, ours against cuVS in the same run (GPU).
 
 The seed paper (section 4) queries *the whole dataset against itself*; NYTimes has 300,000 documents.  For
-each dataset and size, rows drawn like ``datasets.make_dataset``'s (the seed on the command line), this
+each dataset and size, rows drawn like ``synthetic.make_dataset``'s (the seed on the command line), this
 times ``NearestNeighbors(n_neighbors=k, metric=...).fit(X).kneighbors()`` as a user calls it, on CuPy input,
 and records:
 
@@ -19,8 +19,8 @@ and records:
 * cuVS's sparse brute-force kNN on the same rows (``benchmarks/cuvs/harness.cu``; ``--cuvs HARNESS``) up to
   ``--cuvs-max-rows``, with its k-th distances checked against the same reference.
 
-    python benchmarks/scale.py --seed 0 --datasets nytimes,movielens --rows 40000,300000 --json OUT.json
-    python benchmarks/scale.py --report RESULTS.json ...     # the Markdown table of docs/scale.md
+    python -m benchmarks scale --seed 0 --datasets nytimes,movielens --rows 40000,300000 --json OUT.json
+    python -m benchmarks scale --report RESULTS.json ...     # the Markdown table of docs/scale.md
 
 ``SEMIRING_GPU_STRATEGY`` (the planner's setting) and ``--working-memory`` are passed through as a user
 would set them; both are recorded.
@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 
 def commit() -> str:
@@ -157,7 +156,8 @@ def ours(Xc, metric: str, k: int, working_memory):
 def run_one(name: str, rows: int, metric: str, args, harness) -> dict:
     import cupy
     import cupyx.scipy.sparse as cps
-    from datasets import SPECS, describe, make_dataset
+
+    from .synthetic import SPECS, describe, make_dataset
 
     t0 = time.perf_counter()
     X = make_dataset(name, scale=rows / SPECS[name].rows, seed=args.seed)
@@ -280,7 +280,7 @@ def main(argv=None) -> int:
 
     harness = None
     if args.cuvs:
-        from peers import CuvsHarness
+        from .peers import CuvsHarness
 
         harness = CuvsHarness(Path(args.cuvs), Path(tempfile.mkdtemp(prefix="cuvs-scale-")), repeats=1)
     props = cupy.cuda.runtime.getDeviceProperties(0)
