@@ -90,7 +90,11 @@ def source_line(fig: Figure, current: str) -> str:
         data = record.load(path)
         meta = meta_of(data)
         checks = data.get("checks")
-        counted = f"; checks: {checks['passed']} passed, {checks['failed']} failed" if checks else ""
+        counted = (
+            f"; checks: {checks['passed']} passed, {checks['failed']} failed"
+            if checks and (checks["passed"] or checks["failed"])
+            else ""
+        )
         lines.append(
             f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}, {meta['machine']}, "
             f"`{meta['command'] or 'command not recorded'}`{counted}."
@@ -371,8 +375,10 @@ def table_cpu(fig: Figure) -> str:
             status = r["check"]["status"]
             checked = {"CORRECT": "agree", "PEER TIMED OUT": "peer cut off"}.get(status, status.lower())
         else:
-            oks = [c.get("ok") for c in r["checks"].values()]
-            checked = "yes" if all(x is True for x in oks) else ("**wrong**" if False in oks else "unchecked")
+            ours_ok = r["checks"]["ours"].get("ok")
+            peer_ok = r["checks"].get("peer", {}).get("ok", True)
+            checked = "yes" if ours_ok and peer_ok else ("ours **WRONG**" if ours_ok is False else "")
+            checked = checked or ("peer **wrong**" if peer_ok is False else "unchecked")
         out.append(
             f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:,.1f} | {p:,.1f} | {p / o:.2f}× | {checked} |"
         )
@@ -421,7 +427,10 @@ def table_suite_time(fig: Figure) -> str:
     for r in rows:
         counts = ", ".join(f"{n:,} {k}" for k, n in r["counts"].items())
         wall = f"{r['wall_seconds']:,.1f} s" if r.get("wall_seconds") else "—"
-        out.append(f"| {r['case']} | {counts} | {wall} | {r['summary']} |")
+        failing = "; failing: " + ", ".join(f"`{t}`" for t in r["failing"]) if r.get("failing") else ""
+        if r["counts"].get("failed") or r["counts"].get("error"):
+            failing = failing or "; which tests failed was not recorded"
+        out.append(f"| {r['case']} | {counts} | {wall} | {r['summary']}{failing} |")
     return "\n".join(out) + "\n"
 
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -186,7 +187,7 @@ class Results:
         self.path = path
         self.meta = {
             "suite": suite,
-            "command": "python -m benchmarks " + " ".join(sys.argv[1:]),
+            "command": "python -m benchmarks " + shlex.join(sys.argv[1:]),
             "commit": commit(),
             "engine_digest": engine_digest(),
             "seed": seed if seed is not None else getattr(args, "seed", None),

@@ -122,6 +122,17 @@ def compare(got, want, subject: str, against: str) -> dict:
     }
 
 
+def sklearn_convention(metric: str, want, Q, X, qi, xi):
+    """The oracle as scikit-learn defines it, and what differs: its cosine of an empty row is 1 where SciPy's
+    (and ours) is NaN: a convention of its own (it normalises a zero row to zero), not an error."""
+    if metric != "cosine":
+        return want, None
+    empty = (np.diff(Q.indptr)[qi] == 0)[:, None] | (np.diff(X.indptr)[xi] == 0)[None, :]
+    if not empty.any():
+        return want, None
+    return np.where(empty, 1.0, want), f"{int(empty.sum())} entries of an empty row: scikit-learn's 1 for SciPy's NaN"
+
+
 def no_oracle(subject: str, why: str) -> dict:
     """Where no oracle exists: stated, and counted as neither passed nor failed."""
     return {"subject": subject, "against": None, "ok": None, "unchecked": why}

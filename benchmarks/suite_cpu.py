@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from . import peers
 from .record import Results
-from .reference import compare, count_check, pairwise_reference, sample
+from .reference import compare, count_check, pairwise_reference, sample, sklearn_convention
 from .synthetic import DATASETS, describe, make_dataset, rmat_csr
 from .timing import _others_share, _system_busy_s, on_host
 
@@ -100,15 +100,10 @@ def bench_dataset(name: str, args, results) -> None:
         )
         peer_t, ref = on_host(lambda m=metric: sk_pairwise(Q, X, metric=m, n_jobs=args.threads), args.repeats)
         checks = {"ours": compare(ours[np.ix_(qi, xi)], want, "ours", against)}
-        empty = (np.diff(Q.indptr)[qi] == 0)[:, None] | (np.diff(X.indptr)[xi] == 0)[None, :]
-        want_peer = want
-        if metric == "cosine" and empty.any():  # scikit-learn's convention for an empty row: 1 where SciPy gives NaN
-            want_peer = np.where(empty, 1.0, want)
+        want_peer, note = sklearn_convention(metric, want, Q, X, qi, xi)
         checks["peer"] = compare(ref[np.ix_(qi, xi)], want_peer, "scikit-learn", against)
-        if want_peer is not want:
-            checks["peer"]["note"] = (
-                f"{int(empty.sum())} entries of an empty row: scikit-learn's 1 taken for SciPy's NaN"
-            )
+        if note:
+            checks["peer"]["note"] = note
         _row(results, name, metric, "scikit-learn", ours_t, peer_t, checks)
         del ours, ref
 

@@ -97,13 +97,15 @@ def all_pairs(name, metric, X, args, cuvs: dict | None, qi) -> dict:
     want = knn_reference(metric, X[qi], X, K, self_index=qi)
 
     def public():
-        return distances.NearestNeighbors(n_neighbors=K, metric=metric).fit(Xc).kneighbors()
+        return distances.NearestNeighbors(n_neighbors=K, metric=metric, verbose=False).fit(Xc).kneighbors()
 
     t, (_, i) = on_device(public, args.repeats)
     timings["ours"], row["public_cupy_ms"] = t.as_dict(), round(t.ms, 1)
     row["check"] = knn_check(metric, X[qi], X, i[qi].get(), "ours", want)
     del i
-    t, (_, i) = on_host(lambda: distances.NearestNeighbors(n_neighbors=K, metric=metric).fit(X).kneighbors(), 1)
+    t, (_, i) = on_host(
+        lambda: distances.NearestNeighbors(n_neighbors=K, metric=metric, verbose=False).fit(X).kneighbors(), 1
+    )
     timings["ours_scipy_in"], row["public_scipy_ms"] = t.as_dict(), round(t.ms, 1)
     row["scipy_in_check"] = knn_check(metric, X[qi], X, i[qi], "ours, SciPy in", want)
     row["public_extra_mib"] = round(PeakMemory().extra_mib(public), 1)

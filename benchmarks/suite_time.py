@@ -39,7 +39,13 @@ def parse(text: str) -> dict:
     counts = {}
     for number, kind in COUNT.findall(last.group("body")):
         counts[kind.rstrip("s") if kind in ("errors", "warnings") else kind] = int(number)
-    return {"summary": last.group(0).strip("= "), "counts": counts, "pytest_seconds": float(last.group("s"))}
+    failing = [line.split(" - ")[0] for line in text.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return {
+        "summary": last.group(0).strip("= "),
+        "counts": counts,
+        "pytest_seconds": float(last.group("s")),
+        "failing": sorted(set(failing)),
+    }
 
 
 def main(args) -> int:
@@ -51,9 +57,13 @@ def main(args) -> int:
     else:
         cmd = [sys.executable, "-m", "pytest", *args.pytest_args]
         start = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:  # pytest's output as it comes (the log), kept for the summary
+                print(line, end="", flush=True)
+                lines.append(line)
         seconds = time.perf_counter() - start
-        text = out.stdout + out.stderr
+        text = "".join(lines)
         results.meta["pytest_command"] = " ".join(["python -m pytest", *args.pytest_args])
     row = {"case": args.label or "suite", **parse(text), "wall_seconds": None if seconds is None else round(seconds, 1)}
     results.add(row)

@@ -130,7 +130,8 @@ def test_suite_time_parses_pytest_summaries():
     parsed = suite_time.parse("....\n===== 1317 passed, 27 skipped, 2 warnings in 344.91s (0:05:44) =====\n")
     assert parsed["counts"] == {"passed": 1317, "skipped": 27, "warning": 2} and parsed["pytest_seconds"] == 344.91
     assert suite_time.parse("1 failed, 3 passed in 2.00s")["counts"] == {}  # not a summary line
-    assert suite_time.parse("==== 1 failed, 3 passed in 2.00s ====")["counts"] == {"failed": 1, "passed": 3}
+    failed = suite_time.parse("FAILED tests/a.py::t - AssertionError: x\n==== 1 failed, 3 passed in 2.00s ====")
+    assert failed["counts"] == {"failed": 1, "passed": 3} and failed["failing"] == ["FAILED tests/a.py::t"]
 
 
 def test_entry_point_lists_every_suite(capsys):

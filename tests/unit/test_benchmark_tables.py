@@ -1,0 +1,80 @@
+"""The docs generator's tables read the results files the suites write now (not only the older layouts)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def bench(module: str):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"benchmarks.{module}")
+
+
+def ok(subject, good=True):
+    return {"subject": subject, "against": "oracle", "ok": good}
+
+
+def timing(ms):
+    return {"clock": "cuda events", "median_ms": ms, "times_ms": [ms], "warmup_ms": [ms]}
+
+
+META = {"suite": "x", "command": "python -m benchmarks x --seed 0", "commit": "abc1234", "engine_digest": "0" * 16}
+
+
+def write(tmp_path, monkeypatch, name, payload):
+    docs = bench("docs")
+    monkeypatch.setattr(docs, "RESULTS", tmp_path)
+    (tmp_path / name).write_text(json.dumps(payload))
+    return docs
+
+
+def test_distances_table_from_the_distances_suite(tmp_path, monkeypatch):
+    row = {"dataset": "movielens", "metric": "jaccard", "family": "intersection", "public_cupy_ms": 10.0}
+    row |= {"public_scipy_ms": 100.0, "kernel_ms": 9.0, "public_extra_mib": 3.0, "memory_budget_mib": 256.0}
+    row |= {"check": ok("ours"), "cusparse_ms": 5.0, "cusparse_check": ok("cuSPARSE", False), "dense_ms": 30.0}
+    row |= {"dense_check": ok("dense"), "densify_ms": 4.0, "cuvs_ms": 25.0, "cuvs_rows": "binary"}
+    row |= {"cuvs_check": ok("cuVS"), "sklearn_ms": 400.0, "sklearn_check": ok("scikit-learn")}
+    docs = write(tmp_path, monkeypatch, "d.json", {"meta": META, "rows": [row], "checks": {"passed": 5, "failed": 1}})
+    fig = docs.Figure("distances-gpu", "benchmarks.md", ("d.json",), "distances", "distances")
+    text = docs.render(fig, "f" * 16)
+    assert "checks: 5 passed, 1 failed" in text and "From commit abc1234: the engine code has changed" in text
+    assert "cuSPARSE wrong; dense cuBLAS 3.00×; cuVS 2.50×; scikit-learn 40.00×" in text
+    assert "5.00 **wrong**" in text and "raw rows" not in text
+    assert "From commit" not in docs.render(fig, "0" * 16)  # the engine as it ran
+
+
+def test_knn_tables_from_the_knn_suite(tmp_path, monkeypatch):
+    pairs = {"dataset": "nytimes", "metric": "cosine", "k": 10, "rows": 40000, "part": "all pairs"}
+    pairs |= {"public_cupy_ms": 800.0, "public_scipy_ms": 820.0, "public_extra_mib": 100.0, "check": ok("ours")}
+    pairs |= {"cusparse_argpartition_ms": 150.0, "cusparse_check": ok("cuSPARSE", False), "cuvs_ms": 1700.0}
+    pairs |= {"cuvs_check": ok("cuVS"), "dense_skipped": "X does not fit dense"}
+    subset = {"dataset": "nytimes", "metric": "cosine", "k": 10, "rows": 40000, "part": "subset", "queries": 1024}
+    subset |= {"threads": 16, "ours_cuda_ms": 20.0, "ours_cpu_ms": 200.0, "sklearn_ms": 1500.0}
+    subset |= {"ours_cuda_check": ok("ours"), "ours_cpu_check": ok("ours"), "sklearn_check": ok("scikit-learn")}
+    docs = write(tmp_path, monkeypatch, "k.json", {"meta": META, "rows": [pairs, subset]})
+    gpu = docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), "0" * 16)
+    assert "| nytimes cosine | 800.0 | 820.0 | 150.0 **wrong** | — | 1,700.0 | 100.0 |" in gpu
+    host = docs.render(docs.Figure("knn-host", "neighbors.md", ("k.json",), "knn_host", "knn"), "0" * 16)
+    assert "| nytimes | cosine | 1,024 | 20.0 | 200.0 | 1,500.0 | 16 | yes |" in host
+
+
+def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
+    row = {"graph": "rmat18", "scale": 18, "vertices": 262144, "edges": 3805913, "triangles": 82934318}
+    row |= {"timings": {"ours triangles": timing(4.0), "graphblas triangles": timing(400.0)}}
+    row |= {"checks": {"ours triangles": ok("ours"), "graphblas triangles": ok("python-graphblas")}}
+    row |= {"cugraph triangles skipped": "pylibcugraph not installed"}
+    docs = write(tmp_path, monkeypatch, "g.json", {"meta": META, "rows": [row]})
+    text = docs.render(docs.Figure("graph-gpu", "graph.md", ("g.json",), "graph", "graph"), "0" * 16)
+    assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 4.00 | yes |" in text
+    assert "pylibcugraph not installed" in text
+    cpu = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(10.0)}
+    cpu |= {"peer_timing": timing(50.0), "checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
+    docs = write(tmp_path, monkeypatch, "c.json", {"meta": {**META, "threads": 2}, "rows": [cpu]})
+    text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu"), "0" * 16)
+    assert "| movielens | cosine | scikit-learn | 10.0 | 50.0 | 5.00× | peer **wrong** |" in text
