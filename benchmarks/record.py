@@ -45,13 +45,15 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 
 
 def commit() -> str:
-    """The commit of the code measured: this checkout's short HEAD, "+dirty" where the tree has uncommitted
-    changes; ``$COMMIT`` where there is no git metadata (the lent GPU machine's copy of the tree), else
-    "unknown"."""
+    """The commit of the code measured: ``$COMMIT`` where set (the lent GPU machine's copy of the tree, whose
+    ``.git``, where it has one, is not the tree's: ``stamp`` checks it against the engine digest), else this
+    checkout's short HEAD with "+dirty" where the tree has uncommitted changes, else "unknown"."""
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
     head = git("rev-parse", "--short", "HEAD")
     if head:
         return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-    return os.environ.get("COMMIT") or "unknown"
+    return "unknown"
 
 
 def blob_sha(data: bytes) -> str:

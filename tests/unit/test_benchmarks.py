@@ -165,3 +165,18 @@ def test_a_hand_edited_figure_differs_from_what_the_generator_makes(tmp_path):
     page.write_text(text[:start] + text[start:].replace("| movielens cosine |", "| movielens cosine (edited) |", 1))
     now, made = docs.pages(tmp_path / "docs")[page]
     assert now != made and "(edited)" not in made
+
+
+def test_stamp_finds_the_commit_of_the_engine_that_ran(tmp_path):
+    record, stamp = bench("record"), bench("stamp")
+    if not record.git("rev-parse", "HEAD") or record.git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("no git history here")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"meta": {"commit": "unknown", "engine_digest": record.engine_digest_at("HEAD")}}))
+    args = type("Args", (), {"files": [path], "depth": 50})()
+    assert stamp.main(args) == 0
+    meta = json.loads(path.read_text())["meta"]
+    assert record.engine_digest_at(meta["commit"]) == record.engine_digest_at("HEAD")
+    assert meta["commit_recorded"] == "unknown" and "engine digest" in meta["commit_note"]
+    path.write_text(json.dumps({"meta": {"commit": "x", "engine_digest": "no such digest"}}))
+    assert stamp.main(args) == 1 and json.loads(path.read_text())["meta"]["commit"] == "x"
