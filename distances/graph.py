@@ -337,16 +337,15 @@ def _pairs(pairs, n: int, xp):
         P = P.reshape(0, 2)
     if P.ndim != 2 or P.shape[1] != 2:
         raise ValueError(f"pairs must be a k × 2 array of vertex ids (u, v), got shape {P.shape}")
-    if P.dtype.kind not in "iu":
-        if P.dtype.kind == "f" and P.size and bool(xp.all(P == xp.round(P))):
-            P = P.astype(np.int64)
-        elif P.size:
-            raise TypeError(f"pairs must hold integer vertex ids, got dtype {P.dtype}")
-    P = P.astype(np.int64, copy=False)
-    if P.size:
-        low, high = int(P.min()), int(P.max())
+    if P.dtype.kind not in "iuf" and P.size:  # objects (ids beyond int64), strings: no vertex ids
+        raise TypeError(f"pairs must hold integer vertex ids below {n}, got dtype {P.dtype}")
+    if P.dtype.kind == "f" and P.size and not bool(xp.all(P == xp.round(P))):
+        raise TypeError(f"pairs must hold integer vertex ids, got dtype {P.dtype} with fractions or NaN")
+    if P.size:  # checked in the ids' own type, before int64 could wrap 2**63 or 1e300 around
+        low, high = P.min().item(), P.max().item()
         if low < 0 or high >= n:
-            raise ValueError(f"pairs must hold vertex ids in [0, {n}), found {low}..{high}")
+            raise ValueError(f"pairs must hold vertex ids in [0, {n}), found {low:g}..{high:g}")
+    P = P.astype(np.int64, copy=False)
     # One int64 code per pair (u·n + v, ordered as (u, v) is) makes unique() one-dimensional, as CuPy's is.
     unique, inverse = xp.unique(P[:, 0] * n + P[:, 1], return_inverse=True)
     return unique // n, unique % n, inverse.reshape(-1)
@@ -622,7 +621,9 @@ def _check_k(k) -> int:
         raise TypeError(f"k must be an integer (each kept edge lies in at least k - 2 triangles), got {k!r}")
     if k < 2:
         raise ValueError(f"k must be >= 2 (the 2-truss is the whole graph), got {k}")
-    return int(k)
+    # An edge lies in at most n - 2 triangles of n vertices, so every k above 2**62 (more vertices than any
+    # memory holds) gives the empty graph, as 2**62 does: capped there, within the kernels' int64.
+    return min(int(k), 2**62)
 
 
 def ktruss(A, k: int, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):

@@ -152,6 +152,12 @@ class ColumnParam:
         mean = column_sums(lambda cols, data: data.astype(np.float64)) / m
         dev = column_sums(lambda cols, data: (data - mean[cols]) ** 2)
         var = (dev + (m - counts) * mean**2) / (m - 1)  # the columns' zeros, each (0 - mean)^2
+        if not bool(xp.isfinite(var).all()):
+            k = int(xp.flatnonzero(~xp.isfinite(var))[0])
+            raise ValueError(
+                f"column {k}'s variance overflows float64 (values beyond about 1e154), so {metric}'s default "
+                f"{self.name} cannot be computed; pass {self.name}= with every value > 0 and finite"
+            )
         if not bool((var > 0).all()):
             self._refuse_constant(int(xp.flatnonzero(~(var > 0))[0]), metric, m)
         return var
@@ -271,7 +277,25 @@ _CORRELATION_WHEN = (
     "and nx1 > 0.0 and ny1 > 0.0"
 )
 
-_MINKOWSKI_P = Param("p", 2.0, flag="-p", help="Minkowski's p")
+# Minkowski's Σ|x−y|^p overflows float64 for |x−y| > 2 at p above ~1024, and underflows to 0 below 0.5: p = 1e308
+# gave 0 for every pair.  Finite p is capped there (p = inf is chebyshev, exactly); SciPy accepts any p, and
+# returns the same overflowed numbers.
+_MINKOWSKI_MAX_P = 1024.0
+
+
+def _check_minkowski_p(value, name: str, rule: str) -> float:
+    p = validation.check_positive(value, name, rule)
+    if _MINKOWSKI_MAX_P < p < math.inf:
+        raise ValueError(
+            f"{name} must be {rule}, got {p!r}: |x - y| ** p overflows float64 above p = {_MINKOWSKI_MAX_P:g} "
+            "(use p = inf for chebyshev, the limit)"
+        )
+    return p
+
+
+_MINKOWSKI_P = Param(
+    "p", 2.0, rule="> 0 and <= 1024, or inf", check=_check_minkowski_p, flag="-p", help="Minkowski's p"
+)
 
 
 def _check_log_base(value, name: str, rule: str) -> float:

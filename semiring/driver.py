@@ -118,7 +118,13 @@ def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int 
     """(rows, columns) of a tile of an ``m × n`` result whose temporaries fit ``budget`` bytes.
 
     All ``n`` columns are one tile while ``min_rows`` rows against them fit;
-    otherwise the columns are cut so that they do.  At least one of each.
+    otherwise the columns are cut so that they do.  The budget has a floor of
+    one row of the result (all ``n`` columns): a tiny ``working_memory`` would
+    otherwise cut tiles to single entries, a kernel launch each, and a call
+    that never ends.
+
+    >>> tile_shape(1000, 500, 8, 1)  # 1 byte: one row a tile, never less
+    (1, 500)
 
     >>> tile_shape(1000, 500, 8, 8 * 500 * 10)  # ten rows of 500 fit
     (10, 500)
@@ -126,6 +132,7 @@ def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int 
     (100, 50)
     """
     per_entry = max(1, bytes_per_entry)
+    budget = max(budget, n * per_entry)
     rows_wanted = max(1, min(m, min_rows))
     cols = n if n * per_entry * rows_wanted <= budget else budget // (per_entry * rows_wanted)
     cols = max(1, min(n, cols))

@@ -25,11 +25,13 @@ the GPU engine's compile cache (``semiring.settings.cache_dir()``, ``$SEMIRING_C
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import inspect
 import os
+import pickle
 import re
 import sys
 import tempfile
@@ -127,7 +129,7 @@ def _write_once(path: Path, text: str) -> Path:
     """``path`` holding ``text``: written atomically unless it already does; a read-only cache falls back to a
     private temporary folder (compiled per process, as without a cache)."""
     try:
-        if path.is_file() and path.read_text() == text:
+        if path.is_file() and _read_or_none(path) == text:  # a damaged file (not even UTF-8) is written again
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".tmp-", suffix=".py", delete=False) as tmp:
@@ -138,6 +140,35 @@ def _write_once(path: Path, text: str) -> Path:
         fallback = Path(tempfile.mkdtemp(prefix="semiring-cpu-")) / path.name
         fallback.write_text(text)
         return fallback
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _heal_numba_cache(path: Path) -> None:
+    """Remove numba's cache files of the generated module ``path`` that cannot be read back (truncated, or
+    overwritten): numba would raise on them at the kernel's first call, where a cache is only an optimisation.
+    Each index and data file is unpickled once per process; a damaged one takes its module's others with it,
+    and numba compiles and saves them again."""
+    folder = path.parent / "__pycache__"
+    if not folder.is_dir():
+        return
+    files = sorted(folder.glob(f"{path.stem}.*.nb[ic]"))
+    for f in files:
+        try:
+            with open(f, "rb") as stream:
+                if f.suffix == ".nbi":
+                    pickle.load(stream)
+                pickle.loads(stream.read())
+        except Exception:  # noqa: BLE001 - any failure to read a cache file means: not a cache hit
+            for other in files:
+                with contextlib.suppress(OSError):
+                    other.unlink()
+            return
 
 
 # One module loaded at a time: a thread must not find in sys.modules a module another thread is still executing
@@ -157,6 +188,7 @@ def _load(path: Path, name: str) -> ModuleType:
         except BaseException:
             del sys.modules[name]
             raise
+        _heal_numba_cache(path)
         return module
 
 

@@ -60,7 +60,9 @@ def test_resolve_metric_checks_and_rewrites():
     assert resolve_metric("Minkowski", {"p": 1}) == (distances.get_metric("minkowski"), {"p": 1.0})
     assert resolve_metric("minkowski", {}) == (distances.get_metric("minkowski"), {"p": 2.0})
     assert resolve_metric("minkowski", {"p": np.inf}) == (distances.get_metric("chebyshev"), {})
-    with pytest.raises(ValueError, match=r"^p must be > 0 for minkowski \(p = inf gives chebyshev\), got -1\.0$"):
+    with pytest.raises(
+        ValueError, match=r"^p must be > 0 and <= 1024, or inf for minkowski \(p = inf gives chebyshev\), got -1\.0$"
+    ):
         resolve_metric("minkowski", {"p": -1})
     with pytest.raises(TypeError, match=r"metric 'minkowski' got unexpected parameter\(s\) \['q'\]; it takes p$"):
         resolve_metric("minkowski", {"q": 1})
