@@ -206,7 +206,8 @@ class NearestNeighbors:
         """Whether queries read precomputed distances; refused where the fitted rows are of the other kind
         (``set_params(metric=...)`` after ``fit`` crossing between distances and features)."""
         precomputed = self.metric == PRECOMPUTED
-        if precomputed != getattr(self, "_fit_precomputed", False):
+        index = self.__dict__.get("_index")
+        if precomputed != (isinstance(index, _LocalIndex) and index.precomputed):
             fitted = "precomputed distances" if not precomputed else "feature rows"
             raise ValueError(
                 f"metric={self.metric!r} cannot query an estimator fitted on {fitted}: fit it again after "
@@ -231,13 +232,10 @@ class NearestNeighbors:
     def _measure(self, spec, values, columns, Q) -> BoundMeasure:
         """The measure bound to the engine for queries Q against the fitted rows; a default ``V`` is the
         fitted rows' (scikit-learn computes it over each call's queries and fitted rows stacked)."""
-        X = self._fit_X
+        X = self._index.X
         scale = column_scale(spec, values, columns, X, X)
-        if spec.on_nonnegative is not None:  # the fitted rows' sign is read once a fit, the queries' each call
-            if getattr(self, "_fit_nonnegative", None) is None:
-                self._fit_nonnegative = validation.is_nonnegative(X)
-            if self._fit_nonnegative:
-                spec = spec.for_rows(Q)
+        if spec.on_nonnegative is not None and self._index.nonnegative():  # the queries' sign: each call
+            spec = spec.for_rows(Q)
         return BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, X), scale)
 
     def fit(self, X, y=None) -> NearestNeighbors:
@@ -259,23 +257,25 @@ class NearestNeighbors:
             raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
-        self._fit_X = X
-        self._fit_precomputed = False
-        self._fit_nonnegative = None  # whether X has no negative value, read when a measure asks
-        self._fit_checked_nonnegative = spec.nonnegative  # the fitted rows are read once against the rule
+        self._index = _LocalIndex(X, checked_nonnegative=spec.nonnegative)
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
         )
         self.n_samples_fit_, self.n_features_in_ = X.shape
-        self._index_cache = None
         measure = self._measure(spec, values, columns, X)
         with cpu_threads(self.n_jobs, measure.engine):
-            self._index(measure)
+            self._index.prepare(measure)
         return self
+
+    @property
+    def _fit_X(self):
+        """The fitted rows under scikit-learn's name for them, which its idioms read: a SciPy CSR matrix (the
+        distances for ``metric="precomputed"``), or the Dask array of a sharded index."""
+        return self._index.X
 
     def _fit_sharded(self, X) -> NearestNeighbors:
         """``fit`` on a Dask array: one single-machine model per non-empty row block, fitted and kept on the
-        worker holding it (``self._sharded``, a ``semiring.dask.ShardedIndex``).  As the single-machine ``fit``,
+        worker holding it (``self._index``, a ``semiring.dask.ShardedIndex``).  As the single-machine ``fit``,
         returns when the index is ready: the shards are fitted (checked and prepared on their workers' devices),
         their errors raised here."""
         self._resolve()  # the metric and its parameters, checked before any work
@@ -289,8 +289,7 @@ class NearestNeighbors:
         if X.shape[1] == 0:
             raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
         params = {**self.get_params(), "verbose": False}
-        self._sharded = _sdask.ShardedIndex.fit(X, functools.partial(_fit_shard, params))
-        self._fit_X, self._index_cache = X, None
+        self._index = _sdask.ShardedIndex.fit(X, functools.partial(_fit_shard, params))
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
         )
@@ -299,18 +298,18 @@ class NearestNeighbors:
 
     def _is_sharded(self) -> bool:
         """Whether the index was fitted on a Dask array (sharded over the workers)."""
-        return _sdask.is_dask(self.__dict__.get("_fit_X"))
+        return isinstance(self.__dict__.get("_index"), _sdask.ShardedIndex)
 
     def _shards(self):
         """The index as the Dask layer asks it: the sharded index, or a model fitted on one machine as one
         shard (sent to each worker that answers queries once; its prepared index is remade there)."""
         if self._is_sharded():
-            return self._sharded
-        return _sdask.ShardedIndex.of_model(self, self._fit_X, self.n_samples_fit_)
+            return self._index
+        return _sdask.ShardedIndex.of_model(self, self._index.X, self.n_samples_fit_)
 
     def _dask_queries(self, X):
         """The queries as row blocks: X, or the fitted rows for ``X=None``; their width checked."""
-        Q = self._fit_X if X is None else _sdask.as_row_blocks(X, "X")
+        Q = self._index.X if X is None else _sdask.as_row_blocks(X, "X")
         if Q.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {Q.shape[1]} features, but NearestNeighbors is expecting {self.n_features_in_} features "
@@ -321,9 +320,10 @@ class NearestNeighbors:
     def __sizeof__(self) -> int:
         """What a fitted model holds: its rows, and about as much again for their prepared copy on the device
         (so that Dask, holding one as a shard, counts the memory it takes and prices moving it)."""
-        X = self.__dict__.get("_fit_X")
-        if not sp.issparse(X):
+        index = self.__dict__.get("_index")
+        if not (isinstance(index, _LocalIndex) and sp.issparse(index.X)):
             return object.__sizeof__(self)
+        X = index.X
         return 2 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
 
     def _fit_distances(self, D) -> NearestNeighbors:
@@ -340,7 +340,7 @@ class NearestNeighbors:
         D = _precomputed.check_distances(D, "X", square=True)
         if D.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={D.shape}); NearestNeighbors needs at least one to fit")
-        self._fit_X, self._fit_precomputed, self._index_cache = D, True, None
+        self._index = _LocalIndex(D, checked_nonnegative=False, precomputed=True)
         self.effective_metric_, self.effective_metric_params_ = PRECOMPUTED, dict(self.metric_params or {})
         self.n_samples_fit_, self.n_features_in_ = D.shape
         return self
@@ -348,35 +348,19 @@ class NearestNeighbors:
     def _query_distances(self, X):
         """The precomputed distances from the queries to the fitted rows (the fitted matrix for X=None)."""
         if X is None:
-            return self._fit_X
+            return self._index.X
         return _precomputed.check_distances(X, "X", n_columns=self.n_samples_fit_)
-
-    def _index(self, measure: BoundMeasure):
-        """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
-
-        Made by ``fit`` and kept, so queries pay only for themselves (as scikit-learn's and cuML's estimators,
-        where fit holds the index); remade when the engine, the measure, the column scaling or the accumulation
-        type changes.  Pickling drops it (see ``__getstate__``).
-        """
-        scale = None if measure.scale is None else measure.scale.tobytes()
-        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc, scale)
-        if getattr(self, "_index_cache", None) is None or self._index_cache[0] != key:
-            self._index_cache = (key, measure.prepare(self._fit_X))
-        return self._index_cache[1]
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_index_cache": None}  # device arrays stay out of pickles
 
     def _queries(self, X, spec):
         """The query rows, checked (the fitted rows themselves for ``X=None``), after checking the fitted rows
         against the measure as it is now: ``set_params(metric=...)`` after ``fit`` may name a measure with
         rules the fitted rows break."""
         self._check_fitted()
-        if spec.nonnegative and not getattr(self, "_fit_checked_nonnegative", False):
-            validation.check_nonnegative(self._fit_X, "the fitted X", spec.name)
-            self._fit_checked_nonnegative = True  # the fitted rows do not change until the next fit
+        if spec.nonnegative and not self._index.checked_nonnegative:
+            validation.check_nonnegative(self._index.X, "the fitted X", spec.name)
+            self._index.checked_nonnegative = True  # the fitted rows do not change until the next fit
         if X is None:
-            return self._fit_X
+            return self._index.X
         Q = validation.check_matrix(X, "X", verdicts=_backend.engine(self.backend).csr_verdicts)
         if Q.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -398,7 +382,7 @@ class NearestNeighbors:
             k = self._query_k(X, n_neighbors)  # the single-machine checks and messages
             spec, _, _ = self._resolve()
             Q = self._dask_queries(X)
-            dtype = _sdask.result_dtype(Q, self._fit_X)
+            dtype = _sdask.result_dtype(Q, self._index.X)
             dist, ind = self._shards().kneighbors(Q, X is None, k, spec.similarity, _shard_kneighbors, dtype)
             return (dist, ind) if return_distance else ind
         k = self._query_k(X, n_neighbors)
@@ -419,12 +403,12 @@ class NearestNeighbors:
         measure = self._measure(spec, values, columns, Q)
         where = driver.placement(measure.engine, Q)
         with cpu_threads(self.n_jobs, measure.engine):
-            index = self._index(measure)
+            index = self._index.prepare(measure)
             found = search(
                 measure,
                 Q,
                 index,
-                Q is self._fit_X,
+                Q is self._index.X,
                 bound,
                 self.working_memory,
                 bool(self.verbose),
@@ -514,7 +498,7 @@ class NearestNeighbors:
         self._check_fitted()
         if _sdask.is_dask(X) or self._is_sharded():  # every shard's answer, side by side (docs/dask.md)
             Q = self._dask_queries(X)
-            dtype = _sdask.result_dtype(Q, self._fit_X)
+            dtype = _sdask.result_dtype(Q, self._index.X)
             rows, cols, dist = self._shards().within(Q, X is None, radius, _shard_within, dtype)
             return self._entries_graph(rows, cols, dist.astype(dtype), Q.shape[0], mode, sort_results)
         if self._is_precomputed():
@@ -580,7 +564,41 @@ def radius_neighbors_graph(
         working_memory=working_memory,
         verbose=False,
     ).fit(X)
-    return nn.radius_neighbors_graph(nn._fit_X if include_self else None, mode=mode)
+    return nn.radius_neighbors_graph(nn._index.X if include_self else None, mode=mode)
+
+
+class _LocalIndex:
+    """The index of a model fitted on one machine (``NearestNeighbors._index``; a Dask-fitted one holds a
+    ``semiring.dask.ShardedIndex``): the fitted rows (the distances, ``precomputed``), and what queries derive
+    from them once a fit: their sign (read when a measure first asks), whether they were checked against a
+    measure's non-negative rule, and their copy prepared on the engine's device."""
+
+    def __init__(self, X, checked_nonnegative: bool, precomputed: bool = False):
+        self.X, self.precomputed = X, precomputed
+        self.checked_nonnegative = checked_nonnegative  # the fitted rows are read once against the rule
+        self._nonnegative = None  # whether X has no negative value, read when a measure asks
+        self.prepared = None  # (key, Rows) of the last prepare
+
+    def nonnegative(self) -> bool:
+        if self._nonnegative is None:
+            self._nonnegative = validation.is_nonnegative(self.X)
+        return self._nonnegative
+
+    def prepare(self, measure: BoundMeasure):
+        """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).
+
+        Made by ``fit`` and kept, so queries pay only for themselves (as scikit-learn's and cuML's estimators,
+        where fit holds the index); remade when the engine, the measure, the column scaling or the accumulation
+        type changes.  Pickling drops it (device arrays stay out of pickles).
+        """
+        scale = None if measure.scale is None else measure.scale.tobytes()
+        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc, scale)
+        if self.prepared is None or self.prepared[0] != key:
+            self.prepared = (key, measure.prepare(self.X))
+        return self.prepared[1]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "prepared": None}
 
 
 def _fit_shard(params: dict, rows) -> NearestNeighbors:

@@ -159,7 +159,7 @@ def test_kneighbors_on_a_sharded_index(client, metric):
     Q = tied_data(13, 6, 5)
     nn = NearestNeighbors(n_neighbors=5, metric=metric).fit(row_blocks(X, 11))  # shards of 11, 11, 11, 7 rows
     held = client.who_has()
-    shard_workers = {w for s, _, _ in nn._sharded.shards for w in held[s.key]}
+    shard_workers = {w for s, _, _ in nn._index.shards for w in held[s.key]}
     assert len(shard_workers) == 2, "the shards were not spread over both workers"
     one = NearestNeighbors(n_neighbors=5, metric=metric).fit(X)
     largest = metric == "inner_product"
@@ -176,7 +176,7 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         np.testing.assert_array_equal(ind, ref_i)  # tie order: the documented one
         np.testing.assert_allclose(dist, ref_d, rtol=1e-12)
     held = client.who_has()
-    assert all(len(held[s.key]) == 1 for s, _, _ in nn._sharded.shards), "a shard was copied: queries go to the shards"
+    assert all(len(held[s.key]) == 1 for s, _, _ in nn._index.shards), "a shard was copied: queries go to the shards"
     graph_ = nn.kneighbors_graph(None, 4, mode="distance")
     assert isinstance(graph_, sp.csr_matrix)
     assert (graph_ != one.kneighbors_graph(None, 4, mode="distance")).nnz == 0

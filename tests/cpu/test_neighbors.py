@@ -290,17 +290,17 @@ def test_fit_keeps_the_prepared_index_but_pickles_leave_it_out():
 
     X = sp.random(40, 6, density=0.5, format="csr", random_state=1)
     nn = distances.NearestNeighbors(3, "cosine", backend="cpu", verbose=False).fit(X)
-    assert nn._index_cache is not None
+    assert nn._index.prepared is not None
     before = nn.kneighbors(X[:5])
-    cached = nn._index_cache
+    cached = nn._index.prepared
     nn.kneighbors(X[:5])
-    assert nn._index_cache is cached  # reused by every query
+    assert nn._index.prepared is cached  # reused by every query
     clone = pickle.loads(pickle.dumps(nn))
-    assert clone._index_cache is None
+    assert clone._index.prepared is None
     for got, want in zip(clone.kneighbors(X[:5]), before):
         np.testing.assert_array_equal(got, want)
     nn.kneighbors(X[:5].astype(np.float32).astype(np.float64))  # same types: same cache
-    assert nn._index_cache is cached
+    assert nn._index.prepared is cached
 
 
 # check_estimator: every check passes except these, which follow the project's input rules instead.
