@@ -23,7 +23,9 @@ these are timed, wall clock, the median of ``--repeats`` after a warm-up:
 
 The single-GPU call without Dask is timed too, and every Dask result is
 compared with it (equal indices, distances within 1e-5; equal triangle
-counts; equal Jaccard pattern, values within 1e-12).  Per-worker GPU memory
+counts; equal Jaccard pattern, values within 1e-12); the single-GPU results are themselves checked against
+independent oracles (kNN on 64 sampled rows against scikit-learn in float64, up to ties; Jaccard at 2,000
+sampled edges against set arithmetic; ``oracle_checks`` in the file).  Per-worker GPU memory
 held by CuPy's pool after each run (about its peak) is recorded.
 
     python -m benchmarks dask --gpus 1,2 --seed 0 --json $OUT/dask_scaling.json
@@ -46,7 +48,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .record import RESULTS, commit, engine_digest, machine, versions
+from .record import RESULTS, check_rows, commit, engine_digest, machine, versions
+from .reference import edge_check, knn_check, sample_edges
+from .reference import knn_reference as knn_ref
 from .synthetic import make_dataset, rmat
 
 
@@ -260,6 +264,12 @@ def main() -> None:
     X = make_dataset("movielens", args.knn_scale, seed=args.seed)
     one = NearestNeighbors(args.k, args.metric, backend=args.backend, verbose=False)
     seconds, times, knn_reference = best(lambda: one.fit(X).kneighbors(), args.repeats)
+    # the single-machine results the Dask ones are compared with, checked themselves against independent oracles
+    rng = np.random.default_rng(args.seed)
+    qi = np.sort(rng.choice(X.shape[0], min(64, X.shape[0]), replace=False))
+    want = knn_ref(args.metric, X[qi], X, args.k, self_index=qi)
+    oracle = [knn_check(args.metric, X[qi], X, knn_reference[1][qi], "ours, one GPU, kNN", want)]
+    report["oracle_checks"] = oracle
     report["results"].append(
         {
             "case": f"movielens x{args.knn_scale:g} all-pairs {args.k}-NN {args.metric}",
@@ -291,7 +301,10 @@ def main() -> None:
                 }
             )
         graphs[scale] = (A, reference)
+        u, v = sample_edges(A, rng, 2000)
+        oracle.append(edge_check(A, reference["jaccard"], u, v, "jaccard", f"ours, one GPU, R-MAT {scale} jaccard"))
         _pool_reset()
+    report["checks"] = check_rows([{"case": "one GPU against the oracles", "checks": oracle}])
     save()
     for gpus in gpu_counts:
         with start_cluster(gpus, args.cluster) as cluster, Client(cluster) as client:
