@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
     p.add_argument("--scales", default="18,20,22")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--host-repeats", type=int, default=2)
-    p.add_argument("--graphblas-timeout", type=float, default=120.0)
+    p.add_argument("--graphblas-timeout", type=float, default=60.0, help="seconds for its warm-up and repeats")
     p.add_argument("--check-edges", type=int, default=2000)
     p.add_argument("--json", type=Path)
 
