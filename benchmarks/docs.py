@@ -43,6 +43,18 @@ FIGURES = (
     Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json",), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
+    Figure(
+        "scale",
+        "scale.md",
+        (
+            "scale_h200_eab3ec2_40k_before.json",
+            "scale_h200_2af12d4_cosine_cuvs.json",
+            "scale_h200_2af12d4_cityblock_cuvs.json",
+            "scale_h200_2af12d4_cosine_1m.json",
+        ),
+        "scale",
+        "scale",
+    ),
     Figure("index", "benchmarks.md", (), "index", ""),
 )
 
@@ -57,6 +69,7 @@ def meta_of(data: dict) -> dict:
     machine = meta.get("machine") or data.get("machine") or {}
     gpus = [g["name"] for g in machine.get("gpus", [])] if isinstance(machine, dict) else []
     device = meta.get("device") or data.get("device") or (", ".join(gpus) if gpus else None)
+    device = device or (machine.get("gpu") if isinstance(machine, dict) else None)
     if not device and data.get("devices"):
         device = f"{len(data['devices'])} × {data['devices'][0]}"
     cores = machine.get("cpu_count") or machine.get("cpus") or data.get("host_cores") or data.get("cpu_cores")
@@ -444,6 +457,12 @@ def table_index(fig: Figure) -> str:
     return "\n".join(out) + "\n"
 
 
+def table_scale(fig: Figure) -> str:
+    from . import scale
+
+    return scale.report([str(RESULTS / name) for name in fig.files])
+
+
 TABLES = {
     "distances": table_distances,
     "knn_gpu": table_knn_gpu,
@@ -453,6 +472,7 @@ TABLES = {
     "dask": table_dask,
     "startup": table_startup,
     "suite_time": table_suite_time,
+    "scale": table_scale,
     "index": table_index,
 }
 
