@@ -28,7 +28,7 @@ from semiring.engine import EXPANSION_VARIABLES, Entries
 from . import precomputed as _precomputed
 from .measure import BoundMeasure
 from .pairwise import check_n_jobs, cpu_threads
-from .specs import column_scale, expression, get_metric, resolve_metric, split_columns
+from .specs import column_scale, dask_column_defaults, expression, get_metric, resolve_metric, split_columns
 
 # The index is split into tiles only when this many query rows against all of it would not fit.
 MIN_QUERY_ROWS = 256
@@ -250,7 +250,12 @@ class NearestNeighbors:
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
         _check_algorithm(self.algorithm, self.leaf_size)
         check_n_jobs(self.n_jobs)
+        given = X
         X = validation.check_matrix(X, "X", verdicts=engine.csr_verdicts)
+        if _shares_arrays(X, given):
+            # The caller's own arrays: a change made to them in place after fit would reach the index half way
+            # (its norms were taken at fit), giving answers blended from old and new rows.  The index owns a copy.
+            X = X.copy()
         if X.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
         if X.shape[1] == 0:
@@ -289,6 +294,8 @@ class NearestNeighbors:
         if X.shape[1] == 0:
             raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
         params = {**self.get_params(), "verbose": False}
+        # A default computed from all the fitted rows (seuclidean's V): over the whole Dask input, not per shard.
+        params["metric_params"] = dask_column_defaults(self.metric, dict(self.metric_params or {}), X) or None
         self._index = _sdask.ShardedIndex.fit(X, functools.partial(_fit_shard, params))
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
@@ -521,6 +528,18 @@ class NearestNeighbors:
         indptr = xp.zeros(n_queries + 1, np.int64)
         xp.cumsum(xp.bincount(rows, minlength=n_queries), out=indptr[1:])
         return arrays.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
+
+
+def _shares_arrays(A, given) -> bool:
+    """Whether the checked matrix ``A`` may use any of the arrays of the caller's ``given`` (no copy made)."""
+    if A is given:
+        return True
+    mine = [getattr(A, name, None) for name in ("data", "indices", "indptr")]
+    theirs = [getattr(given, name, None) for name in ("data", "indices", "indptr", "row", "col")]
+    if not sp.issparse(given) and hasattr(given, "shape"):
+        theirs = [given]
+    xp = validation.array_module(A)
+    return any(a is not None and hasattr(b, "shape") and xp.may_share_memory(a, b) for a in mine for b in theirs)
 
 
 def radius_neighbors_graph(

@@ -13,7 +13,7 @@ from semiring import dask as _sdask
 from semiring import driver, validation
 
 from .measure import BoundMeasure
-from .specs import column_scale, resolve_metric, split_columns
+from .specs import column_scale, dask_column_defaults, resolve_metric, split_columns
 
 __all__ = ["check_n_jobs", "cpu_threads", "pairwise_distances", "resolve_metric"]
 
@@ -86,7 +86,10 @@ def pairwise_distances(
     if _sdask.is_dask(X, Y):  # row blocks on the workers, a lazy Dask result (docs/dask.md)
         if mask is not None or out is not None:
             raise NotImplementedError("mask= and out= are not available for Dask input: compute blocks by hand")
-        resolve_metric(metric, params)  # an unknown metric or parameter is named now, not on a worker
+        resolve_metric(metric, split_columns(metric, params)[0])  # unknown metric or parameter: named now
+        # A default computed from all the rows (seuclidean's V): over the whole Dask input, as the call on one
+        # machine computes it over its whole input; per block it would be each block pair's own.
+        params = dask_column_defaults(metric, params, X, Y)
         func = functools.partial(
             pairwise_distances, metric=metric, backend=backend, working_memory=working_memory, **params
         )

@@ -627,6 +627,68 @@ def column_scale(spec: Distance, values: dict, given, X: sp.csr_matrix, Y: sp.cs
     return arrays.array_module(v).asarray(cp.scale(v, values), dtype=np.float64)
 
 
+def dask_column_defaults(metric, params: dict, X, Y=None) -> dict:
+    """``params`` with the measure's per-column default (seuclidean's ``V``) computed over every row of the Dask
+    arrays X and Y stacked (X alone where Y is None), as ``ColumnParam.default_values`` computes it over one
+    machine's whole input: two passes over the row blocks on the workers (each column's stored count and sum,
+    then the squared deviations from the mean).  Unchanged where the measure has no such default or the caller
+    gave the values.  Per block, the default would be each block's own variance."""
+    from semiring import dask as _sdask
+
+    spec = get_metric(metric)
+    cp = spec.columns
+    if cp is None or cp.default is None or params.get(cp.name) is not None:
+        return params
+    blocks = [b for A in ((X,) if Y is None else (X, Y)) for b in _sdask.as_row_blocks(A, "X").to_delayed()[:, 0]]
+    import dask
+
+    firsts = dask.compute(*[dask.delayed(_block_column_sums)(b) for b in blocks])
+    m, n = sum(rows for rows, _, _ in firsts), X.shape[1]
+    counts = sum(c for _, c, _ in firsts)
+    if m < 2:
+        cp._refuse_constant(0, spec.name, m)
+    if not (counts > 0).all():
+        cp._refuse_constant(int(np.flatnonzero(counts == 0)[0]), spec.name, m)
+    mean = sum(t for _, _, t in firsts) / m
+    dev = sum(dask.compute(*[dask.delayed(_block_column_deviations)(b, mean) for b in blocks]))
+    var = (dev + (m - counts) * mean**2) / (m - 1)  # the columns' zeros, each (0 - mean)^2
+    if not np.isfinite(var).all():
+        k = int(np.flatnonzero(~np.isfinite(var))[0])
+        raise ValueError(
+            f"column {k}'s variance overflows float64 (values beyond about 1e154), so {spec.name}'s default "
+            f"{cp.name} cannot be computed; pass {cp.name}= with every value > 0 and finite"
+        )
+    if not (var > 0).all():
+        cp._refuse_constant(int(np.flatnonzero(~(var > 0))[0]), spec.name, m)
+    assert var.shape == (n,)
+    return {**params, cp.name: var}
+
+
+def _host_rows(block):
+    A = validation.check_matrix(block, "X")
+    return A.get() if validation.is_cupy(A) else A
+
+
+def _block_column_sums(block):
+    """(rows, stored values per column, their sums per column) of one row block, on the host."""
+    A = _host_rows(block)
+    nnz, n = int(A.indptr[-1]), A.shape[1]
+    cols = A.indices[:nnz]
+    return (
+        A.shape[0],
+        np.bincount(cols, minlength=n),
+        np.bincount(cols, weights=A.data[:nnz].astype(np.float64), minlength=n),
+    )
+
+
+def _block_column_deviations(block, mean):
+    """Σ (x − mean)² per column over one row block's stored values."""
+    A = _host_rows(block)
+    nnz = int(A.indptr[-1])
+    cols = A.indices[:nnz]
+    return np.bincount(cols, weights=(A.data[:nnz].astype(np.float64) - mean[cols]) ** 2, minlength=A.shape[1])
+
+
 def resolve_metric(metric, params: dict) -> tuple[Distance, dict]:
     """The measure's spec and its parameter values, checked, with the row's rewrites applied.
 
@@ -654,6 +716,7 @@ __all__ = [
     "Refinement",
     "Rewrite",
     "column_scale",
+    "dask_column_defaults",
     "expression",
     "get_metric",
     "resolve_metric",

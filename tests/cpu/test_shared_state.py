@@ -1,0 +1,94 @@
+"""State shared with the caller: an estimator answers from the rows it was fitted on, whatever the caller does
+to them in place afterwards; a default computed from all rows (seuclidean's V) is computed over the whole Dask
+input, not per block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from oracles import reference_knn
+from scipy.spatial.distance import cdist
+
+from semiring.distances import NearestNeighbors, pairwise_distances
+
+
+def _data(seed: int = 3):
+    return sp.random(40, 12, density=0.4, format="csr", random_state=seed) + sp.eye(40, 12, format="csr")
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine", "correlation", "cityblock"])
+@pytest.mark.parametrize("change", ["data", "indices-order"])
+def test_changing_the_fitted_rows_in_place_does_not_reach_the_estimator(metric, change):
+    X = sp.csr_matrix(_data())
+    original = X.copy()
+    Q = _data(9)[:5]
+    nn = NearestNeighbors(n_neighbors=4, metric=metric, backend="cpu").fit(X)
+    if change == "data":
+        X.data *= -3.0  # the caller reuses its buffer
+        X.data[::2] = 7.0
+    else:
+        X.data[:] = X.data[::-1].copy()
+    dist, ind = nn.kneighbors(Q)
+    ref = cdist(Q.toarray(), original.toarray(), metric)
+    want_dist, _ = reference_knn(ref, 4)
+    np.testing.assert_allclose(dist, want_dist, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.take_along_axis(ref, ind, axis=1), want_dist, rtol=1e-9, atol=1e-12)
+
+
+def test_a_dense_fitted_array_changed_in_place_does_not_reach_the_estimator():
+    X = _data().toarray()
+    original = X.copy()
+    nn = NearestNeighbors(n_neighbors=3, backend="cpu").fit(X)
+    X += 100.0
+    dist, _ = nn.kneighbors(original[:4])
+    want, _ = reference_knn(cdist(original[:4], original), 3)
+    np.testing.assert_allclose(dist, want, rtol=1e-9)
+
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+
+def _blocks(A, rows: int):
+    return da.from_array(A, chunks=(rows, -1), asarray=False)
+
+
+def test_seuclidean_default_v_over_the_whole_dask_input():
+    """SciPy's default V is each column's variance over all the rows: per block it was each block pair's."""
+    X = sp.csr_matrix(_data(4).toarray() + np.arange(12) * 0.5)  # no constant column
+    Y = sp.csr_matrix(_data(5)[:17].toarray() + 1.0)
+    with dask.config.set(scheduler="synchronous"):
+        got_xx = pairwise_distances(_blocks(X, 7), metric="seuclidean", backend="cpu").compute()
+        got_xy = pairwise_distances(_blocks(X, 7), _blocks(Y, 5), metric="seuclidean", backend="cpu").compute()
+    Xd, Yd = X.toarray(), Y.toarray()
+    np.testing.assert_allclose(got_xx, cdist(Xd, Xd, "seuclidean", V=Xd.var(0, ddof=1)), rtol=1e-9)
+    np.testing.assert_allclose(got_xy, cdist(Xd, Yd, "seuclidean", V=np.vstack([Xd, Yd]).var(0, ddof=1)), rtol=1e-9)
+
+
+def test_seuclidean_given_v_is_used_as_given_under_dask():
+    X = sp.csr_matrix(_data(4).toarray() + 1.0)
+    V = np.linspace(0.5, 2.0, 12)
+    with dask.config.set(scheduler="synchronous"):
+        got = pairwise_distances(_blocks(X, 9), metric="seuclidean", V=V, backend="cpu").compute()
+    np.testing.assert_allclose(got, cdist(X.toarray(), X.toarray(), "seuclidean", V=V), rtol=1e-9)
+
+
+def test_a_constant_column_is_refused_over_the_whole_dask_input():
+    X = _data(6).toarray() + 1.0
+    X[:, 3] = 2.0
+    with pytest.raises(ValueError, match="column 3 is constant"):
+        pairwise_distances(_blocks(sp.csr_matrix(X), 10), metric="seuclidean", backend="cpu")
+
+
+def test_seuclidean_default_v_of_a_sharded_index_is_the_whole_fitted_inputs():
+    """The estimator's default V is the fitted rows' variance: all of them, not each shard's."""
+    X = sp.csr_matrix(_data(4).toarray() + np.arange(12) * 0.5)
+    Q = X[:6].toarray()
+    with dask.config.set(scheduler="synchronous"):
+        nn = NearestNeighbors(n_neighbors=3, metric="seuclidean", backend="cpu").fit(_blocks(X, 9))
+        dist, _ = nn.kneighbors(da.from_array(Q, chunks=(3, -1)))
+        dist = np.asarray(dist.compute() if hasattr(dist, "compute") else dist)
+    Xd = X.toarray()
+    want, _ = reference_knn(cdist(Q, Xd, "seuclidean", V=Xd.var(0, ddof=1)), 3)
+    np.testing.assert_allclose(dist, want, rtol=1e-9)
