@@ -13,9 +13,11 @@ tiles are sized so the engine's temporaries fit ``working_memory``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import numbers
 import sys
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -252,7 +254,8 @@ class NearestNeighbors:
         check_n_jobs(self.n_jobs)
         given = X
         X = validation.check_matrix(X, "X", verdicts=engine.csr_verdicts)
-        if _shares_arrays(X, given):
+        shared = _shares_arrays(X, given)
+        if shared:
             # The caller's own arrays: a change made to them in place after fit would reach the index half way
             # (its norms were taken at fit), giving answers blended from old and new rows.  The index owns a copy.
             X = X.copy()
@@ -263,6 +266,8 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._index = _LocalIndex(X, checked_nonnegative=spec.nonnegative)
+        if shared:
+            self._index.source = _Source.of(given)
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
         )
@@ -367,6 +372,9 @@ class NearestNeighbors:
             validation.check_nonnegative(self._index.X, "the fitted X", spec.name)
             self._index.checked_nonnegative = True  # the fitted rows do not change until the next fit
         if X is None:
+            return self._index.X
+        source = getattr(self._index, "source", None)
+        if source is not None and source.unchanged(X):  # the fitted matrix itself, as it was: its prepared rows
             return self._index.X
         Q = validation.check_matrix(X, "X", verdicts=_backend.engine(self.backend).csr_verdicts)
         if Q.shape[1] != self.n_features_in_:
@@ -586,6 +594,38 @@ def radius_neighbors_graph(
     return nn.radius_neighbors_graph(nn._index.X if include_self else None, mode=mode)
 
 
+class _Source:
+    """The caller's matrix a model was fitted on (weakly held) and a digest of its arrays then: ``kneighbors``
+    of that very matrix, unchanged, reads the fitted rows' prepared copy instead of preparing them again."""
+
+    def __init__(self, ref, digest: bytes):
+        self.ref, self.digest = ref, digest
+
+    @classmethod
+    def of(cls, A) -> _Source | None:
+        digest = _digest(A)
+        try:
+            return None if digest is None else cls(weakref.ref(A), digest)
+        except TypeError:  # an object that takes no weak reference
+            return None
+
+    def unchanged(self, A) -> bool:
+        return self.ref() is A and _digest(A) == self.digest
+
+
+def _digest(A) -> bytes | None:
+    """A digest of a host matrix's arrays (SciPy sparse or NumPy), None for others (CuPy)."""
+    arrays_ = [getattr(A, name) for name in ("data", "indices", "indptr", "row", "col") if hasattr(A, name)]
+    arrays_ = arrays_ if sp.issparse(A) else [A]
+    if not all(isinstance(a, np.ndarray) for a in arrays_):
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays_:
+        h.update(str((a.dtype, a.shape)).encode())
+        h.update(np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+    return h.digest()
+
+
 class _LocalIndex:
     """The index of a model fitted on one machine (``NearestNeighbors._index``; a Dask-fitted one holds a
     ``semiring.dask.ShardedIndex``): the fitted rows (the distances, ``precomputed``), and what queries derive
@@ -617,7 +657,7 @@ class _LocalIndex:
         return self.prepared[1]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "prepared": None}
+        return {**self.__dict__, "prepared": None, "source": None}  # the caller's matrix is not pickled with it
 
 
 def _fit_shard(params: dict, rows) -> NearestNeighbors:

@@ -201,7 +201,7 @@ def test_tile_shape_keeps_the_budget():
     for m, n, per, mib in [(40_000, 40_000, 4, 512), (10, 10**7, 16, 1), (5, 3, 8, 1024), (1000, 1000, 16, 1e-6)]:
         rows, cols = tile_shape(m, n, per, mib)
         assert 1 <= rows <= m and 1 <= cols <= n
-        assert rows * cols * per <= max(mib * 2**20, per), (m, n, rows, cols)
+        assert rows * cols * per <= max(mib * 2**20, n * per), (m, n, rows, cols)  # the floor: one row a tile
     assert tile_shape(40_000, 40_000, 4, 512) == (3355, 40_000)  # whole index per tile
 
 

@@ -92,3 +92,16 @@ def test_seuclidean_default_v_of_a_sharded_index_is_the_whole_fitted_inputs():
     Xd = X.toarray()
     want, _ = reference_knn(cdist(Q, Xd, "seuclidean", V=Xd.var(0, ddof=1)), 3)
     np.testing.assert_allclose(dist, want, rtol=1e-9)
+
+
+def test_the_fitted_matrix_changed_in_place_is_read_as_new_queries():
+    """kneighbors(X) with the fitted object itself: its prepared rows while unchanged, its new values (against
+    the rows fitted) once changed in place."""
+    X = sp.csr_matrix(_data())
+    original = X.copy()
+    nn = NearestNeighbors(n_neighbors=3, metric="euclidean", backend="cpu").fit(X)
+    want, _ = reference_knn(cdist(original.toarray(), original.toarray()), 3)
+    np.testing.assert_allclose(nn.kneighbors(X)[0], want, rtol=1e-9, atol=1e-12)
+    X.data *= 2.0
+    want, _ = reference_knn(cdist(X.toarray(), original.toarray()), 3)
+    np.testing.assert_allclose(nn.kneighbors(X)[0], want, rtol=1e-9, atol=1e-12)
