@@ -181,32 +181,101 @@ def scipy_reference(metric: str, params: dict, A, B):
     return cdist(a, b, spec.scipy, **values)
 
 
+# The documented differences from SciPy (docs/measures.md), as SciPy's values are read by --check: where the
+# docs say the result is another value, that value is expected.  ``(a, b, ref) -> ref``, a and b dense float64.
+def _empty_rows(a, b):
+    return (~a.any(1))[:, None] & (~b.any(1))[None, :]
+
+
+def _either_empty(a, b):
+    return (~a.any(1))[:, None] | (~b.any(1))[None, :]
+
+
+DOCUMENTED_DIFFERENCES: dict[str, Callable] = {
+    "dice": lambda a, b, ref: np.where(_empty_rows(a, b), 0.0, ref),  # 0 for two empty rows; SciPy NaN
+    "jensenshannon": lambda a, b, ref: np.where(_either_empty(a, b), np.nan, ref),  # NaN for an all-zero row; cdist inf
+}
+
+
+def _reference(metric: str, params: dict, A, B):
+    """SciPy's values with the documented differences applied, or None where SciPy lacks the measure."""
+    ref = scipy_reference(metric, params, A, B)
+    differs = DOCUMENTED_DIFFERENCES.get(get_metric(metric).name)
+    if ref is None or differs is None:
+        return ref
+    a, b = (np.asarray(M.toarray(), dtype=np.float64) for M in (A, B))
+    return differs(a, b, ref)
+
+
+def _sample(total: int, most: int, seed: int = 0) -> np.ndarray:
+    """Up to ``most`` of ``range(total)``, sorted; all of them where they fit."""
+    if total <= most:
+        return np.arange(total)
+    return np.sort(np.random.default_rng(seed).choice(total, size=most, replace=False))
+
+
+def _fit_rows(rows: int, width: int) -> tuple[int, int]:
+    """(query rows, other rows) whose dense copies of ``width`` columns fit CHECK_MAX_ENTRIES, the other rows
+    at least as many as the queries; (0, 0) where not even one of each does."""
+    if 2 * width > CHECK_MAX_ENTRIES:
+        return 0, 0
+    queries = max(1, min(rows, CHECK_MAX_ENTRIES // (2 * width)))
+    return queries, CHECK_MAX_ENTRIES // width - queries
+
+
 def _check_knn(X, Q, rows, metric, params, distances, indices) -> str:
-    """Whether the neighbours of the given query rows are the nearest by SciPy's cdist."""
-    if len(rows) * X.shape[1] + X.shape[0] * X.shape[1] > CHECK_MAX_ENTRIES:
-        return "skipped (too large to densify)"
-    queries = (X if Q is None else Q)[rows]
-    full = scipy_reference(metric, params, queries, X)
-    if full is None:
-        return f"skipped (SciPy has no {metric})"
-    ref = full if Q is not None else np.array([np.delete(r, i) for r, i in zip(full, rows)])  # not its own neighbour
-    k = indices.shape[1]
-    expected = np.sort(ref, axis=1)[
-        :, :k
-    ]  # NaN sorts last, as in the estimator; tied indices may differ, distances not
-    found = distances[rows]
-    at_indices = np.take_along_axis(full, indices[rows], axis=1)
+    """Whether the neighbours of the given query rows are the nearest by SciPy's cdist (with the documented
+    differences); above the densifying limit, on a sample, said so."""
+    n, width = X.shape
+    queries = X if Q is None else Q
+    most_queries, most_rows = _fit_rows(len(rows), width)
+    if not _scipy_has(metric, params):
+        return f"not compared (SciPy has no {metric})"
+    if most_queries == 0:
+        return f"not compared (rows of {width:,} columns are too wide to densify for SciPy)"
+    rows = np.asarray(rows)[_sample(len(rows), most_queries)]
+    found, k = distances[rows], indices.shape[1]
+    if most_rows >= n:
+        full = _reference(metric, params, queries[rows], X)
+        ref = full if Q is not None else np.array([np.delete(r, i) for r, i in zip(full, rows)])  # not its own
+        expected = np.sort(ref, axis=1)[:, :k]  # NaN sorts last, as in the estimator; tied indices may differ
+        at_indices = np.take_along_axis(full, indices[rows], axis=1)
+        scope = ""
+    else:  # a sample: the distances at the neighbours found, and no sampled row nearer than the k-th of them
+        others = _sample(n, max(1, most_rows - k * len(rows)))
+        at_indices = np.array([_reference(metric, params, queries[[i]], X[indices[i]])[0] for i in rows])
+        sampled = _reference(metric, params, queries[rows], X[others])
+        if Q is None:
+            sampled[others[None, :] == rows[:, None]] = np.nan  # a row is not its own neighbour
+        kth = found[:, -1:]
+        nearer = sampled < kth - (1e-4 * np.abs(kth) + 1e-6)
+        expected = np.where(nearer.any(axis=1, keepdims=True), -np.inf, found)  # a nearer row: a difference
+        ref = np.concatenate([at_indices, sampled], axis=1)
+        scope = (
+            f" (a sample: {len(rows)} queries, their neighbours' distances and {len(others):,} of {n:,} rows; "
+            "the data are larger than --check densifies)"
+        )
     tol = {"rtol": 1e-4, "atol": 1e-6, "equal_nan": True}
     wrong = ~(np.isclose(found, expected, **tol) & np.isclose(found, at_indices, **tol)).all(axis=1)
     # SciPy's own NaN (jensenshannon of [1, 0] and [843.5, 0]: rounding below 0 under a square root) orders
     # nothing: a row where SciPy has NaN and we a number is not compared, and the verdict says so.
     undefined = np.isnan(ref).any(axis=1) & ~np.isnan(found).all(axis=1)
-    return _verdict(wrong & ~undefined, len(rows), "rows", undefined.sum(), "rows")
+    compared = int((~undefined).sum())
+    return _verdict(wrong & ~undefined, len(rows), "rows", int(undefined.sum()), "rows", compared) + scope
 
 
-def _verdict(wrong, total: int, unit: str, skipped: int, skipped_unit: str) -> str:
-    """'yes', or 'NO (...)', and how many were not compared because SciPy gives NaN there."""
-    verdict = f"NO ({wrong.sum()} of {total} {unit} differ)" if wrong.any() else "yes"
+def _scipy_has(metric: str, params: dict) -> bool:
+    """Whether SciPy's cdist defines the measure as resolved (minkowski with p = inf is chebyshev)."""
+    return resolve_metric(metric, split_columns(metric, params)[0])[0].scipy is not None
+
+
+def _verdict(wrong, total: int, unit: str, skipped: int, skipped_unit: str, compared: int) -> str:
+    """'yes', or 'NO (...)', and how many were not compared because SciPy gives NaN there; 'nothing compared'
+    where that is everything: never 'yes' for what was not compared."""
+    if wrong.any():
+        verdict = f"NO ({wrong.sum()} of {total} {unit} differ)"
+    else:
+        verdict = "yes" if compared else "nothing compared"
     if skipped:
         verdict += f" ({skipped} {skipped_unit} not compared: SciPy gives NaN where the result is a number)"
     return verdict
@@ -305,18 +374,27 @@ def _bundled():
 
 
 def _check_pairwise(X, Y, metric: str, params: dict, D) -> str:
-    """Whether the first rows of D equal SciPy's cdist."""
-    rows = min(CHECK_ROWS, D.shape[0])
+    """Whether the first rows of D equal SciPy's cdist (with the documented differences); above the densifying
+    limit, on a sample of those rows against a sample of the columns, said so."""
     B = X if Y is None else Y
-    if (rows + B.shape[0]) * X.shape[1] > CHECK_MAX_ENTRIES:
-        return "skipped (too large to densify)"
-    ref = scipy_reference(metric, params, X[:rows], B)
-    if ref is None:
-        return f"skipped (SciPy has no {metric})"
-    found = D[:rows]
+    most_rows, most_columns = _fit_rows(min(CHECK_ROWS, D.shape[0]), X.shape[1])
+    if not _scipy_has(metric, params):
+        return f"not compared (SciPy has no {metric})"
+    if most_rows == 0:
+        return f"not compared (rows of {X.shape[1]:,} columns are too wide to densify for SciPy)"
+    rows, columns = np.arange(most_rows), _sample(B.shape[0], most_columns)
+    ref = _reference(metric, params, X[rows], B[columns])
+    found = D[rows][:, columns]
     undefined = np.isnan(ref) & ~np.isnan(found)  # SciPy's own NaN: not a difference (see _check_knn)
     differs = ~np.isclose(found, ref, rtol=1e-4, atol=1e-6, equal_nan=True) & ~undefined
-    return _verdict(differs.any(axis=1), rows, "rows", undefined.sum(), "entries")
+    compared = int((~undefined).sum())
+    verdict = _verdict(differs.any(axis=1), len(rows), "rows", int(undefined.sum()), "entries", compared)
+    if len(columns) < B.shape[0]:
+        verdict += (
+            f" (a sample: {len(rows)} rows against {len(columns):,} of {B.shape[0]:,} columns; the data are larger "
+            "than --check densifies)"
+        )
+    return verdict
 
 
 def run_pairwise(args) -> int:

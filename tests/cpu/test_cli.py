@@ -255,7 +255,7 @@ def test_pairwise_metric_and_outputs(data, tmp_path, capsys, suffix):
         (["-m", "manhattan"], "yes"),  # an alias: SciPy's name comes from the measure's row
         (["-m", "dice"], "yes"),  # a boolean measure: SciPy compares the nonzero patterns
         (["-m", "minkowski", "-p", "inf"], "yes"),  # the row's rewrite: chebyshev
-        (["-m", "dot"], "skipped (SciPy has no dot)"),
+        (["-m", "dot"], "not compared (SciPy has no dot)"),
         (["-m", "seuclidean"], "yes"),  # the default V from all rows, not from the one-row warm-up
     ],
 )
