@@ -20,7 +20,9 @@ cp -r "$REPO/semiring" "$PKG/semiring"
 cp -r "$REPO/distances" "$PKG/semiring/distances"
 cp -r "$REPO/kernels" "$PKG/semiring/kernels"
 # the laid-out package first (the checkout's own semiring/ lacks its subpackages), then the checkout for benchmarks/
-export PYTHONPATH="$PKG:$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# (not for the tests: there the checkout would make a top-level `distances` importable, as no install does)
+CARRIED=${PYTHONPATH:-}
+export PYTHONPATH="$PKG:$REPO${CARRIED:+:$CARRIED}" PYTHONUNBUFFERED=1
 cd "$PKG"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/env.log"
 python3 -c "import cupy, numpy, scipy; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)" | tee -a "$OUT/env.log"
@@ -37,7 +39,7 @@ for job in "$@"; do
       echo "# HYPOTHESIS_EXAMPLES=10 python -m pytest -m gpu tests/gpu tests/unit/test_architecture.py -q" | tee "$OUT/gpu_tests.log"
       # Not pyproject's addopts (xdist is not installed there): one process, or workers where pytest-xdist's and
       # execnet's wheels are carried and installed and PYTEST_ADDOPTS="-n 12 --dist load" (docs/cuda.md, GPU tests).
-      HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
+      PYTHONPATH="$PKG${CARRIED:+:$CARRIED}" HYPOTHESIS_EXAMPLES=10 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider \
         -o addopts="-ra --import-mode=importlib" \
         ${GPU_TESTS:-"$REPO/tests/gpu" "$REPO/tests/unit/test_architecture.py"} 2>&1 | tee -a "$OUT/gpu_tests.log" || status=1 ;;
     distances) suite distances distances --seed "$SEED" ${DISTANCES_ARGS:-} ;;
