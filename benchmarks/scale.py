@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,23 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-
-
-def commit() -> str:
-    """$COMMIT, else the checkout's HEAD with +dirty when it has changes, else unknown."""
-    if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(HERE), "status", "--porcelain"], check=False, capture_output=True, text=True
-        )
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else "unknown"
-    except OSError:
-        return "unknown"
+from . import record
 
 
 class PeakAllocations:
@@ -286,7 +269,8 @@ def main(argv=None) -> int:
     props = cupy.cuda.runtime.getDeviceProperties(0)
     meta = {
         "benchmark": "scale",
-        "commit": commit(),
+        "commit": record.commit(),
+        "engine_digest": record.engine_digest(),  # `python -m benchmarks stamp` tells the commit from it
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "machine": {
             "gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
