@@ -47,8 +47,10 @@ def prepare(A, how: str):
     values = A.data[:nnz]
     if how == "binary":
         data = (values != 0).astype(A.dtype)
-    elif how == "l1":
+    elif how in ("l1", "sqrt_l1"):
         data = _divided_by_row_sums(xp, A.indptr, values, A.shape[0], A.dtype)
+        if how == "sqrt_l1":
+            xp.sqrt(data, out=data)
     else:
         raise ValueError(f"unknown row preparation {how!r}")
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
@@ -131,7 +133,7 @@ class BoundMeasure:
         or scaled (jensenshannon's and hellinger's L1 normalisation, ``w``): a float32 division there put errors
         of 1e-7 into near-identical rows, 0.4 % of a hellinger distance of 1.5e-6 (float64 on the CPU engine,
         the result's type on the GPU, whose accumulation is the result's)."""
-        if self.spec.prepare == "l1" or self.scale is not None:
+        if self.spec.prepare in ("l1", "sqrt_l1") or self.scale is not None:
             return np.result_type(self.dtype, self.acc)
         return self.dtype
 

@@ -2,8 +2,8 @@
 
 A measure is computed in four steps, each generated from this table:
 
-1. ``prepare`` the rows: ``"binary"`` (x ≠ 0 → 1) or ``"l1"`` (divide each
-   row by its sum), or leave them;
+1. ``prepare`` the rows: ``"binary"`` (x ≠ 0 → 1), ``"l1"`` (divide each
+   row by its sum) or ``"sqrt_l1"`` (then take square roots), or leave them;
 2. ``terms``: one semiring product per term, ``c0[i, j]``, ``c1[i, j]``;
 3. ``norms``: row reductions of X (``nx0``, ``nx1``) and of Y (``ny0``, ``ny1``);
 4. ``expansion``: an elementwise expression of those and ``n`` (the number of
@@ -409,19 +409,15 @@ DISTANCES: tuple[Distance, ...] = (
     ),
     Distance(
         "hellinger",
-        (_sr("sqrt_times", "sqrt(x * y)"),),
+        (B["plus_times"],),  # Σ√(x̂ŷ) = Σ√x̂·√ŷ on the rows' square roots: a dot product, every fast path's
         "sqrt(max(1.0 - c0, 0.0)) if nx0 > 0.0 and ny0 > 0.0 else nan",
         norms=("sum",),
-        prepare="l1",
+        prepare="sqrt_l1",
         nonnegative=True,
-        refine=Refinement(
-            "1.0 - c0 <= 1e-3 and nx0 > 0.0 and ny0 > 0.0",
-            _sr("sqrt_diff_sq", "(sqrt(x) - sqrt(y)) ** 2.0"),
-            "sqrt(c0 / 2.0)",
-        ),
+        refine=Refinement("1.0 - c0 <= 1e-3 and nx0 > 0.0 and ny0 > 0.0", B["plus_sqdiff"], "sqrt(c0 / 2.0)"),
         formula="√(1 − Σ√(x̂ŷ)), x̂ = x/Σx",
-        note="Rows are L1-normalised first; NaN for an empty row (no distribution), as SciPy's jensenshannon. "
-        "Near-identical rows are recomputed exactly as √(½Σ(√x̂−√ŷ)²).",
+        note="Rows are L1-normalised, then square-rooted (so Σ√(x̂ŷ) is a dot product); NaN for an empty row (no "
+        "distribution), as SciPy's jensenshannon. Near-identical rows are recomputed exactly as √(½Σ(√x̂−√ŷ)²).",
     ),
     Distance(
         "inner_product",

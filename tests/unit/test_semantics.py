@@ -220,8 +220,6 @@ EXPECTED_DISTANCE_TERMS = {
     "plus_times": "intersection",
     "plus_sqdiff": "union",
     "plus_ne": "union",
-    "plus_sqrt_times": "intersection",
-    "plus_sqrt_diff_sq": "union",
     "plus_js": "union",
     "plus_rel_entr": "union",
     "plus_powdiff": "union",
