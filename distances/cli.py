@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import math
 import os
 import platform
@@ -324,8 +325,8 @@ def run_knn(args) -> int:
     print(_backend_line(engine))
     with _naming(data=args.data, queries=args.queries):
         params = _column_defaults(args.metric, params, X, None)  # the estimator's: the fitted rows'
-        distances, indices, seconds, compiling = knn(
-            X, Q, args.k, args.metric, params, engine, args.working_memory, args.progress
+        distances, indices, seconds, compiling = _interruptible(
+            knn, X, Q, args.k, args.metric, params, engine, args.working_memory, args.progress
         )
     queries = X.shape[0] if Q is None else Q.shape[0]
     print(
@@ -436,10 +437,11 @@ def run_pairwise(args) -> int:
 
     with _naming(X=args.x, Y=args.y):
         start = time.perf_counter()
-        compute(X[:1], None if Y is None else Y[:1])  # compiles the kernels, outside the timing
+        _interruptible(compute, X[:1], None if Y is None else Y[:1])  # compiles the kernels, outside the timing
         compiling = time.perf_counter() - start
         start = time.perf_counter()
-        D = compute(X, Y)
+        with _progress(X.shape[0], args.progress, "pairwise") as bar:
+            D = _interruptible(compute, X, Y, progress=bar)
         seconds = time.perf_counter() - start
     finite = D[np.isfinite(D)]
     stats = f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}" if finite.size else ""
@@ -480,10 +482,10 @@ def run_graph(args) -> int:
 
     with _naming(A=args.graph):
         start = time.perf_counter()
-        compute(_triangle_like(A))  # compiles the kernels for A's types, outside the timing
+        _interruptible(compute, _triangle_like(A))  # compiles the kernels for A's types, outside the timing
         compiling = time.perf_counter() - start
         start = time.perf_counter()
-        result = compute(A)
+        result = _interruptible(compute, A)
         seconds = time.perf_counter() - start
     print(
         f"{args.measure}: {measure.summarize(args, result)} in {_seconds(seconds)} on {engine} {_preparing(compiling)}"
@@ -492,6 +494,50 @@ def run_graph(args) -> int:
         io.write_array(args.output, result, measure.result, stdout=args.data_stream, replace=args.force)
         print(f"wrote {_output_name(args.output)}")
     return 0
+
+
+# How often the command looks up from a computation for Ctrl-C or SIGTERM (seconds).
+INTERRUPT_POLL_S = 0.1
+
+
+def _interruptible(fn, *args, progress=None):
+    """``fn(*args)`` in a worker thread while the main thread waits, so that Ctrl-C (or SIGTERM) ends the
+    command within ``INTERRUPT_POLL_S``: Python handles signals in the main thread, between bytecodes, and a
+    compiled kernel holds a tile for as long as it takes (seconds, on a large budget).  The abandoned worker
+    writes nothing (outputs are written by the main thread, after) and ends with the process.  ``progress``:
+    a bar the driver advances (``semiring.driver.PROGRESS``) in the worker's context."""
+    from semiring import driver
+
+    outcome: dict = {}
+    context = contextvars.copy_context()
+    context.run(driver.PROGRESS.set, progress)
+
+    def work():
+        try:
+            outcome["value"] = context.run(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="semiring-compute", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(INTERRUPT_POLL_S)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@contextlib.contextmanager
+def _progress(total: int, shown: bool, desc: str):
+    """A tqdm bar over result rows on a terminal's standard error for runs longer than half a second (as
+    ``knn``'s); None otherwise."""
+    if not (shown and sys.stderr.isatty()):
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="rows", delay=0.5, leave=False, file=sys.stderr) as bar:
+        yield bar
 
 
 def _output_name(path) -> str:
@@ -748,6 +794,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("x", metavar="X", help="matrix file (.mtx, .npz, .npy)")
     p.add_argument("y", metavar="Y", nargs="?", help="matrix file; omitted: X")
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar (shown on a terminal for long runs)",
+    )
     _add_metric_options(p, PAIRWISE_DEFAULT_METRIC, explicit_default=False)
     p.add_argument(
         "-s",

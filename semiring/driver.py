@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,10 @@ import scipy.sparse as sp
 
 from . import arrays, validation
 from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
+
+# A progress bar (anything with ``update(rows)``) that ``dense`` advances as row batches finish, set by a caller
+# that shows one (the ``semiring`` command) without a parameter through every public call.
+PROGRESS: ContextVar[Any] = ContextVar("PROGRESS", default=None)
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
 DEFAULT_WORKING_MEMORY_MIB = 1024
@@ -183,6 +188,7 @@ def dense(
             spare = budget - m * n * max(0, bytes_per_entry - itemsize) if engine.device_results else 0
             with scratch_budget(max(budget // 4, budget + max(0, spare) - held)):
                 block = tile(rows(0, m), 0, n)
+            _advance(m)
             return block if on_device else engine.to_host(block, out=out)
         if out is None:
             out = engine.empty((m, n), dtype) if on_device else np.empty((m, n), dtype)
@@ -197,7 +203,14 @@ def dense(
                 else:
                     out[r0:r1, c0:c1] = engine.to_host(block)
                 del block  # freed before the next tile is made
+            _advance(r1 - r0)
         return out
+
+
+def _advance(rows: int) -> None:
+    bar = PROGRESS.get()
+    if bar is not None:
+        bar.update(rows)
 
 
 def topk(
