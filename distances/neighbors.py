@@ -258,7 +258,7 @@ class NearestNeighbors:
         if shared:
             # The caller's own arrays: a change made to them in place after fit would reach the index half way
             # (its norms were taken at fit), giving answers blended from old and new rows.  The index owns a copy.
-            X = X.copy()
+            X = _owned_copy(X)
         if X.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={X.shape}); NearestNeighbors needs at least one to fit")
         if X.shape[1] == 0:
@@ -536,6 +536,14 @@ class NearestNeighbors:
         indptr = xp.zeros(n_queries + 1, np.int64)
         xp.cumsum(xp.bincount(rows, minlength=n_queries), out=indptr[1:])
         return arrays.csr_matrix_class(xp)((data, cols, indptr), shape=(n_queries, self.n_samples_fit_))
+
+
+def _owned_copy(A):
+    """A copy of the CSR matrix A with A's own index types (SciPy's ``copy`` narrows int64 indices to int32,
+    and each index type the kernels meet is another compile of each)."""
+    B = A.copy()
+    B.indices, B.indptr = A.indices.copy(), A.indptr.copy()
+    return B
 
 
 def _shares_arrays(A, given) -> bool:

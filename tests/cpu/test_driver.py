@@ -26,7 +26,8 @@ def tiles_seen(monkeypatch) -> list:
 
 @pytest.mark.parametrize(
     ("working_memory", "row_tiles", "col_tiles"),
-    [(None, 1, 1), (40 * 8 * 4 / 2**20, 10, 1), (16 / 2**20, 40, 20)],  # one tile; 4-row batches; 2-column tiles
+    # one tile; 4-row batches; a budget below one row: one-row tiles of every column (the floor)
+    [(None, 1, 1), (40 * 8 * 4 / 2**20, 10, 1), (16 / 2**20, 40, 1)],
 )
 def test_dense_results_are_the_same_however_tiled(monkeypatch, working_memory, row_tiles, col_tiles):
     X = sp.random(40, 30, density=0.3, format="csr", random_state=1, dtype=np.float64)
