@@ -20,6 +20,7 @@ from . import record
 ROOT = record.ROOT
 RESULTS = record.RESULTS
 BLOCK = re.compile(r"(<!-- figure: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end figure -->)", re.DOTALL)
+PEER_LABELS = {"cusparse": "cuSPARSE", "dense": "dense cuBLAS", "cuvs": "cuVS", "sklearn": "scikit-learn"}
 CUVS_ROWS = {"jensenshannon": "l1", "hellinger": "l1", "jaccard": "binary", "dice": "binary", "russellrao": "binary"}
 
 
@@ -221,6 +222,7 @@ def table_distances(fig: Figure) -> str:
             + ", ".join(refused)
             + ".",
         ]
+    out += _deviations(fig, rows)
     if any(r["metric"] in CUVS_ROWS and "cuvs_ms" in r and "cuvs_rows" not in r for r in rows):
         out += [
             "",
@@ -230,6 +232,40 @@ def table_distances(fig: Figure) -> str:
             "prepared rows, outside its timing.",
         ]
     return "\n".join(out) + "\n"
+
+
+def _deviations(fig: Figure, rows: list[dict]) -> list[str]:
+    """What a run of the suites did differently for a peer, stated beside its figure: the rows cuVS was given,
+    the peers left out or failing and why, the repeats on each clock."""
+    notes = []
+    args = [record.load(RESULTS / name).get("meta", {}).get("args", {}) for name in fig.files]
+    if args and args[-1].get("repeats"):
+        a = args[-1]
+        notes.append(
+            f"Timing: one warm-up call, then the median of {a['repeats']} (CUDA events) or {a.get('host_repeats', '?')}"
+            " (wall clock, host calls: ours with SciPy input, scikit-learn on "
+            f"{rows[0].get('sklearn_threads', 'every') if rows else 'every'} host cores)."
+        )
+    prepared = {}
+    for r in rows:
+        if r.get("cuvs_rows") not in (None, "as given"):
+            prepared.setdefault(r["cuvs_rows"], set()).add(r["metric"])
+    if prepared:
+        how = {"l1": "L1-normalised", "binary": "binary"}
+        parts = [f"{how.get(k, k)} rows for {', '.join(sorted(v))}" for k, v in sorted(prepared.items())]
+        notes.append("cuVS was given " + "; ".join(parts) + ", as its definitions expect, prepared outside its timing.")
+    left = [a.get("sklearn_skip") for a in args if a.get("sklearn_skip")]
+    if left:
+        notes.append(f"scikit-learn left out for time (`--sklearn-skip`): {', '.join(sorted(set(left)))}.")
+    failures = {}
+    for r in rows:
+        for key, value in r.items():
+            if key.endswith(("_error", "_skipped")) and isinstance(value, str):
+                label = PEER_LABELS.get(key.rsplit("_", 1)[0], key.rsplit("_", 1)[0])
+                failures.setdefault(f"{label}: {value[:100]}", []).append(f"{r['dataset']} {r['metric']}")
+    for what, where in sorted(failures.items()):
+        notes.append(f"{what} ({', '.join(where[:6])}{' ...' if len(where) > 6 else ''}).")
+    return ["", " ".join(notes)] if notes else []
 
 
 def table_knn_gpu(fig: Figure) -> str:

@@ -46,6 +46,7 @@ def test_distances_table_from_the_distances_suite(tmp_path, monkeypatch):
     assert "checks: 5 passed, 1 failed" in text and "From commit abc1234: the engine code has changed" in text
     assert "cuSPARSE wrong; dense cuBLAS 3.00×; cuVS 2.50×; scikit-learn 40.00×" in text
     assert "5.00 **wrong**" in text and "raw rows" not in text
+    assert "cuVS was given binary rows for jaccard, as its definitions expect, prepared outside its timing" in text
     assert "From commit" not in docs.render(fig, "0" * 16)  # the engine as it ran
 
 
