@@ -14,7 +14,7 @@ writes a results file that says what ran, on what and from which code: ``record`
     docs        the tables of docs/ made from the results files (``--check``: fail where they differ)
 
 and the tools behind particular decisions: ``profile`` (a GPU call's stages), ``cpu-profile``, ``strategies``
-(every GPU strategy forced in turn), ``cpu-ab`` (builds interleaved), ``cpu-union``, ``plots``, ``stamp``.
+(every GPU strategy forced in turn), ``cpu-ab`` (builds interleaved), ``cpu-union``, ``stamp`` (the commit of a file written without git).
 ``benchmarks/gpu_run.sh`` runs the GPU suites on the lent GPU machine (the package laid out as installed).
 
 The shared parts, for a new suite:

@@ -27,7 +27,6 @@ COMMANDS = {
     "strategies": ("strategies", "tool: every GPU strategy forced in turn"),
     "cpu-ab": ("cpu_ab", "tool: builds of the CPU engine timed interleaved"),
     "cpu-union": ("cpu_union", "tool: the CPU engine's union kernels forced in turn"),
-    "plots": ("plots", "tool: PNG plots of results files"),
 }
 
 

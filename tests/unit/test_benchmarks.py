@@ -180,3 +180,12 @@ def test_stamp_finds_the_commit_of_the_engine_that_ran(tmp_path):
     assert meta["commit_recorded"] == "unknown" and "engine digest" in meta["commit_note"]
     path.write_text(json.dumps({"meta": {"commit": "x", "engine_digest": "no such digest"}}))
     assert stamp.main(args) == 1 and json.loads(path.read_text())["meta"]["commit"] == "x"
+
+
+def test_every_command_imports_without_a_gpu_and_states_its_options(capsys):
+    main = bench("__main__")
+    for name in main.COMMANDS:
+        with pytest.raises(SystemExit) as stop:
+            main.main([name, "--help"])
+        assert stop.value.code == 0, name
+        assert "usage:" in capsys.readouterr().out, name
