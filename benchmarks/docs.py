@@ -36,7 +36,12 @@ class Figure:
 # --------------------------------------------------------------------------- where each figure comes from
 
 FIGURES = (
-    Figure("distances-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "distances", "distances"),
+    Figure(
+        "distances-gpu", "benchmarks.md", ("distances_h200_797a356_movielens_nytimes.json",), "distances", "distances"
+    ),
+    Figure(
+        "distances-gpu-206432b", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "distances", "distances"
+    ),
     Figure("knn-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "knn_gpu", "knn"),
     Figure("knn-host", "neighbors.md", ("knn_bench.json",), "knn_host", "knn"),
     Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
@@ -241,11 +246,15 @@ def _deviations(fig: Figure, rows: list[dict]) -> list[str]:
     args = [record.load(RESULTS / name).get("meta", {}).get("args", {}) for name in fig.files]
     if args and args[-1].get("repeats"):
         a = args[-1]
+        host = "ours with SciPy input"
+        threads = next((r["sklearn_threads"] for r in rows if "sklearn_threads" in r), None)
+        host += f", scikit-learn on {threads} host cores" if threads else ""
         notes.append(
-            f"Timing: one warm-up call, then the median of {a['repeats']} (CUDA events) or {a.get('host_repeats', '?')}"
-            " (wall clock, host calls: ours with SciPy input, scikit-learn on "
-            f"{rows[0].get('sklearn_threads', 'every') if rows else 'every'} host cores)."
+            f"Timing: one warm-up call, then the median of {a['repeats']} (CUDA events) or "
+            f"{a.get('host_repeats', '?')} (wall clock: {host})."
         )
+    if args and "sklearn_metrics" in args[-1] and not args[-1]["sklearn_metrics"]:
+        notes.append("scikit-learn not run in this file (`--sklearn-metrics=`).")
     prepared = {}
     for r in rows:
         if r.get("cuvs_rows") not in (None, "as given"):
@@ -254,7 +263,7 @@ def _deviations(fig: Figure, rows: list[dict]) -> list[str]:
         how = {"l1": "L1-normalised", "binary": "binary"}
         parts = [f"{how.get(k, k)} rows for {', '.join(sorted(v))}" for k, v in sorted(prepared.items())]
         notes.append("cuVS was given " + "; ".join(parts) + ", as its definitions expect, prepared outside its timing.")
-    left = [a.get("sklearn_skip") for a in args if a.get("sklearn_skip")]
+    left = [a.get("sklearn_skip") for a in args if a.get("sklearn_skip") and a.get("sklearn_metrics")]
     if left:
         notes.append(f"scikit-learn left out for time (`--sklearn-skip`): {', '.join(sorted(set(left)))}.")
     failures = {}
