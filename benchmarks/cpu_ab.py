@@ -8,7 +8,7 @@ side's fastest and median call.  A side is ``NAME=PATH``, PATH a folder holding 
 installed (``semiring/`` with ``distances/`` and ``kernels/`` inside, as ``benchmarks/gpu_run.sh`` lays it
 out; for a commit: ``git archive`` it and copy the three folders so), or ``NAME=graphblas`` for ``mxm``.
 The measured call is ``semiring.pairwise(Q, X, plus_times, backend="cpu", sparse=True)`` (``--measure
-sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/datasets.py``'s seeded
+sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/synthetic.py``'s seeded
 data, the first ``--queries`` rows against all.  Every side's result is checked against the first side's.
 
     python -m benchmarks cpu-ab --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\

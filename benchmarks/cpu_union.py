@@ -8,7 +8,7 @@ Run from the repository root::
 
 ``semiring.pairwise(Q, X, plus_absdiff)`` (cityblock) with ``$SEMIRING_CPU_UNION`` set to ``margins``,
 ``merge`` then ``scatter``, the first ``--queries`` rows against all rows of seeded datasets shaped like the benchmark's
-(``benchmarks/datasets.py``), best of ``--repeats`` after a warm-up; scikit-learn ``pairwise_distances(...,
+(``benchmarks/synthetic.py``), best of ``--repeats`` after a warm-up; scikit-learn ``pairwise_distances(...,
 metric="manhattan", n_jobs=threads)`` in the same run.  The JSON records the command and the commit.
 """
 

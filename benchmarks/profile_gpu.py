@@ -5,7 +5,7 @@ synchronises the device before and after: its wall time then is its device
 work (inclusive of the stages it calls), and a counting allocator without a
 pool (``measure.PeakMemory``) gives the peak bytes it held beyond what was live
 when it began.  The synchronisation makes the total slower than the real call
-(timed separately, with CUDA events, as ``public_api_bench.py`` does): read the
+(timed separately, with CUDA events, as the ``distances`` suite does): read the
 stages as shares, not as the call's figure.  ``--pool`` times the stages with
 CuPy's memory pool instead (no memory figures): without the pool every
 allocation is a ``cudaMalloc``, which inflates the stages that allocate much.

@@ -2,7 +2,7 @@
 
 For each dataset (``datasets.make_dataset``, seeded by ``--seed``) and measure, ``--queries`` rows against
 every row, float32, the kernel-level call (``BoundMeasure.block`` on prepared device rows, as
-``gpu_bench.py`` times "ours") under ``SEMIRING_GPU_STRATEGY`` = each of ``--strategies``: CUDA-event
+the ``distances`` suite times as "kernel only") under ``SEMIRING_GPU_STRATEGY`` = each of ``--strategies``: CUDA-event
 medians of ``--repeats``, the plan each setting gives (a forced setting runs where it applies: ``coo`` is
 ``hash`` where no dense row fits), and agreement with the ``merge`` result (the naive one-thread-per-pair
 kernel, the union family's baseline) and, on a sample, with SciPy ``cdist``.  Under ``auto`` a union

@@ -109,7 +109,7 @@ SPLIT_DENSE_SHARE = 0.25
 # The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
 # shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
 # dense shared row by ``rowvec`` (about 1.3 ps on an H200), fitted to the H200 runs of
-# ``benchmarks/strategy_bench.py`` (``docs/cuda.md``, "Strategy choice"):
+# ``python -m benchmarks strategies`` (``docs/cuda.md``, "Strategy choice"):
 #   rowvec           per held row: every streamed entry, plus ROWVEC_ROW_COST per streamed row (a lane group's
 #                    reduction and store, and the idle lanes of a group longer than its row)
 #   rowvec-compact   its entries × COMPACT_COST (Y's columns renumbered per batch of held rows); nytimes-like

@@ -75,7 +75,7 @@ def test_auto_choices():
     assert decide(auto, plain) == cheapest(plain)
 
 
-# The four paper-shaped datasets' facts (2,048 query rows against all rows, ``benchmarks/datasets.py``),
+# The four paper-shaped datasets' facts (2,048 query rows against all rows, ``benchmarks/synthetic.py``),
 # for an intersection (plus_times) and a union (max_absdiff, which has no margin split).
 DATASETS = {
     "movielens": {"ncols": 20_000, "x_rows": 2048, "x_stored": 2048 * 100, "y_rows": 40_000, "y_stored": 4_019_628},
@@ -148,7 +148,7 @@ def test_costly_facts_are_asked_only_when_needed():
 
 
 # Σ over X's entries of their column's length in Y (the postings kernels' products), counted with SciPy for
-# 2,048 queries against all rows of benchmarks/datasets.py's draws at seed 0, scale 1.
+# 2,048 queries against all rows of benchmarks/synthetic.py's draws at seed 0, scale 1.
 POSTINGS_WORK = {"edgar": 35_050_290, "scrna": 5_332_259_713}
 
 
