@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import arrays, driver
 from semiring import dask as _sdask
-from semiring import driver, validation
 
 from . import precomputed as _precomputed
 from .pairwise import pairwise_distances
@@ -87,7 +87,7 @@ def pairwise_distances_chunked(
 def _row_sliceable(A, name: str = "X"):
     """A in a form whose rows slice cheaply (CSR for other sparse formats, an array for lists); checked
     by ``pairwise_distances`` band by band."""
-    if sp.issparse(A) or validation.is_cupy(A):
+    if sp.issparse(A) or arrays.is_cupy(A):
         return A.tocsr() if getattr(A, "format", "csr") not in ("csr",) else A
     if hasattr(A, "shape") and hasattr(A, "__getitem__"):
         return A

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from semiring import validation
+from semiring import arrays
 
 # Entries (stored values of the listed pairs' rows) expanded at once: 4 Mi, ~100 MiB of temporaries.
 CHUNK_ENTRIES = 1 << 22
@@ -52,7 +52,7 @@ def _expand(xp, indptr, rows):
 def centred_correlation(X, Y, rows, cols):
     """SciPy's correlation distance of X's row ``rows[e]`` and Y's row ``cols[e]`` for every listed entry ``e``,
     exactly (see the module's docstring): a float64 array on X's device, clipped to [0, 2] keeping NaN."""
-    xp = validation.array_module(X.data)
+    xp = arrays.array_module(X.data)
     n = X.shape[1]
     ax, px, vx, kx, ipx = _row_stats(xp, X)
     ay, py, vy, ky, ipy = _row_stats(xp, Y)

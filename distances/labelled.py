@@ -21,7 +21,7 @@ import numbers
 
 import numpy as np
 
-from semiring import validation
+from semiring import arrays
 
 __all__ = ["edge_dict", "frame", "labels", "subgraph", "triples", "vertex_dict"]
 
@@ -72,7 +72,7 @@ def frame(columns: dict, on_gpu: bool = False):
             cudf = None
         if cudf is not None:
             return cudf.DataFrame(columns)
-    columns = {name: values.get() if validation.is_cupy(values) else values for name, values in columns.items()}
+    columns = {name: values.get() if arrays.is_cupy(values) else values for name, values in columns.items()}
     try:
         import pandas
     except ImportError:

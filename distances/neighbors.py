@@ -554,7 +554,7 @@ def _shares_arrays(A, given) -> bool:
     theirs = [getattr(given, name, None) for name in ("data", "indices", "indptr", "row", "col")]
     if not sp.issparse(given) and hasattr(given, "shape"):
         theirs = [given]
-    xp = validation.array_module(A)
+    xp = arrays.array_module(A)
     return any(a is not None and hasattr(b, "shape") and xp.may_share_memory(a, b) for a in mine for b in theirs)
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import arrays, driver, validation
 from semiring import backend as _backend
-from semiring import driver, validation
 
 __all__ = ["check_distances", "kneighbors", "within"]
 
@@ -36,7 +36,7 @@ def check_distances(D, name: str, *, square: bool = False, n_columns: int | None
 
     Finite and non-negative; square for ``fit``; ``n_columns`` columns (the fitted rows) for a query.
     """
-    if validation.is_cupy(D):
+    if arrays.is_cupy(D):
         raise TypeError(
             f"{name}: metric='precomputed' takes NumPy arrays and SciPy sparse matrices; pass the CuPy "
             "array's .get(), or let NearestNeighbors compute the measure on the GPU (metric='<measure>')"

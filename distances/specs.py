@@ -662,7 +662,7 @@ def dask_column_defaults(metric, params: dict, X, Y=None) -> dict:
 
 def _host_rows(block):
     A = validation.check_matrix(block, "X")
-    return A.get() if validation.is_cupy(A) else A
+    return A.get() if arrays.is_cupy(A) else A
 
 
 def _block_column_sums(block):

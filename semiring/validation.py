@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import backend as _backend
-from .arrays import array_module, as_cupy, csr_matrix_class, is_cupy, sparse_module  # noqa: F401 (public here too)
+from .arrays import array_module, as_cupy, csr_matrix_class, is_cupy, sparse_module  # noqa: F401 (earlier callers)
 
 FLOAT_TYPES = (np.float32, np.float64)
 

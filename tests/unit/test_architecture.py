@@ -360,3 +360,17 @@ def test_the_dask_layer_is_used_through_its_public_names():
                 reached.append(f"{module}:{node.lineno}: {node.value.id}.{node.attr}")
     assert not reached, "\n".join(reached)
     assert not [t for t in GRAPH["semiring.dask"] if t.startswith("semiring.distances")]
+
+
+def test_array_kinds_are_asked_of_the_arrays_module():
+    """``semiring.validation`` still answers to the array-kind names it once held, for code written then; the
+    package itself asks ``semiring.arrays``."""
+    import semiring.arrays
+
+    kinds = {n for n in vars(semiring.arrays) if not n.startswith("_") and callable(vars(semiring.arrays)[n])}
+    found = []
+    for module, path in installed_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in kinds and ast.unparse(node.value) == "validation":
+                found.append(f"{module}:{node.lineno}: validation.{node.attr}")
+    assert not found, "ask semiring.arrays:\n" + "\n".join(found)
