@@ -19,6 +19,7 @@ from semiring import arrays, validation
 from semiring.engine import Entries, LastDerived
 
 from . import checks as _checks
+from . import dense as _dense
 from . import graph as _graph
 from . import pairwise as _pairwise
 from . import rowops as _rowops
@@ -127,11 +128,20 @@ class CpuEngine:
         return _csr_entries(self.to_device(M))
 
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
-        return _pairwise.pairwise(*_one_index_type(X, Y), sr, dtype, mask)
+        """Dense enough blocks as dense arrays (``dense``: BLAS, or the tiled union kernel), others by the sparse
+        kernels (``pairwise``)."""
+        X, Y = _one_index_type(X, Y)
+        if mask is None and _dense.applies(X, Y, sr):
+            return _dense.product(X, Y, sr, dtype)
+        return _pairwise.pairwise(X, Y, sr, dtype, mask)
 
     def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
-        """The product kernel writes the expansion as it writes each entry (``pairwise.pairwise_expanded``)."""
-        return _pairwise.pairwise_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
+        """The product kernel writes the expansion as it writes each entry (``pairwise.pairwise_expanded``); None
+        for a block that takes a dense path (``pairwise`` runs it, then the expansion apart)."""
+        X, Y = _one_index_type(X, Y)
+        if _dense.applies(X, Y, sr):
+            return None
+        return _pairwise.pairwise_expanded(X, Y, sr, dtype, expansion)
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (see ``pairwise.pairwise_sparse``)."""

@@ -1,0 +1,114 @@
+"""Dense blocks on the CPU engine: BLAS for dot products, a tiled dense kernel for unions.
+
+Dense input (an embedding, an image, most tabular data) reaches the engine as
+CSR with every entry stored.  Where a block is dense enough, walking its
+entries one by one loses to reading it as a dense array:
+
+* **intersection ``plus_times``** (the products of the expanded measures:
+  euclidean, sqeuclidean, cosine, correlation, inner product, dice, jaccard's
+  binary rows...) — the block's rows densified in float64 (the engine's
+  accumulation type, whatever the result's) and multiplied by NumPy's BLAS
+  (``X @ Y.T``), when ``density(X) · density(Y) ≥ BLAS_MIN_DENSITY_PRODUCT``
+  (the sparse kernels' work is about that share of the dense product's);
+  the measure's expansion and its exact recomputation of cancelling entries
+  (``Refinement``) follow on the product as for the sparse kernels;
+* **unions** (cityblock, chebyshev, minkowski, canberra, hamming, braycurtis's
+  terms, any semiring whose multiply does not annihilate; a column in neither
+  row adds ``0 ⊗ 0``, neutral by construction, ``semiring.ops``) —
+  ``dense_kernels.tiled_kernel``:
+  every column visited, Y transposed so the innermost loop runs over
+  independent accumulators (vectorised), a tile of Y held in cache while every
+  row of X passes, in float64; when ``density(X) + density(Y) ≥
+  UNION_MIN_DENSITY_SUM`` (a merge of two rows reads both).
+
+The choice is made for each block (a tile of the driver) from its stored
+entries: a sparse block of dense input, or a dense band of sparse input, goes
+its own way.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
+(tests run both ways).  The BLAS runs on NumPy's BLAS threads (which
+``threadpoolctl`` limits, as it limits the engine's); the tiled kernel on the
+engine's.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sp
+
+from .jit import generate, scalar_source
+
+__all__ = ["applies", "product"]
+
+DENSE_ENV = "SEMIRING_CPU_DENSE"
+# Where the dense paths pay (benchmarks/dense_bench.py's crossover, 1,500 x 300 random rows, 2 threads; figures in
+# docs/cpu-engine.md): cosine through BLAS 0.85x the sparse kernels at density 0.2 each, 3.1x at 0.3; cityblock's
+# tiled kernel 0.56x at 0.2 each, 1.2x at 0.3.  So BLAS from density(X) · density(Y) = 0.05 (0.22 each) ...
+BLAS_MIN_DENSITY_PRODUCT = 0.05
+# ... and the tiled union kernel, which visits every column where a merge reads the stored entries of both rows,
+# from density(X) + density(Y) = 0.55.
+UNION_MIN_DENSITY_SUM = 0.55
+# Columns of Y (transposed) a tile: 128 measured fastest of 32-256 (1,000 x 300 float64 rows: 119 ms, 64: 178 ms).
+TILE = 128
+
+
+def _forced() -> str:
+    forced = os.environ.get(DENSE_ENV, "auto")
+    if forced not in ("auto", "never", "always"):
+        raise ValueError(f"${DENSE_ENV} must be 'auto', 'never' or 'always', got {forced!r}")
+    return forced
+
+
+def _density(A: sp.csr_matrix) -> float:
+    cells = A.shape[0] * A.shape[1]
+    return int(A.indptr[-1]) / cells if cells else 0.0
+
+
+def _is_dot(sr) -> bool:
+    return sr.key == _dot_key()
+
+
+@cache
+def _dot_key():
+    from semiring.ops import BUILTIN_SEMIRINGS
+
+    return BUILTIN_SEMIRINGS["plus_times"].key
+
+
+def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
+    """Whether the block ``X`` × ``Y`` takes a dense path (see the module docstring)."""
+    if not (_is_dot(sr) or sr.is_union) or X.shape[1] == 0 or 0 in (X.shape[0], Y.shape[0]):
+        return False
+    forced = _forced()
+    if forced != "auto":
+        return forced == "always"
+    dx, dy = _density(X), _density(Y)
+    return dx * dy >= BLAS_MIN_DENSITY_PRODUCT if _is_dot(sr) else dx + dy >= UNION_MIN_DENSITY_SUM
+
+
+def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> np.ndarray:
+    """The dense ``(m, p)`` product of the block (``applies`` holds), in ``out_dtype``."""
+    if _is_dot(sr):
+        Xd = X.toarray().astype(np.float64, copy=False)
+        Yd = Xd if Y is X else Y.toarray().astype(np.float64, copy=False)
+        out = Xd @ Yd.T
+        return out if out.dtype == out_dtype else out.astype(out_dtype)
+    Xd = X.toarray()
+    YT = np.ascontiguousarray(Y.toarray().T)
+    out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
+    _union_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names).tiled_kernel(
+        Xd, YT, float(sr.start(X.shape[1])), sr.params, TILE, out
+    )
+    return out
+
+
+@cache
+def _union_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
+    return generate(
+        "dense_kernels",
+        {
+            "add": scalar_source("add", add_tree, ("x", "y"), ()),
+            "mult": scalar_source("mult", mult_tree, ("x", "y"), param_names),
+        },
+    )

@@ -1,0 +1,137 @@
+"""Dense blocks on the CPU engine (``kernels/cpu/dense.py``): BLAS for dot products, the tiled kernel for unions,
+against SciPy's cdist (float64) and the sparse kernels, forced both ways and chosen per block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import NONNEGATIVE, ill_posed, oracle, tolerances
+from strategies import dense, sparse_pair
+
+import semiring
+from semiring import distances
+from semiring.distances.specs import DISTANCES
+from semiring.kernels.cpu import dense as dense_path
+
+MEASURES = [d.name for d in DISTANCES if d.name not in ("seuclidean",)]  # seuclidean: its own V test below
+
+
+def run(X, Y, metric, monkeypatch, mode, **params):
+    monkeypatch.setenv(dense_path.DENSE_ENV, mode)
+    return distances.pairwise_distances(X, Y, metric, backend="cpu", **params)
+
+
+def rows(rng, m, n, metric, dtype=np.float64):
+    X = rng.random((m, n))
+    if metric not in NONNEGATIVE:
+        X -= 0.3
+    return X.astype(dtype)
+
+
+@pytest.mark.parametrize("metric", MEASURES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_measure_on_dense_rows_against_cdist(metric, dtype, monkeypatch, rng):
+    # 37 x 130 against 45 x 130: row counts not multiples of the kernel's four, p not of its tile
+    X, Y = rows(rng, 37, 130, metric, dtype), rows(rng, 45, 130, metric, dtype)
+    Y[3] = X[5]  # a duplicate: euclidean's exact recomputation, distance 0
+    params = {"p": 3.0} if metric == "minkowski" else {}
+    got = run(X, Y, metric, monkeypatch, "always", **params)
+    Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
+    want = oracle(metric, Xd, Yd, **params)
+    keep = ~ill_posed(metric, Xd, Yd)
+    np.testing.assert_allclose(got[keep], want[keep], **tolerances(metric, got.dtype))
+    sparse = run(X, Y, metric, monkeypatch, "never", **params)
+    rtol = 1e-12 if dtype == np.float64 else 1e-6  # the two paths' sums, in another order
+    np.testing.assert_allclose(got, sparse, rtol=rtol, atol=1e-12)
+
+
+def test_near_duplicates_are_recomputed_exactly(monkeypatch, rng):
+    X = rng.random((20, 64)) * 1e4
+    Y = X + rng.normal(scale=1e-6, size=X.shape)  # d² far below 1e-3 (‖x‖² + ‖y‖²): the expansion cancels
+    for metric in ("euclidean", "sqeuclidean"):
+        got = run(X, Y, metric, monkeypatch, "always")
+        want = oracle(metric, X, Y)
+        np.testing.assert_allclose(np.diag(got), np.diag(want), rtol=1e-9)
+        assert (np.diag(got) > 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pair=sparse_pair(max_rows=9, max_cols=11),
+    metric=st.sampled_from(["cityblock", "chebyshev", "euclidean", "cosine", "canberra", "hamming"]),
+)
+def test_awkward_blocks_forced_dense(pair, metric):
+    """Empty rows, explicit zeros, one column, int32/int64 indices, float32: the dense path's answer is cdist's."""
+    X, Y = pair
+    import os
+
+    os.environ[dense_path.DENSE_ENV] = "always"
+    try:
+        got = distances.pairwise_distances(X, Y, metric, backend="cpu")
+    finally:
+        del os.environ[dense_path.DENSE_ENV]
+    Xd, Yd = dense(X), dense(Y)
+    want = oracle(metric, Xd, Yd)
+    keep = ~ill_posed(metric, Xd, Yd) & ~(np.isnan(want) & np.isnan(got))
+    np.testing.assert_allclose(got[keep], want[keep], **tolerances(metric, got.dtype))
+
+
+def test_chosen_per_block_by_density():
+    dot, union = semiring.plus_times, semiring.plus_absdiff
+    full = sp.csr_matrix(np.ones((8, 10)))
+    tenth = sp.random(8, 10, density=0.1, format="csr", random_state=0)
+    assert dense_path.applies(full, full, dot) and dense_path.applies(full, full, union)
+    assert not dense_path.applies(tenth, tenth, dot)  # 0.01 of the dense product's work
+    assert not dense_path.applies(tenth, tenth, union)  # merges read 0.2 of the columns
+    assert dense_path.applies(full, tenth, dot)  # 0.1: BLAS still wins
+    assert dense_path.applies(full, tenth, union)
+    empty = sp.csr_matrix((0, 10))
+    assert not dense_path.applies(empty, full, dot)
+
+
+def test_which_semirings(monkeypatch):
+    """Unions (whose 0 ⊗ 0 is neutral by construction, semiring.ops) and plus_times; no other intersection."""
+    full = sp.csr_matrix(np.ones((4, 6)))
+    assert dense_path.applies(full, full, semiring.max_absdiff)  # f(0, 0) = 0 under max: neutral
+    custom = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("(x - y) ** 4.0", name="quartic_diff"))
+    assert custom.is_union and dense_path.applies(full, full, custom)
+    assert not dense_path.applies(full, full, semiring.min_plus)  # an intersection other than plus_times
+    monkeypatch.setenv(dense_path.DENSE_ENV, "always")
+    assert not dense_path.applies(full, full, semiring.min_plus)
+    monkeypatch.setenv(dense_path.DENSE_ENV, "sometimes")
+    with pytest.raises(ValueError, match="SEMIRING_CPU_DENSE must be"):
+        dense_path.applies(full, full, semiring.plus_times)
+
+
+def test_custom_union_semiring_dense(monkeypatch, rng):
+    X, Y = rng.random((9, 17)) - 0.5, rng.random((6, 17)) - 0.5
+    monkeypatch.setenv(dense_path.DENSE_ENV, "always")
+    got = semiring.pairwise(X, Y, semiring.max_absdiff, backend="cpu")
+    np.testing.assert_allclose(got, np.abs(X[:, None] - Y[None]).max(-1), rtol=0)
+    got = semiring.pairwise(X, Y, semiring.plus_times, backend="cpu")
+    np.testing.assert_allclose(got, X @ Y.T, rtol=1e-13)
+    quartic = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("(x - y) ** 4.0", name="quartic_diff"))
+    got = semiring.pairwise(X, Y, quartic, backend="cpu")
+    np.testing.assert_allclose(got, ((X[:, None] - Y[None]) ** 4).sum(-1), rtol=1e-12)
+
+
+def test_seuclidean_and_weights_on_dense_rows(monkeypatch, rng):
+    X, Y = rng.random((12, 20)), rng.random((7, 20))
+    w = rng.random(20) + 0.1
+    for metric, params in (("seuclidean", {}), ("cityblock", {"w": w}), ("euclidean", {"w": w})):
+        got = run(X, Y, metric, monkeypatch, "always", **params)
+        np.testing.assert_allclose(got, oracle(metric, X, Y, **params), rtol=1e-9)
+
+
+def test_knn_on_dense_rows_matches_scikit_learn(rng):
+    from sklearn.neighbors import NearestNeighbors
+
+    X = rng.random((300, 40)).astype(np.float32)
+    for metric in ("euclidean", "cosine", "manhattan", "chebyshev"):
+        got = distances.NearestNeighbors(n_neighbors=5, metric=metric, backend="cpu").fit(X).kneighbors()
+        want = NearestNeighbors(n_neighbors=5, metric=metric, algorithm="brute").fit(X).kneighbors()
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
