@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from semiring import arrays, driver, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring.engine import EXPANSION_VARIABLES, Entries
+from semiring.engine import EXPANSION_VARIABLES, Entries, call_density
 
 from . import precomputed as _precomputed
 from .measure import BoundMeasure
@@ -417,7 +417,7 @@ class NearestNeighbors:
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
         where = driver.placement(measure.engine, Q)
-        with cpu_threads(self.n_jobs, measure.engine):
+        with cpu_threads(self.n_jobs, measure.engine), call_density(Q, self._fit_X):  # one path for every tile
             index = self._index.prepare(measure)
             found = search(
                 measure,

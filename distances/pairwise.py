@@ -11,6 +11,7 @@ import numpy as np
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import driver, validation
+from semiring.engine import call_density
 
 from .measure import BoundMeasure
 from .specs import column_scale, dask_column_defaults, resolve_metric, split_columns
@@ -111,7 +112,7 @@ def pairwise_distances(
     M = None if mask is None else validation.check_mask(mask, shape)
     _check_out(out, shape, dtype, where.cupy_input or M is not None)
     measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
-    with cpu_threads(n_jobs, engine):
+    with cpu_threads(n_jobs, engine), call_density(X, Y):  # one path for every tile (semiring.engine)
         Yrows = measure.prepare(Y)
         if M is not None:
             Xrows = Yrows if Y is X else measure.prepare(X)

@@ -1,8 +1,11 @@
-"""A griffe extension for the API reference: docstring examples (``>>>`` lines and their output) as code blocks.
+"""A griffe extension for the API reference: docstring examples (``>>>`` lines and their output) as code blocks,
+and Sphinx cross-reference roles as code.
 
 The docstrings keep doctest's plain form, which ``tests/cpu/test_doctests.py`` runs;
 Markdown would read ``>>>`` as nested quotes, so each run of example lines is
 fenced as ``pycon`` (a Python console session) before mkdocstrings renders it.
+Roles such as ``:meth:`kneighbors``` (read by help() and IDEs) would show as raw
+markup: each becomes its target in code (``kneighbors``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ import re
 import griffe
 
 _PROMPT = re.compile(r"^(\s*)>>> ")
+_ROLE = re.compile(r":(?:meth|class|func|data|mod|attr|obj|exc):`~?([^`]+)`")
+
+
+def plain_roles(text: str) -> str:
+    """``text`` with each Sphinx role (``:meth:`~a.b```) as its target in code (``a.b``)."""
+    return _ROLE.sub(lambda m: f"`{m.group(1)}`", text)
 
 
 def fence_examples(text: str) -> str:
@@ -34,5 +43,8 @@ def fence_examples(text: str) -> str:
 
 class DoctestBlocks(griffe.Extension):
     def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
-        if obj.docstring is not None and ">>> " in obj.docstring.value:
+        if obj.docstring is None:
+            return
+        if ">>> " in obj.docstring.value:
             obj.docstring.value = fence_examples(obj.docstring.value)
+        obj.docstring.value = plain_roles(obj.docstring.value)

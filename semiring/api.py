@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from . import arrays, driver, validation
 from . import backend as _backend
 from . import dask as _dask
+from .engine import call_density
 from .interop import graphblas_in_out
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
@@ -104,7 +105,9 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
             return engine.pairwise(Xd, Yt, sr, dtype)
 
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
-        return where.give(driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile))
+        with call_density(X, Y):  # every tile takes the path the whole call's inputs choose (semiring.engine)
+            D = driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile)
+        return where.give(D)
     Xd = Yd if Y is X else engine.to_device(X)
     return where.masked(engine, mask, M, engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))
 

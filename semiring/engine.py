@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -57,6 +57,27 @@ SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=No
 # dense copy of the index's heavy columns and its light postings): a dict the driver sets around the calls
 # it makes, dropped when the call ends, so nothing derived outlives the call; None outside the driver.
 CALL_CACHE: ContextVar[dict | None] = ContextVar("CALL_CACHE", default=None)
+
+# The stored share (entries / cells) of a call's whole X and Y, set around the call's tiles (``call_density``):
+# an engine choosing a dense path by density (the CPU engine's BLAS and tiled kernels) reads it, so every tile of
+# a call takes the same path however the call is tiled, and the result does not depend on the tiling; None
+# outside such a call (each block is then judged by its own entries).
+CALL_DENSITY: ContextVar[tuple[float, float] | None] = ContextVar("CALL_DENSITY", default=None)
+
+
+@contextmanager
+def call_density(X, Y):
+    """Within the block, ``CALL_DENSITY`` is the density of the (checked) matrices X and Y, wholes of a call."""
+
+    def density(A) -> float:
+        cells = A.shape[0] * A.shape[1]
+        return int(A.nnz) / cells if cells else 0.0
+
+    token = CALL_DENSITY.set((density(X), density(Y)))
+    try:
+        yield
+    finally:
+        CALL_DENSITY.reset(token)
 
 
 class Expansion(NamedTuple):

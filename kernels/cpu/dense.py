@@ -21,9 +21,12 @@ entries one by one loses to reading it as a dense array:
   row of X passes, in float64; when ``density(X) + density(Y) ≥
   UNION_MIN_DENSITY_SUM`` (a merge of two rows reads both).
 
-The choice is made for each block (a tile of the driver) from its stored
-entries: a sparse block of dense input, or a dense band of sparse input, goes
-its own way.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
+The choice is made from the densities of the call's whole inputs where the
+call sets them (``semiring.engine.CALL_DENSITY``: ``pairwise_distances``,
+``NearestNeighbors``' queries and ``semiring.pairwise`` do), so every tile of
+a call takes the same path and results do not depend on the tiling (down to
+the last bit: the paths sum in different orders); elsewhere from each block's
+own stored entries.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
 (tests run both ways).  The BLAS runs on NumPy's BLAS threads (which
 ``threadpoolctl`` limits, as it limits the engine's); the tiled kernel on the
 engine's.
@@ -36,6 +39,8 @@ from functools import cache
 
 import numpy as np
 import scipy.sparse as sp
+
+from semiring.engine import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
@@ -83,7 +88,8 @@ def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
     forced = _forced()
     if forced != "auto":
         return forced == "always"
-    dx, dy = _density(X), _density(Y)
+    whole = CALL_DENSITY.get()  # a call's whole inputs decide for all its tiles (semiring.engine)
+    dx, dy = whole if whole is not None else (_density(X), _density(Y))
     return dx * dy >= BLAS_MIN_DENSITY_PRODUCT if _is_dot(sr) else dx + dy >= UNION_MIN_DENSITY_SUM
 
 

@@ -135,3 +135,21 @@ def test_knn_on_dense_rows_matches_scikit_learn(rng):
         want = NearestNeighbors(n_neighbors=5, metric=metric, algorithm="brute").fit(X).kneighbors()
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "cityblock", "euclidean"])
+def test_a_call_takes_one_path_whatever_its_tiling(metric, rng):
+    """The whole inputs' densities choose (semiring.engine.CALL_DENSITY): tiles of one row, whose own densities
+    straddle the thresholds, give the one-pass result to the last bit, and so do kNN's tiles."""
+    X = sp.random(60, 40, density=0.1, format="csr", random_state=1)  # whole: 0.18, sparse; a dense row: dense
+    X = sp.vstack([X, sp.csr_matrix(rng.random((6, 40)))], format="csr")  # a few dense rows among sparse ones
+    whole = distances.pairwise_distances(X, metric=metric, backend="cpu")
+    one_row = 8 * 2 * X.shape[0] / 2**20  # a budget of about one row a tile
+    tiled = distances.pairwise_distances(X, metric=metric, backend="cpu", working_memory=one_row)
+    np.testing.assert_array_equal(tiled, whole)
+    dist, ind = (
+        distances.NearestNeighbors(n_neighbors=4, metric=metric, backend="cpu", working_memory=one_row)
+        .fit(X)
+        .kneighbors()
+    )
+    np.testing.assert_array_equal(dist, np.take_along_axis(whole, ind, axis=1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import re
 
 import pytest
 
@@ -51,3 +52,18 @@ def test_the_examples_are_found():
     assert {"semiring.ops", "semiring.distances.pairwise", "semiring.distances.graph", "semiring.kernels"} <= set(
         MODULES
     )
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_examples_import_installed_names(name):
+    """An example runs for an installed user only by the installed names: ``distances`` and ``kernels`` are folders
+    of the checkout (importable from it, so the example would pass here and fail for a user), and other projects'
+    names on the package index."""
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    for test in finder.find(module, name):
+        for example in test.examples:
+            assert not re.match(r"\s*(from|import)\s+(distances|kernels)\b", example.source), (
+                f"{test.name}: {example.source.strip()!r} imports the checkout's folder; use semiring.distances or "
+                "semiring.kernels"
+            )

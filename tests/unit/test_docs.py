@@ -63,3 +63,18 @@ def test_benchmark_figures_in_docs_are_made_from_the_results_files():
         pytest.skip("a shallow clone: the commits of older results files are not in its history")
     stale = [str(path.relative_to(ROOT)) for path, (now, made) in docs.pages().items() if now != made]
     assert not stale, f"{', '.join(stale)}: stale benchmark figures; make them again with python -m benchmarks docs"
+
+
+def test_api_reference_renders_roles_and_examples():
+    """The API reference's griffe extension: Sphinx roles as code, doctest examples fenced as pycon blocks."""
+    import importlib.util
+
+    pytest.importorskip("griffe")  # the docs extra's (mkdocstrings')
+    spec = importlib.util.spec_from_file_location("griffe_doctest", ROOT / "docs" / "griffe_doctest.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    text = "See :meth:`kneighbors`, :class:`~semiring.Semiring` and :func:`binary_op`.\n\n>>> 1 + 1\n2\n"
+    rendered = ext.fence_examples(ext.plain_roles(text))
+    assert ":meth:" not in rendered and ":class:" not in rendered and ":func:" not in rendered
+    assert "`kneighbors`" in rendered and "`semiring.Semiring`" in rendered
+    assert "```pycon\n>>> 1 + 1\n2\n```" in rendered
