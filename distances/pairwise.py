@@ -112,7 +112,8 @@ def pairwise_distances(
     M = None if mask is None else validation.check_mask(mask, shape)
     _check_out(out, shape, dtype, where.cupy_input or M is not None)
     measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
-    with cpu_threads(n_jobs, engine), call_density(X, Y):  # one path for every tile (semiring.engine)
+    work = shape[0] * shape[1] + X.nnz + (0 if Y is X else Y.nnz)
+    with cpu_threads(n_jobs, engine, work), call_density(X, Y):  # one path for every tile (semiring.engine)
         Yrows = measure.prepare(Y)
         if M is not None:
             Xrows = Yrows if Y is X else measure.prepare(X)
@@ -175,9 +176,19 @@ def check_n_jobs(n_jobs) -> int | None:
     return n_jobs
 
 
+# A call of less work than this (result entries + stored entries) runs on the calling thread alone where n_jobs
+# is None: waking numba's workers for each of its parallel loops costs more than they save (cosine of 200 x 3,000
+# TF-IDF rows, 40,000 entries: 50 ms on 2 threads of a loaded 2-core machine, 8 ms on one; benchmarks/small_call.py).
+SMALL_CALL_WORK = 1 << 18
+
+
 @contextmanager
-def cpu_threads(n_jobs, engine):
+def cpu_threads(n_jobs, engine, work: int | None = None):
     """scikit-learn's ``n_jobs``, checked, as the engine's threads for the duration of a call
-    (``PairwiseEngine.threads``: the CPU engine's numba threads; the GPU engine has none to set)."""
-    with engine.threads(check_n_jobs(n_jobs)):
+    (``PairwiseEngine.threads``: the CPU engine's numba threads; the GPU engine has none to set).  With
+    ``n_jobs=None`` a call of less ``work`` (result and stored entries) than ``SMALL_CALL_WORK`` takes one."""
+    n_jobs = check_n_jobs(n_jobs)
+    if n_jobs is None and work is not None and work < SMALL_CALL_WORK:
+        n_jobs = 1  # the calling thread alone: waking the workers would cost more than they save
+    with engine.threads(n_jobs):
         yield

@@ -60,3 +60,20 @@ def test_other_apis_leave_the_engine_alone():
 def test_a_limit_above_numbas_threads_is_capped():
     with threadpoolctl.threadpool_limits(limits=10_000, user_api="numba"):
         assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+
+
+def test_small_calls_run_on_the_calling_thread(monkeypatch):
+    """Below SMALL_CALL_WORK a call with n_jobs=None takes one thread (waking workers costs more than they
+    save); an explicit n_jobs is obeyed; above it, the current number."""
+    from semiring.distances import measure, pairwise
+
+    seen = []
+    block = measure.BoundMeasure.block
+    monkeypatch.setattr(measure.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
+    current = numba.get_num_threads()
+    distances.pairwise_distances(np.eye(3), backend="cpu")
+    distances.pairwise_distances(np.eye(3), backend="cpu", n_jobs=-1)
+    monkeypatch.setattr(pairwise, "SMALL_CALL_WORK", 0)
+    distances.pairwise_distances(np.eye(3), backend="cpu")
+    assert seen == [1, numba.config.NUMBA_NUM_THREADS, current]
+    assert numba.get_num_threads() == current
