@@ -27,6 +27,8 @@ COMMANDS = {
     "strategies": ("strategies", "tool: every GPU strategy forced in turn"),
     "cpu-ab": ("cpu_ab", "tool: builds of the CPU engine timed interleaved"),
     "cpu-union": ("cpu_union", "tool: the CPU engine's union kernels forced in turn"),
+    "dense-cpu": ("dense_bench", "tool: the CPU engine's dense paths, their crossover, against scikit-learn and cdist"),
+    "small-call": ("small_call", "tool: a small call's fixed cost (cosine of 200 TF-IDF rows) against scikit-learn"),
 }
 
 

@@ -15,7 +15,7 @@ Two parts, one results file (JSON):
   BLAS's, set by threadpoolctl), each answer checked against the float64 cdist
   on sampled rows.
 
-    python benchmarks/dense_bench.py --threads 2 --json benchmarks/results/dense_cpu_2threads.json
+    python -m benchmarks dense-cpu --threads 2 --json benchmarks/results/dense_2core_0b8af6f.json
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
-from measure import commit
 from scipy.spatial.distance import cdist
 from threadpoolctl import threadpool_limits
 
+from benchmarks.record import commit
 from semiring import distances
 from semiring.kernels.cpu import dense as dense_path
 

@@ -3,7 +3,7 @@ CPU engine against scikit-learn's ``pairwise_distances`` (``n_jobs`` the threads
 (``distances.pairwise.SMALL_CALL_WORK = 0``: every thread woken).  Best and median of ``--repeats`` calls; the
 answers are compared.
 
-    python benchmarks/small_call.py --threads 2 --json benchmarks/results/small_call_2threads.json
+    python -m benchmarks small-call --threads 2 --json benchmarks/results/small_call_2core_f21ca66.json
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 import scipy.stats
-from measure import commit
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import pairwise_distances as sk_pairwise
 from threadpoolctl import threadpool_limits
 
+from benchmarks.record import commit
 from semiring import distances
 from semiring.distances import pairwise
 

@@ -47,9 +47,10 @@ from .jit import generate, scalar_source
 __all__ = ["applies", "product"]
 
 DENSE_ENV = "SEMIRING_CPU_DENSE"
-# Where the dense paths pay (benchmarks/dense_bench.py's crossover, 1,500 x 300 random rows, 2 threads; figures in
-# docs/cpu-engine.md): cosine through BLAS 0.85x the sparse kernels at density 0.2 each, 3.1x at 0.3; cityblock's
-# tiled kernel 0.56x at 0.2 each, 1.2x at 0.3.  So BLAS from density(X) · density(Y) = 0.05 (0.22 each) ...
+# Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
+# benchmarks/results/dense_2core_0b8af6f.json; docs/cpu-engine.md): cosine through BLAS 0.82x the sparse kernels at
+# density 0.15 each, 0.99x at 0.2, 1.66x at 0.3; cityblock's tiled kernel 0.64x at 0.2 each, 1.16x at 0.3.  So
+# BLAS from density(X) · density(Y) = 0.05 (0.22 each) ...
 BLAS_MIN_DENSITY_PRODUCT = 0.05
 # ... and the tiled union kernel, which visits every column where a merge reads the stored entries of both rows,
 # from density(X) + density(Y) = 0.55.
