@@ -104,6 +104,13 @@ CPU_UNION = Setting(
     ("auto", "margins", "merge", "scatter"),
     "The CPU engine's kernel for a union product: `auto` chooses by a cost model (see [CPU engine](cpu-engine.md)).",
 )
+CPU_DENSE = Setting(
+    "SEMIRING_CPU_DENSE",
+    "auto",
+    ("auto", "never", "always"),
+    "The CPU engine's dense paths (BLAS for `plus_times`, the tiled kernel for unions): `auto` takes them where "
+    "the call's inputs are dense enough (see [CPU engine](cpu-engine.md#dense-blocks)).",
+)
 CPU_SPARSE = Setting(
     "SEMIRING_CPU_SPARSE",
     "auto",
@@ -125,8 +132,8 @@ CPU_SPARSE_BITMAPS = Setting(
     "`1` or `0` forces the CPU sparse product's bitmaps of the X rows holding each column, or none.",
 )
 
-SETTINGS = (CACHE_DIR, GPU_STRATEGY, GRAPH_EDGES, CPU_INTERSECTION, CPU_UNION, CPU_SPARSE, CPU_SPARSE_BLOCKS,
-            CPU_SPARSE_BITMAPS)  # fmt: skip
+SETTINGS = (CACHE_DIR, GPU_STRATEGY, GRAPH_EDGES, CPU_INTERSECTION, CPU_UNION, CPU_DENSE, CPU_SPARSE,
+            CPU_SPARSE_BLOCKS, CPU_SPARSE_BITMAPS)  # fmt: skip
 
 
 def cache_dir() -> Path:

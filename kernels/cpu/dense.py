@@ -21,12 +21,13 @@ entries one by one loses to reading it as a dense array:
   row of X passes, in float64; when ``density(X) + density(Y) ≥
   UNION_MIN_DENSITY_SUM`` (a merge of two rows reads both).
 
-The choice is made from the densities of the call's whole inputs where the
-call sets them (``semiring.engine.CALL_DENSITY``: ``pairwise_distances``,
+The choice is made from the densities of the call's whole inputs, which the
+call sets (``semiring.engine.CALL_DENSITY``: ``pairwise_distances``,
 ``NearestNeighbors``' queries and ``semiring.pairwise`` do), so every tile of
 a call takes the same path and results do not depend on the tiling (down to
-the last bit: the paths sum in different orders); elsewhere from each block's
-own stored entries.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
+the last bit: the paths sum in different orders).  A block outside such a call
+(the engine called directly, the graph engine's masked products) takes the
+sparse kernels.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
 (tests run both ways).  The BLAS runs on NumPy's BLAS threads (which
 ``threadpoolctl`` limits, as it limits the engine's); the tiled kernel on the
 engine's.
@@ -34,19 +35,19 @@ engine's.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import settings
 from semiring.engine import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
 __all__ = ["applies", "product"]
 
-DENSE_ENV = "SEMIRING_CPU_DENSE"
+DENSE_ENV = settings.CPU_DENSE.name
 # Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
 # benchmarks/results/dense_2core_0b8af6f.json; docs/cpu-engine.md): cosine through BLAS 0.82x the sparse kernels at
 # density 0.15 each, 0.99x at 0.2, 1.66x at 0.3; cityblock's tiled kernel 0.64x at 0.2 each, 1.16x at 0.3.  So
@@ -60,15 +61,7 @@ TILE = 128
 
 
 def _forced() -> str:
-    forced = os.environ.get(DENSE_ENV, "auto")
-    if forced not in ("auto", "never", "always"):
-        raise ValueError(f"${DENSE_ENV} must be 'auto', 'never' or 'always', got {forced!r}")
-    return forced
-
-
-def _density(A: sp.csr_matrix) -> float:
-    cells = A.shape[0] * A.shape[1]
-    return int(A.indptr[-1]) / cells if cells else 0.0
+    return settings.CPU_DENSE.read()
 
 
 def _is_dot(sr) -> bool:
@@ -90,7 +83,9 @@ def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
     if forced != "auto":
         return forced == "always"
     whole = CALL_DENSITY.get()  # a call's whole inputs decide for all its tiles (semiring.engine)
-    dx, dy = whole if whole is not None else (_density(X), _density(Y))
+    if whole is None:  # a block outside a call that declared its inputs: the sparse kernels, as it always had
+        return False
+    dx, dy = whole
     return dx * dy >= BLAS_MIN_DENSITY_PRODUCT if _is_dot(sr) else dx + dy >= UNION_MIN_DENSITY_SUM
 
 

@@ -14,6 +14,7 @@ from strategies import dense, sparse_pair
 import semiring
 from semiring import distances
 from semiring.distances.specs import DISTANCES
+from semiring.engine import call_density
 from semiring.kernels.cpu import dense as dense_path
 
 MEASURES = [d.name for d in DISTANCES if d.name not in ("seuclidean",)]  # seuclidean: its own V test below
@@ -79,30 +80,38 @@ def test_awkward_blocks_forced_dense(pair, metric):
     np.testing.assert_allclose(got[keep], want[keep], **tolerances(metric, got.dtype))
 
 
-def test_chosen_per_block_by_density():
+def test_chosen_by_the_calls_densities():
     dot, union = semiring.plus_times, semiring.plus_absdiff
     full = sp.csr_matrix(np.ones((8, 10)))
     tenth = sp.random(8, 10, density=0.1, format="csr", random_state=0)
-    assert dense_path.applies(full, full, dot) and dense_path.applies(full, full, union)
-    assert not dense_path.applies(tenth, tenth, dot)  # 0.01 of the dense product's work
-    assert not dense_path.applies(tenth, tenth, union)  # merges read 0.2 of the columns
-    assert dense_path.applies(full, tenth, dot)  # 0.1: BLAS still wins
-    assert dense_path.applies(full, tenth, union)
+    for (dx, dy), want_dot, want_union in [
+        ((1.0, 1.0), True, True),
+        ((0.1, 0.1), False, False),  # 0.01 of the dense product's work; merges read 0.2 of the columns
+        ((1.0, 0.1), True, True),  # 0.1: BLAS still wins
+        ((0.2, 0.2), False, False),
+    ]:
+        with call_density(sp.random(10, 10, density=dx, random_state=1), sp.random(10, 10, density=dy, random_state=2)):
+            # the call's wholes decide, whatever the block's own entries
+            assert dense_path.applies(tenth, tenth, dot) == want_dot
+            assert dense_path.applies(full, full, union) == want_union
+    assert not dense_path.applies(full, full, dot)  # outside a call: the sparse kernels
     empty = sp.csr_matrix((0, 10))
-    assert not dense_path.applies(empty, full, dot)
+    with call_density(full, full):
+        assert not dense_path.applies(empty, full, dot)
 
 
 def test_which_semirings(monkeypatch):
     """Unions (whose 0 ⊗ 0 is neutral by construction, semiring.ops) and plus_times; no other intersection."""
     full = sp.csr_matrix(np.ones((4, 6)))
-    assert dense_path.applies(full, full, semiring.max_absdiff)  # f(0, 0) = 0 under max: neutral
     custom = semiring.Semiring(semiring.monoid.plus, semiring.binary_op("(x - y) ** 4.0", name="quartic_diff"))
-    assert custom.is_union and dense_path.applies(full, full, custom)
-    assert not dense_path.applies(full, full, semiring.min_plus)  # an intersection other than plus_times
+    with call_density(full, full):
+        assert dense_path.applies(full, full, semiring.max_absdiff)  # f(0, 0) = 0 under max: neutral
+        assert custom.is_union and dense_path.applies(full, full, custom)
+        assert not dense_path.applies(full, full, semiring.min_plus)  # an intersection other than plus_times
     monkeypatch.setenv(dense_path.DENSE_ENV, "always")
     assert not dense_path.applies(full, full, semiring.min_plus)
     monkeypatch.setenv(dense_path.DENSE_ENV, "sometimes")
-    with pytest.raises(ValueError, match="SEMIRING_CPU_DENSE must be"):
+    with pytest.raises(ValueError, match=r"\$SEMIRING_CPU_DENSE must be one of"):
         dense_path.applies(full, full, semiring.plus_times)
 
 
