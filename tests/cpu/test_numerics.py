@@ -37,6 +37,8 @@ def _tolerance(name: str, offset: float, spread: float) -> float:
     relative), jensenshannon's near-uniform rows cancel in its per-column terms (an error of √ε)."""
     if name == "correlation":
         return 1e-12 + 1e-15 * (offset / spread)
+    if name == "seuclidean":  # the default V, each column's variance, is as ill-conditioned in both: ε·offset/spread
+        return 1e-14 * (offset / spread)
     if name in ("jensenshannon", "cosine"):
         return 1e-7 if name == "jensenshannon" else 1e-12
     return 0.0
