@@ -79,6 +79,8 @@ def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
     """Whether the block ``X`` × ``Y`` takes a dense path (see the module docstring)."""
     if not (_is_dot(sr) or sr.is_union) or X.shape[1] == 0 or 0 in (X.shape[0], Y.shape[0]):
         return False
+    if _is_dot(sr) and not (np.isfinite(X.data).all() and np.isfinite(Y.data).all()):
+        return False  # a dense row reads a missing entry as 0, and 0 × ±inf is NaN where the intersection has none
     forced = _forced()
     if forced != "auto":
         return forced == "always"

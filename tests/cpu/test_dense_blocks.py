@@ -162,3 +162,18 @@ def test_a_call_takes_one_path_whatever_its_tiling(metric, rng):
         .kneighbors()
     )
     np.testing.assert_array_equal(dist, np.take_along_axis(whole, ind, axis=1))
+
+
+@pytest.mark.parametrize("forced", ["auto", "always"])
+def test_dense_dot_path_keeps_the_intersection_where_values_are_infinite(forced, monkeypatch):
+    """A dense row reads a missing entry as 0, and 0 × inf is NaN: with ±inf stored, the product stays sparse (the
+    intersection of stored entries, as python-graphblas computes it), forced or not."""
+    from semiring import settings as semiring_settings
+
+    monkeypatch.setenv(semiring_settings.CPU_DENSE.name, forced)
+    X = sp.csr_matrix((np.array([0.0, 2.0, 1.0, np.inf]), np.array([0, 1, 0, 2]), np.array([0, 2, 4])), shape=(2, 3))
+    Y = sp.csr_matrix(np.array([[np.inf, 1.0, 0.0], [0.0, 3.0, -np.inf]]))
+    got = semiring.pairwise(X, Y, semiring.plus_times, backend="cpu")
+    # by hand over the stored pairs: row 0 meets Y's row 0 at columns 0 (0 × inf) and 1, Y's row 1 at column 1
+    want = np.array([[np.nan, 6.0], [np.inf, -np.inf]])
+    np.testing.assert_array_equal(got, want)
