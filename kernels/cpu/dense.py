@@ -24,8 +24,10 @@ entries one by one loses to reading it as a dense array:
 The choice is made from the densities of the call's whole inputs, which the
 call sets (``semiring.engine.CALL_DENSITY``: ``pairwise_distances``,
 ``NearestNeighbors``' queries and ``semiring.pairwise`` do), so every tile of
-a call takes the same path and results do not depend on the tiling (down to
-the last bit: the paths sum in different orders).  A block outside such a call
+a call takes the same path and results do not depend on the tiling beyond
+rounding (the paths sum in different orders; the sparse kernels sum each
+pair in column order whatever the tile, bit for bit, while BLAS's own order
+depends on the block's shape, so a value may differ in its last bits).  A block outside such a call
 (the engine called directly, the graph engine's masked products) takes the
 sparse kernels.  ``SEMIRING_CPU_DENSE`` = ``"never"`` or ``"always"`` forces it
 (tests run both ways).  The BLAS runs on NumPy's BLAS threads (which
