@@ -35,13 +35,16 @@ class Figure:
 
 # --------------------------------------------------------------------------- where each figure comes from
 
+# the newest run of each dataset and measure: movielens- and nytimes-like at 797a356, four of their measures again
+# at 0ac5da7 (hellinger's rewrite), scRNA- and EDGAR-like at cf3cd2c
+DISTANCES_GPU = (
+    "distances_h200_797a356_movielens_nytimes.json",
+    "distances_h200_0ac5da7_under2x.json",
+    "distances_h200_cf3cd2c_scrna_edgar.json",
+)
 FIGURES = (
-    Figure(
-        "distances-gpu", "benchmarks.md", ("distances_h200_797a356_movielens_nytimes.json",), "distances", "distances"
-    ),
-    Figure(
-        "distances-gpu-206432b", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "distances", "distances"
-    ),
+    Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances"),
+    Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances"),
     Figure("knn-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "knn_gpu", "knn"),
     Figure("knn-host", "neighbors.md", ("knn_bench.json",), "knn_host", "knn"),
     Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
@@ -103,7 +106,7 @@ def freshness(meta: dict, path: Path, current: str) -> str | None:
 
 
 def source_line(fig: Figure, current: str) -> str:
-    lines = []
+    lines, stale_any = [], False
     for name in fig.files:
         path = RESULTS / name
         data = record.load(path)
@@ -114,16 +117,20 @@ def source_line(fig: Figure, current: str) -> str:
             if checks and (checks["passed"] or checks["failed"])
             else ""
         )
-        lines.append(
+        line = (
             f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}, {meta['machine']}, "
             f"`{meta['command'] or 'command not recorded'}`{counted}."
         )
         stale = freshness(meta, path, current)
         if stale:
-            lines.append(
-                f"**{stale[0].upper() + stale[1:]}**; the code of today is measured by `python -m benchmarks "
-                f"{fig.suite} ...` (the command in [Benchmarks](benchmarks.md))."
-            )
+            line += f" **{stale[0].upper() + stale[1:]}.**"
+            stale_any = True
+        lines.append(line)
+    if stale_any:
+        lines.append(
+            f"The code of today is measured by `python -m benchmarks {fig.suite} ...` (the command in "
+            "[Benchmarks](benchmarks.md))."
+        )
     return "\n".join(f"{line}\n" for line in lines)
 
 
@@ -131,10 +138,14 @@ def source_line(fig: Figure, current: str) -> str:
 
 
 def _rows(fig: Figure, key: str = "rows", keys=("dataset", "metric")) -> list[dict]:
+    """The figure's rows, a later file's replacing an earlier one's of the same keys; each row's ``_commit``
+    says which run it is from."""
     rows: dict = {}
     for name in fig.files:
-        for r in record.load(RESULTS / name).get(key, []):
-            rows[tuple(r.get(k) for k in keys) + (r.get("part"),)] = r
+        data = record.load(RESULTS / name)
+        commit = meta_of(data)["commit"] or "not recorded"
+        for r in data.get(key, []):
+            rows[tuple(r.get(k) for k in keys) + (r.get("part"),)] = {**r, "_commit": commit}
     return list(rows.values())
 
 
@@ -160,12 +171,50 @@ def _cuvs_cell(r: dict) -> str:
     return text
 
 
+def _at(r: dict, mixed: bool) -> str:
+    """A cell's run, where a figure's rows come from runs of different commits."""
+    return f" ({r['_commit']})" if mixed else ""
+
+
+def _failed_checks(rows: list[dict], mixed: bool) -> list[str]:
+    """Each failed check of the rows shown, with what it found: a wrong peer is shown wrong, and why."""
+    failed = []
+    for r in rows:
+        for key, c in r.items():
+            if key.endswith("check") and isinstance(c, dict) and c.get("ok") is False:
+                failed.append((r, key, c))
+    if not failed:
+        return []
+    oracles = {c.get("against") for _, _, c in failed}
+    one = len(oracles) == 1  # then named once, above the list
+    out = ["", "Checks that failed (shown **wrong** above, no ratio drawn from them)"]
+    out[-1] += f", against {next(iter(oracles))}:" if one else ":"
+    out.append("")
+    for r, key, c in failed:
+        found = [f"{c['wrong_entries']:,} of {c['entries']:,} entries wrong"] if "entries" in c else []
+        if c.get("nan_where_number"):
+            found.append(f"{c['nan_where_number']:,} NaN where the reference is a number")
+        if c.get("number_where_nan"):
+            found.append(f"{c['number_where_nan']:,} a number where the reference is NaN")
+        if isinstance(c.get("max_rel_err"), float) and c["max_rel_err"] > 0:
+            found.append(f"largest relative error {c['max_rel_err']:.3g}")
+        against = "" if one else f" (against {c.get('against', 'its oracle')})"
+        out.append(
+            f"- {c.get('subject', key)}, {r['dataset']} {r['metric']}{_at(r, mixed)}: "
+            f"{'; '.join(found) or 'failed'}{against}"
+        )
+    return out
+
+
 def table_distances(fig: Figure) -> str:
     rows = _rows(fig)
+    mixed = len({r["_commit"] for r in rows}) > 1
     peers = [("merge", "naive merge"), ("cusparse", "cuSPARSE"), ("dense", "dense cuBLAS"), ("cuvs", "cuVS")]
     if any("sklearn_ms" in r for r in rows):
         peers.append(("sklearn", "scikit-learn"))
-    out = ["Ours over each peer (the peer's milliseconds over ours; no ratio where the peer is wrong):", ""]
+    out = ["Ours over each peer (the peer's milliseconds over ours; no ratio where the peer is wrong)"]
+    out[0] += ", each cell's run in brackets:" if mixed else ":"
+    out.append("")
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     out.append("| measure | " + " | ".join(datasets) + " |")
     out.append("| --- |" + " ---: |" * len(datasets))
@@ -184,7 +233,7 @@ def table_distances(fig: Figure) -> str:
                     continue
                 ratio = f"{ms / r['public_cupy_ms']:.2f}×" if _ok(r, peer) is not False else "wrong"
                 parts.append(f"{label} {ratio}")
-            cells.append("; ".join(parts) or "—")
+            cells.append(("; ".join(parts) or "no peer") + _at(r, mixed))
         out.append(f"| {metric} | " + " | ".join(cells) + " |")
     out += [
         "",
@@ -193,8 +242,8 @@ def table_distances(fig: Figure) -> str:
     ]
     head = ["dataset", "metric", "ours, CuPy in", "ours, SciPy in", "kernel only", "naive merge", "cuSPARSE"]
     head += ["dense cuBLAS (+ densify)", "cuVS"] + (["scikit-learn"] if "scikit-learn" in dict(peers).values() else [])
-    head += ["ours checked", "extra MiB (budget)"]
-    out += ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    head += ["ours checked", "extra MiB (budget)"] + (["run"] if mixed else [])
+    out += ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2 - mixed) + " --- |" * mixed]
     for r in rows:
 
         def cell(peer, r=r):
@@ -214,8 +263,9 @@ def table_distances(fig: Figure) -> str:
             _num(r.get("kernel_ms")),
         ]
         cells += [cell("merge"), cell("cusparse"), dense, _cuvs_cell(r)]
-        cells += [cell("sklearn")] if len(head) == 12 else []
+        cells += [cell("sklearn")] if "scikit-learn" in head else []
         cells += [checked, f"{r['public_extra_mib']:,} ({r['memory_budget_mib']:,}){over}"]
+        cells += [r["_commit"]] if mixed else []
         out.append("| " + " | ".join(cells) + " |")
     refused = [
         f"{x['dataset']} {x['metric']}" for name in fig.files for x in record.load(RESULTS / name).get("refused", [])
@@ -227,6 +277,7 @@ def table_distances(fig: Figure) -> str:
             + ", ".join(refused)
             + ".",
         ]
+    out += _failed_checks(rows, mixed)
     out += _deviations(fig, rows)
     if any(r["metric"] in CUVS_ROWS and "cuvs_ms" in r and "cuvs_rows" not in r for r in rows):
         out += [
@@ -239,22 +290,75 @@ def table_distances(fig: Figure) -> str:
     return "\n".join(out) + "\n"
 
 
-def _deviations(fig: Figure, rows: list[dict]) -> list[str]:
+def table_distances_cuvs(fig: Figure) -> str:
+    """Ours against cuVS alone, measure by dataset: both milliseconds, the ratio where cuVS is right."""
+    rows = _rows(fig)
+    mixed = len({r["_commit"] for r in rows}) > 1
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    by = {(r["dataset"], r["metric"]): r for r in rows}
+    out = [
+        "ms at the public call, ours / cuVS, and cuVS's time over ours where cuVS passed its check"
+        + (" (each cell's run in brackets)" if mixed else "")
+        + "; —: cuVS has no such measure.",
+        "",
+        "| measure | " + " | ".join(datasets) + " |",
+        "| --- |" + " ---: |" * len(datasets),
+    ]
+    for metric in sorted({r["metric"] for r in rows if "cuvs_ms" in r}):
+        cells = []
+        for d in datasets:
+            r = by.get((d, metric))
+            if r is None or "cuvs_ms" not in r:
+                cells.append("—" if r is None else f"{_num(r['public_cupy_ms'])} / —{_at(r, mixed)}")
+                continue
+            ours, cuvs = r["public_cupy_ms"], r["cuvs_ms"]
+            verdict = f"**{cuvs / ours:.2f}×**" if _ok(r, "cuvs") is not False else "cuVS **wrong**"
+            cells.append(f"{_num(ours)} / {_num(cuvs)}: {verdict}{_at(r, mixed)}")
+        out.append(f"| {metric} | " + " | ".join(cells) + " |")
+    wrong = [r for r in rows if _ok(r, "cuvs") is False]
+    out += _failed_checks(
+        [{k: v for k, v in r.items() if k in ("dataset", "metric", "_commit", "cuvs_check")} for r in wrong], mixed
+    )
+    out += _deviations(fig, rows, peers=("cuvs",))
+    return "\n".join(out) + "\n"
+
+
+def _deviations(fig: Figure, rows: list[dict], peers: tuple[str, ...] | None = None) -> list[str]:
     """What a run of the suites did differently for a peer, stated beside its figure: the rows cuVS was given,
-    the peers left out or failing and why, the repeats on each clock."""
+    the peers left out or failing and why, the repeats on each clock (``peers``: only those peers' notes)."""
     notes = []
-    args = [record.load(RESULTS / name).get("meta", {}).get("args", {}) for name in fig.files]
-    if args and args[-1].get("repeats"):
-        a = args[-1]
+    runs = [
+        (meta_of(d)["commit"], d.get("meta", {}).get("args", {}))
+        for d in map(record.load, (RESULTS / n for n in fig.files))
+    ]
+    clocks = {(a["repeats"], a.get("host_repeats", "?")) for _, a in runs if a.get("repeats")}
+    if len(clocks) == 1:
+        ((repeats, host_repeats),) = clocks
         host = "ours with SciPy input"
         threads = next((r["sklearn_threads"] for r in rows if "sklearn_threads" in r), None)
         host += f", scikit-learn on {threads} host cores" if threads else ""
         notes.append(
-            f"Timing: one warm-up call, then the median of {a['repeats']} (CUDA events) or "
-            f"{a.get('host_repeats', '?')} (wall clock: {host})."
+            f"Timing: one warm-up call, then the median of {repeats} (CUDA events) or "
+            f"{host_repeats} (wall clock: {host})."
         )
-    if args and "sklearn_metrics" in args[-1] and not args[-1]["sklearn_metrics"]:
-        notes.append("scikit-learn not run in this file (`--sklearn-metrics=`).")
+    elif clocks:
+        notes.append(
+            "Timing: one warm-up call, then the median of "
+            + "; ".join(
+                f"{a['repeats']} (CUDA events) or {a.get('host_repeats', '?')} (wall clock) at {c}"
+                for c, a in runs
+                if a.get("repeats")
+            )
+            + "."
+        )
+    no_sklearn = [c for c, a in runs if "sklearn_metrics" in a and not a["sklearn_metrics"]]
+    if no_sklearn and (peers is None or "sklearn" in peers):
+        where = (
+            "this file"
+            if len(runs) == 1
+            else ("these files" if len(no_sklearn) == len(runs) else "the runs at " + ", ".join(no_sklearn))
+        )
+        notes.append(f"scikit-learn not run in {where} (`--sklearn-metrics=`).")
     prepared = {}
     for r in rows:
         if r.get("cuvs_rows") not in (None, "as given"):
@@ -263,14 +367,17 @@ def _deviations(fig: Figure, rows: list[dict]) -> list[str]:
         how = {"l1": "L1-normalised", "binary": "binary"}
         parts = [f"{how.get(k, k)} rows for {', '.join(sorted(v))}" for k, v in sorted(prepared.items())]
         notes.append("cuVS was given " + "; ".join(parts) + ", as its definitions expect, prepared outside its timing.")
-    left = [a.get("sklearn_skip") for a in args if a.get("sklearn_skip") and a.get("sklearn_metrics")]
-    if left:
+    left = [a.get("sklearn_skip") for _, a in runs if a.get("sklearn_skip") and a.get("sklearn_metrics")]
+    if left and (peers is None or "sklearn" in peers):
         notes.append(f"scikit-learn left out for time (`--sklearn-skip`): {', '.join(sorted(set(left)))}.")
     failures = {}
     for r in rows:
         for key, value in r.items():
             if key.endswith(("_error", "_skipped")) and isinstance(value, str):
-                label = PEER_LABELS.get(key.rsplit("_", 1)[0], key.rsplit("_", 1)[0])
+                peer = key.rsplit("_", 1)[0]
+                if peers is not None and peer not in peers:
+                    continue
+                label = PEER_LABELS.get(peer, peer)
                 failures.setdefault(f"{label}: {value[:100]}", []).append(f"{r['dataset']} {r['metric']}")
     for what, where in sorted(failures.items()):
         notes.append(f"{what} ({', '.join(where[:6])}{' ...' if len(where) > 6 else ''}).")
@@ -510,6 +617,7 @@ def table_scale(fig: Figure) -> str:
 
 TABLES = {
     "distances": table_distances,
+    "distances_cuvs": table_distances_cuvs,
     "knn_gpu": table_knn_gpu,
     "knn_host": table_knn_host,
     "graph": table_graph,

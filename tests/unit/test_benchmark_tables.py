@@ -48,6 +48,18 @@ def test_distances_table_from_the_distances_suite(tmp_path, monkeypatch):
     assert "5.00 **wrong**" in text and "raw rows" not in text
     assert "cuVS was given binary rows for jaccard, as its definitions expect, prepared outside its timing" in text
     assert "From commit" not in docs.render(fig, "0" * 16)  # the engine as it ran
+    # two runs in one figure: each cell names its run; a wrong peer is listed with what its check found
+    kl = {"dataset": "movielens", "metric": "kl_divergence", "public_cupy_ms": 20.0, "cuvs_ms": 10.0}
+    kl |= {"public_extra_mib": 0.0, "memory_budget_mib": 256.0, "check": ok("ours"), "cuvs_rows": "as given"}
+    kl["cuvs_check"] = {**ok("cuVS", False), "entries": 100, "wrong_entries": 98, "nan_where_number": 98}
+    (tmp_path / "e.json").write_text(json.dumps({"meta": {**META, "commit": "def5678"}, "rows": [kl]}))
+    both = ("d.json", "e.json")
+    text = docs.render(docs.Figure("distances-gpu", "benchmarks.md", both, "distances", "distances"), "0" * 16)
+    assert "| jaccard | cuSPARSE wrong; dense cuBLAS 3.00×; cuVS 2.50×; scikit-learn 40.00× (abc1234) |" in text
+    assert "- cuVS, movielens kl_divergence (def5678): 98 of 100 entries wrong; 98 NaN where the reference" in text
+    cuvs = docs.render(docs.Figure("distances-cuvs", "scale.md", both, "distances_cuvs", "distances"), "0" * 16)
+    assert "| jaccard | 10.00 / 25.00: **2.50×** (abc1234) |" in cuvs
+    assert "| kl_divergence | 20.00 / 10.00: cuVS **wrong** (def5678) |" in cuvs
 
 
 def test_knn_tables_from_the_knn_suite(tmp_path, monkeypatch):
