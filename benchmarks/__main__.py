@@ -15,6 +15,7 @@ COMMANDS = {
     ),
     "knn": ("suite_knn", "k-nearest neighbours on the GPU with cuVS, cuSPARSE, cuBLAS; a subset with scikit-learn"),
     "scale": ("scale", "all-pairs kNN at the sizes users have, ours against cuVS"),
+    "retrieval": ("retrieval", "exact inner-product top-k of query batches against an MS MARCO-sized index, with cuVS"),
     "graph": ("suite_graph", "graph measures on R-MAT graphs with cuSPARSE, cuGraph and python-graphblas"),
     "cpu": ("suite_cpu", "the CPU engine with scikit-learn, python-graphblas and networkx"),
     "dask": ("suite_dask", "one GPU against two on Dask"),

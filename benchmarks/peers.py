@@ -413,6 +413,29 @@ class CuvsHarness:
             out[ours] = result
         return out
 
+    def search(self, Q, X, metric: str, k: int, batch: int, timeout_s: float | None = None) -> dict:
+        """cuVS sparse brute-force kNN of Q's rows among X's (the index built once, untimed), ``batch`` query
+        rows a call: the median milliseconds of the first batch (``ms``), and every query's answer."""
+        self._write("q", Q)
+        self._write("x", X)
+        name = CUVS_METRICS[metric]
+        try:
+            proc = subprocess.run(
+                [str(self.binary), "search", str(self.workdir), str(self.repeats), str(k), str(batch), name],
+                capture_output=True, text=True, check=False, timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"no answer within {timeout_s:.0f} s", "cuvs_metric": name}
+        result = next((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), None)
+        if result is None or proc.returncode != 0:
+            return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}", "cuvs_metric": name}
+        result["cuvs_metric"] = name
+        if "ms" in result:
+            stem = self.workdir / f"search_{name}"
+            result["distances"] = np.fromfile(f"{stem}.f32", np.float32).reshape(Q.shape[0], k)
+            result["indices"] = np.fromfile(f"{stem}.i32", np.int32).reshape(Q.shape[0], k)
+        return result
+
 
 def find_cuvs_harness(given: str | None) -> Path | None:
     """The harness ``--cuvs`` names, else ``$CUVS_HARNESS``, else ``~/cuvs/root/cuvs_harness`` if it is there."""

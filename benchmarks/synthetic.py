@@ -256,3 +256,84 @@ def rmat_csr(scale: int, seed: int = 0, edge_factor: int = 16) -> sp.csr_matrix:
     """``rmat`` drawn with NumPy, as a float64 SciPy CSR adjacency matrix of ones."""
     indptr, indices, n = rmat(scale, edge_factor, seed)
     return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+
+
+# --------------------------------------------------------------------------- learned sparse retrieval
+
+# MS MARCO passages encoded by SPLADE (the issue's anchor, arXiv 2606.26441): 8.8 M rows over BERT's 30,522
+# word pieces, about 120 stored weights a passage, 20–40 a query.  The column skew is ours to choose (the
+# anchor gives none): Zipf 1.0 over a random permutation, as the nytimes-like vocabulary.
+RETRIEVAL = {"rows": 8_800_000, "cols": 30_522, "mean_nnz": 120, "query_nnz": (20, 40), "zipf": 1.0}
+
+
+def retrieval_index(rows: int, seed: int = 0, xp=np, chunk: int = 1 << 20):
+    """A float32 CSR matrix (SciPy's or CuPy's by ``xp``) shaped like SPLADE's MS MARCO index: ``rows`` rows,
+    ``RETRIEVAL``'s columns, about its ``mean_nnz`` distinct columns a row (lognormal degrees, σ 0.4), Zipf
+    popularity, positive weights (lognormal, median 1).  Drawn ``chunk`` rows at a time (on the GPU with CuPy:
+    seconds for the 8.8 M rows)."""
+    degrees_of = _unique_draws(RETRIEVAL["cols"], RETRIEVAL["zipf"], seed)
+    rs = xp.random.RandomState(seed)
+    sigma = 0.4
+    parts = []
+    for start in range(0, rows, chunk):
+        n = min(chunk, rows - start)
+        want = xp.clip(rs.lognormal(np.log(RETRIEVAL["mean_nnz"]) - sigma**2 / 2, sigma, n), 1, 1_000)
+        parts.append(_rows_of(rs, want, degrees_of, xp))
+    return _stacked(parts, rows, xp)
+
+
+def retrieval_queries(count: int, seed: int = 0, xp=np):
+    """``count`` queries for ``retrieval_index``: 20–40 distinct columns each (uniform), the index's column
+    popularity (drawn with ``seed``), positive weights; a float32 CSR matrix of ``xp``."""
+    degrees_of = _unique_draws(RETRIEVAL["cols"], RETRIEVAL["zipf"], seed)
+    rs = xp.random.RandomState([seed, 1] if xp is np else seed + 7919)
+    lo, hi = RETRIEVAL["query_nnz"]
+    want = rs.randint(lo, hi + 1, count).astype(np.float64)
+    return _stacked([_rows_of(rs, want, degrees_of, xp)], count, xp)
+
+
+def _unique_draws(ncols: int, exponent: float, seed: int):
+    """The column popularity (a host CDF, ranks placed by ``seed``) and a function from wanted distinct columns
+    to the draws with replacement that give that many on average (Σ_c 1 − (1 − p_c)^draws, inverted)."""
+    cdf = _column_popularity(np.random.default_rng([seed, len(SPECS)]), ncols, exponent)
+    p = np.diff(cdf, prepend=0.0)
+    draws = np.unique(np.round(np.geomspace(1, 40 * ncols, 400)))
+    distinct = np.array([(1.0 - (1.0 - p) ** d).sum() for d in draws])
+
+    def draws_for(want, xp):
+        return xp.asarray(np.interp(xp.asnumpy(want) if xp is not np else want, distinct, draws))
+
+    return cdf, draws_for
+
+
+def _rows_of(rs, want, degrees_of, xp):
+    """(indptr counts, columns, weights) of rows wanting ``want`` distinct columns each."""
+    cdf, draws_for = degrees_of
+    ncols = cdf.size
+    draws = xp.maximum(1, xp.rint(draws_for(want, xp))).astype(np.int64)
+    n = int(want.size)
+    ends = xp.cumsum(draws)
+    rows = xp.searchsorted(ends, xp.arange(int(ends[-1]), dtype=np.int64), side="right")  # repeat, on either
+    cols = xp.minimum(xp.searchsorted(xp.asarray(cdf), rs.random_sample(rows.size), side="right"), ncols - 1)
+    keys = xp.unique(rows * ncols + cols)
+    rows, cols = keys // ncols, (keys % ncols).astype(np.int32)
+    counts = xp.bincount(rows, minlength=n)
+    weights = rs.lognormal(0.0, 0.6, cols.size).astype(np.float32)
+    return counts, cols, weights
+
+
+def _stacked(parts, nrows: int, xp):
+    counts = xp.concatenate([p[0] for p in parts])
+    indptr = xp.zeros(nrows + 1, np.int64)
+    xp.cumsum(counts, out=indptr[1:])
+    cols = xp.concatenate([p[1] for p in parts])
+    data = xp.concatenate([p[2] for p in parts])
+    index = np.int32 if cols.size < 2**31 else np.int64
+    if xp is np:
+        X = sp.csr_matrix((data, cols, indptr.astype(index)), shape=(nrows, RETRIEVAL["cols"]))
+    else:
+        import cupyx.scipy.sparse as cps
+
+        X = cps.csr_matrix((data, cols, indptr.astype(index)), shape=(nrows, RETRIEVAL["cols"]))
+    X.has_canonical_format = True  # sorted, unique by construction
+    return X

@@ -244,17 +244,74 @@ void knn(raft::device_resources& handle, const std::string& dir, int repeats, in
   }
 }
 
+/** k nearest rows of x (the index, built once, outside the timing) to each row of q, in batches of `batch`
+ * query rows: median milliseconds of one batch (the first), and the whole answer. */
+void search(raft::device_resources& handle, const std::string& dir, int repeats, int k, int batch,
+            const std::string& name)
+{
+  DeviceCsr q(dir, "q"), x(dir, "x");
+  cudaStream_t stream = handle.get_stream().get();
+  auto neighbors      = raft::make_device_matrix<int, int64_t>(handle, q.rows, k);
+  auto dists          = raft::make_device_matrix<float, int64_t>(handle, q.rows, k);
+  std::string line;
+  try {
+    DistanceType metric = metric_of(name);
+    cuvs::neighbors::brute_force::sparse_search_params params;
+    auto index = cuvs::neighbors::brute_force::build(handle, x.view(), metric);
+    double ms  = 0;
+    for (int b0 = 0; b0 < q.rows; b0 += batch) {
+      int rows  = std::min(batch, q.rows - b0);
+      // the batch's rows as their own CSR: row pointers rebased on the host
+      std::vector<int> ptr(rows + 1);
+      CHECK_CUDA(cudaMemcpy(ptr.data(), q.indptr + b0, (rows + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+      int first = ptr[0];
+      for (auto& v : ptr) v -= first;
+      int* dptr = to_device(ptr);
+      auto structure = raft::make_device_compressed_structure_view<int, int, int>(
+        dptr, q.indices + first, rows, q.cols, ptr[rows]);
+      auto view = raft::make_device_csr_matrix_view<const float, int, int, int>(q.data + first, structure);
+      auto nv   = raft::make_device_matrix_view<int, int64_t>(neighbors.data_handle() + int64_t(b0) * k, rows, k);
+      auto dv   = raft::make_device_matrix_view<float, int64_t>(dists.data_handle() + int64_t(b0) * k, rows, k);
+      auto run  = [&] { cuvs::neighbors::brute_force::search(handle, params, index, view, nv, dv); };
+      if (b0 == 0)
+        ms = median_ms(stream, repeats, run);
+      else {
+        run();
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+      }
+      cudaFree(dptr);
+    }
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<float> d(size_t(q.rows) * k);
+    std::vector<int> i(size_t(q.rows) * k);
+    CHECK_CUDA(cudaMemcpy(d.data(), dists.data_handle(), d.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(i.data(), neighbors.data_handle(), i.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    write_file(dir + "/search_" + name + ".f32", d);
+    write_file(dir + "/search_" + name + ".i32", i);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "{\"metric\": \"%s\", \"k\": %d, \"batch\": %d, \"ms\": %.4f}", name.c_str(),
+                  k, batch, ms);
+    line = buf;
+  } catch (const std::exception& e) {
+    cudaGetLastError();
+    line = "{\"metric\": \"" + name + "\", \"error\": \"" + json_escape(e.what()).substr(0, 300) + "\"}";
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
   try {
     std::string mode = argc > 1 ? argv[1] : "";
-    if (!((mode == "pairwise" && argc == 5) || (mode == "knn" && argc == 6))) {
+    if (!((mode == "pairwise" && argc == 5) || (mode == "knn" && argc == 6) || (mode == "search" && argc == 7))) {
       std::fprintf(stderr,
                    "usage: %s pairwise DIR REPEATS METRIC[:ARG],...\n"
-                   "       %s knn DIR REPEATS K METRIC,...\n",
-                   argv[0], argv[0]);
+                   "       %s knn DIR REPEATS K METRIC,...\n"
+                   "       %s search DIR REPEATS K BATCH METRIC\n",
+                   argv[0], argv[0], argv[0]);
       return 2;
     }
     // Temporary buffers from the driver's stream-ordered pool, as CuPy's pool serves ours.
@@ -263,8 +320,10 @@ int main(int argc, char** argv)
     int repeats = std::atoi(argv[3]);
     if (mode == "pairwise")
       pairwise(handle, argv[2], repeats, argv[4]);
-    else
+    else if (mode == "knn")
       knn(handle, argv[2], repeats, std::atoi(argv[4]), argv[5]);
+    else
+      search(handle, argv[2], repeats, std::atoi(argv[4]), std::atoi(argv[5]), argv[6]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuvs_harness: %s\n", e.what());
     return 1;

@@ -1,0 +1,204 @@
+"""Exact inner-product retrieval over a learned-sparse index the size of MS MARCO, ours against cuVS (GPU).
+
+The anchor (issue 30; arXiv 2606.26441): SPLADE vectors of the 8.8 M MS MARCO passages, 30,522 columns,
+about 120 stored weights a passage and 20–40 a query, top-10 by inner product, batches of 500 queries: 787
+queries a second on an H100.  The rows here are ``synthetic.retrieval_index``'s (drawn on the GPU with the seed
+on the command line; the column skew is our choice, said there).  For each run this records:
+
+* the time of ``NearestNeighbors(n_neighbors=k, metric="inner_product").fit(index)`` and of each
+  ``kneighbors(batch)`` as a user calls them on CuPy input (the GPU synchronised at the end of each), after
+  one warm-up batch (NVRTC compiles); queries a second = batch / the median batch time;
+* the share of the device's memory bandwidth that reading the index once a batch would take at that rate
+  (the index's CSR bytes × batches a second / the bandwidth the device reports): what a scan-bound method
+  would be limited by;
+* the peak device memory a batch took beyond the index and its answer;
+* the check of every answer on ``--check-queries`` sampled queries against a float64 reference (cuSPARSE's
+  product of the index in float64 with those queries): each returned neighbour's value, and the k-th best;
+* cuVS's sparse brute-force kNN (``benchmarks/cuvs/harness.cu``, mode ``search``; ``--cuvs HARNESS``) on the
+  same index and queries, ``--cuvs-batches`` batches of the same size, its first batch timed, its answers
+  checked the same way.
+
+    python -m benchmarks retrieval --seed 0 --rows 8800000 --json OUT.json [--cuvs HARNESS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import record
+
+
+def add_arguments(ap) -> None:
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--rows", type=int, default=8_800_000, help="rows of the index")
+    ap.add_argument("--batch", type=int, default=500, help="queries a kneighbors call")
+    ap.add_argument("--batches", type=int, default=6, help="timed batches (after one warm-up batch)")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--working-memory", type=float, default=None, help="MiB, as NearestNeighbors takes it")
+    ap.add_argument("--check-queries", type=int, default=64)
+    ap.add_argument("--rtol", type=float, default=1e-4, help="float32 results against the float64 reference")
+    ap.add_argument("--cuvs", default=None, help="the cuVS harness (benchmarks/cuvs/device_steps.md)")
+    ap.add_argument("--cuvs-batches", type=int, default=1)
+    ap.add_argument("--cuvs-timeout", type=float, default=300.0, help="seconds cuVS gets for all its batches")
+    ap.add_argument("--json", required=True)
+
+
+def reference(index, queries, rows: np.ndarray):
+    """Float64 inner products of the queries ``rows`` with every index row: ``len(rows) × n`` on the GPU."""
+    import cupy
+    import cupyx.scipy.sparse as cps
+
+    X64 = cps.csr_matrix(
+        (index.data.astype(np.float64), index.indices, index.indptr), shape=index.shape
+    )
+    S = queries[cupy.asarray(rows)].astype(np.float64).toarray()
+    out = (X64 @ S.T).T
+    del X64
+    return cupy.ascontiguousarray(out)
+
+
+def check(dist, ind, ref, rows: np.ndarray, k: int, rtol: float) -> dict:
+    """The answers of the sampled queries against the reference (largest first): each returned value is that
+    pair's, and none is below the k-th best (ties allowed: any k of the equally near are right)."""
+    import cupy
+
+    kth = -cupy.sort(-ref, axis=1)[:, k - 1]
+    got_d = cupy.asarray(dist[rows]).astype(np.float64)
+    got_i = cupy.asarray(ind[rows]).astype(np.int64)
+    at = cupy.take_along_axis(ref, got_i, axis=1)
+    scale = cupy.maximum(1.0, cupy.abs(kth))[:, None]
+    out = {
+        "queries": int(rows.size),
+        "max_value_error": float(cupy.max(cupy.abs(at - got_d) / scale)),
+        "max_below_kth": float(cupy.max((kth[:, None] - at) / scale)),
+        "distinct": bool((cupy.sort(got_i, axis=1)[:, 1:] != cupy.sort(got_i, axis=1)[:, :-1]).all()),
+    }
+    out["ok"] = bool(out["max_value_error"] <= rtol and out["max_below_kth"] <= rtol and out["distinct"])
+    return out
+
+
+def bandwidth_bytes_per_s() -> float:
+    """The device's memory bandwidth as its properties give it (memory clock × bus width, double data rate)."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return 2.0 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8
+
+
+def main(args) -> int:
+    import cupy
+
+    from semiring import distances
+
+    from .scale import PeakAllocations
+    from .synthetic import RETRIEVAL, describe, retrieval_index, retrieval_queries
+
+    meta = {
+        "benchmark": "retrieval",
+        "commit": record.commit(),
+        "engine_digest": record.engine_digest(),
+        "command": "python -m benchmarks retrieval " + " ".join(sys.argv[1:]),
+        "machine": record.machine(),
+        "seed": args.seed,
+        "strategy": os.environ.get("SEMIRING_GPU_STRATEGY", "auto"),
+        "working_memory": args.working_memory,
+        "spec": RETRIEVAL,
+    }
+    t0 = time.perf_counter()
+    index = retrieval_index(args.rows, seed=args.seed, xp=cupy)
+    queries = retrieval_queries(args.batch * (args.batches + 1), seed=args.seed, xp=cupy)
+    cupy.cuda.Device().synchronize()
+    index_bytes = index.data.nbytes + index.indices.nbytes + index.indptr.nbytes
+    meta["generate_s"] = round(time.perf_counter() - t0, 1)
+    meta["index"] = {
+        "rows": index.shape[0],
+        "cols": index.shape[1],
+        "nnz": int(index.nnz),
+        "gb": round(index_bytes / 1e9, 2),
+        "mean_nnz_per_row": round(index.nnz / index.shape[0], 1),
+    }
+    meta["queries"] = {"count": queries.shape[0], "mean_nnz": round(queries.nnz / queries.shape[0], 1)}
+    counts = cupy.bincount(index.indices, minlength=index.shape[1])
+    meta["index"]["postings_per_query_entry"] = round(float(counts[queries.indices].mean()), 1)
+    print(json.dumps(meta, default=str), flush=True)
+
+    t0 = time.perf_counter()
+    nn = distances.NearestNeighbors(n_neighbors=args.k, metric="inner_product", working_memory=args.working_memory)
+    nn.fit(index)
+    cupy.cuda.Device().synchronize()
+    meta["fit_s"] = round(time.perf_counter() - t0, 3)
+
+    def batch(b: int):
+        return queries[b * args.batch : (b + 1) * args.batch]
+
+    def one(b: int):
+        t0 = time.perf_counter()
+        d, i = nn.kneighbors(batch(b))
+        cupy.cuda.Device().synchronize()
+        return time.perf_counter() - t0, d, i
+
+    meta["first_batch_s"] = round(one(0)[0], 3)  # NVRTC compiles
+    times, dists, inds = [], [], []
+    with PeakAllocations() as peak:
+        for b in range(1, args.batches + 1):
+            seconds, d, i = one(b)
+            times.append(seconds)
+            dists.append(d)
+            inds.append(i)
+            print(json.dumps({"batch": b, "s": round(seconds, 4)}), flush=True)
+    dist, ind = cupy.concatenate(dists), cupy.concatenate(inds)
+    median = float(np.median(times))
+    qps = args.batch / median
+    meta["ours"] = {
+        "batch_s": [round(t, 4) for t in times],
+        "median_batch_s": round(median, 4),
+        "queries_per_s": round(qps, 1),
+        "pairs_per_s": round(qps * index.shape[0], 1),
+        "index_scan_bandwidth_share": round(index_bytes / median / bandwidth_bytes_per_s(), 4),
+        "extra_mib": peak.extra_mib(0),
+    }
+    print(json.dumps(meta["ours"]), flush=True)
+
+    timed = queries[args.batch :]
+    sample = np.sort(np.random.default_rng(args.seed).choice(timed.shape[0], args.check_queries, replace=False))
+    ref = reference(index, timed, sample)
+    meta["ours"]["check"] = check(dist, ind, ref, sample, args.k, args.rtol)
+    print(json.dumps(meta["ours"]["check"]), flush=True)
+    del nn, dist, ind, dists, inds
+    cupy.get_default_memory_pool().free_all_blocks()
+
+    if args.cuvs:
+        from .peers import CuvsHarness
+
+        harness = CuvsHarness(Path(args.cuvs), Path(tempfile.mkdtemp(prefix="cuvs-retrieval-")), repeats=1)
+        host_index = index.get()
+        del index, counts
+        cupy.get_default_memory_pool().free_all_blocks()
+        cq = timed[: args.batch * args.cuvs_batches].get()
+        result = harness.search(cq, host_index, "inner_product", args.k, args.batch, timeout_s=args.cuvs_timeout)
+        if "error" in result:
+            meta["cuvs"] = {"error": result["error"], "cuvs_metric": result["cuvs_metric"]}
+        else:
+            ms = result["ms"]
+            meta["cuvs"] = {
+                "cuvs_metric": result["cuvs_metric"],
+                "batch_s": round(ms / 1e3, 4),
+                "queries_per_s": round(args.batch / (ms / 1e3), 1),
+            }
+            mine = sample[sample < cq.shape[0]]
+            if mine.size:
+                meta["cuvs"]["check"] = check(
+                    cupy.asarray(result["distances"]), cupy.asarray(result["indices"]), ref[: mine.size], mine,
+                    args.k, args.rtol,
+                )
+            meta["speedup_vs_cuvs"] = round(meta["ours"]["queries_per_s"] / meta["cuvs"]["queries_per_s"], 2)
+        print(json.dumps(meta["cuvs"]), flush=True)
+    Path(args.json).write_text(json.dumps(meta, indent=1, default=str))
+    return 0 if meta["ours"]["check"]["ok"] else 1
