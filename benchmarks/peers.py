@@ -422,7 +422,10 @@ class CuvsHarness:
         try:
             proc = subprocess.run(
                 [str(self.binary), "search", str(self.workdir), str(self.repeats), str(k), str(batch), name],
-                capture_output=True, text=True, check=False, timeout=timeout_s,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             return {"error": f"no answer within {timeout_s:.0f} s", "cuvs_metric": name}
