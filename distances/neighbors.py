@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from semiring import arrays, driver, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring.engine import EXPANSION_VARIABLES, Entries, call_density
+from semiring.engine import EXPANSION_VARIABLES, DerivedCache, Entries, call_density, held
 
 from . import precomputed as _precomputed
 from .measure import BoundMeasure
@@ -419,17 +419,18 @@ class NearestNeighbors:
         where = driver.placement(measure.engine, Q)
         with cpu_threads(self.n_jobs, measure.engine), call_density(Q, self._fit_X):  # one path for every tile
             index = self._index.prepare(measure)
-            found = search(
-                measure,
-                Q,
-                index,
-                Q is self._index.X,
-                bound,
-                self.working_memory,
-                bool(self.verbose),
-                X is None,
-                where.on_device,
-            )
+            with held(self._index.derived):  # what the engine derives from the index, made once for every query
+                found = search(
+                    measure,
+                    Q,
+                    index,
+                    Q is self._index.X,
+                    bound,
+                    self.working_memory,
+                    bool(self.verbose),
+                    X is None,
+                    where.on_device,
+                )
         return found, where, measure, Q.shape[0]
 
     def _query_k(self, X, n_neighbors) -> int:
@@ -645,6 +646,7 @@ class _LocalIndex:
         self.checked_nonnegative = checked_nonnegative  # the fitted rows are read once against the rule
         self._nonnegative = None  # whether X has no negative value, read when a measure asks
         self.prepared = None  # (key, Rows) of the last prepare
+        self.derived = DerivedCache()  # what the engine derived from the prepared rows, for every later query
 
     def nonnegative(self) -> bool:
         if self._nonnegative is None:
@@ -662,10 +664,12 @@ class _LocalIndex:
         key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc, scale)
         if self.prepared is None or self.prepared[0] != key:
             self.prepared = (key, measure.prepare(self.X))
+            self.derived = DerivedCache()
         return self.prepared[1]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "prepared": None, "source": None}  # the caller's matrix is not pickled with it
+        # the caller's matrix is not pickled with it, nor what is derived on a device
+        return {**self.__dict__, "prepared": None, "source": None, "derived": DerivedCache()}
 
 
 def _fit_shard(params: dict, rows) -> NearestNeighbors:

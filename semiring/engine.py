@@ -55,8 +55,46 @@ SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=No
 
 # What an engine derives from an input once per call and reuses for every tile of it (the split strategy's
 # dense copy of the index's heavy columns and its light postings): a dict the driver sets around the calls
-# it makes, dropped when the call ends, so nothing derived outlives the call; None outside the driver.
+# it makes, dropped when the call ends; or a ``DerivedCache`` that a fitted index holds across its queries
+# (``held``), so a batch of queries pays only for itself; None outside both.
 CALL_CACHE: ContextVar[dict | None] = ContextVar("CALL_CACHE", default=None)
+
+
+class DerivedCache(dict):
+    """What engines derived from a fitted index's own rows (``CALL_CACHE``), kept by the index between calls.
+
+    Each call through :func:`held` keeps only what it used or made: what an earlier call's tiling derived and
+    this one's did not (another ``working_memory``, another batch size) is dropped as the call ends, so the
+    index holds at most what one call derives.  The index must own the rows (a change to them in place would
+    make what was derived stale).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.used: set = set()
+
+    def __getitem__(self, key):
+        self.used.add(key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        self.used.add(key)
+        super().__setitem__(key, value)
+
+
+@contextmanager
+def held(cache: DerivedCache):
+    """Within the block, engines keep what they derive in ``cache`` (``CALL_CACHE``), which outlives the block;
+    as it ends, what the block did not use is dropped."""
+    cache.used = set()
+    token = CALL_CACHE.set(cache)
+    try:
+        yield
+    finally:
+        CALL_CACHE.reset(token)
+        for key in [key for key in cache if key not in cache.used]:
+            del cache[key]
+
 
 # The stored share (entries / cells) of a call's whole X and Y, set around the call's tiles (``call_density``):
 # an engine choosing a dense path by density (the CPU engine's BLAS and tiled kernels) reads it, so every tile of

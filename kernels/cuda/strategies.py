@@ -313,8 +313,9 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
     """``out = X · Yᵀ`` as cuBLAS's product over Y's heavy columns (``planner.heavy_columns``) and the inverted
     kernel's scatter-adds over the other columns, added on top (``planner.SPLIT_HEAVY_DENSITY`` says why).
 
-    The dense copy of Y's heavy columns and the postings of the rest are made once per call (the driver's
-    ``CALL_CACHE``; once per product outside the driver) and shared by every tile of X's rows against Y.  The
+    The dense copy of Y's heavy columns and the postings of the rest (``_split_layout``) are made once per call
+    (the driver's ``CALL_CACHE``; once per product outside the driver), or once for every query of a fitted
+    index that holds its cache (``NearestNeighbors``), and shared by every tile of X's rows against Y.  The
     scatter-adds run a band of SPLIT_BAND_ROWS of Y's rows at a time, so the outputs they touch at once stay
     in L2.
     """
@@ -333,24 +334,15 @@ def split(sr, value_name, X: DeviceCSR, xv, Y: DeviceCSR, out) -> None:
     nnz, p = light_x.indices.size, out.shape[1]
     if nnz == 0:
         return
-    index_type = _index_type(light_x, *(band for _, band in bands))
-    I = np.int32 if index_type == "int32" else np.int64
-    xrow = launch.entry_rows(light_x.indptr, nnz, I)
-    xi = light_x.indices.astype(I, copy=False)
-    kernel = source.render_pairwise_inverted(sr, value_name, index_type)
+    # int32 indices throughout: X's rows and columns (< 2**24, INVERTED_MAX_COLUMNS) and a band's postings fit
+    xrow = launch.entry_rows(light_x.indptr, nnz, np.int32)
+    xi = light_x.indices.astype(np.int32, copy=False)
+    kernel = source.render_pairwise_inverted(sr, value_name, "int32")
     flat = out.reshape(-1)
-    for j0, band in bands:
-        colptr = _column_pointers(band, I)
-        postings = _postings(band, value_name, index_type, (0, band.shape[1], 0, band.indices.size), colptr)
+    for j0, postings in bands:
         # the band's row j is Y's row j0 + j: its outputs start j0 entries into out, rows still p apart
         args = (xrow, xi, light_x.data, np.int64(nnz), *postings, np.int64(p), device_params(sr.params))
         launch.launch(kernel, nnz * 32, (*args, flat[j0:]))
-
-
-def _index_type(*matrices: DeviceCSR) -> str:
-    """int32 where every index array of these matrices is, else int64 (``launch.common_index``'s rule; nothing
-    cast here)."""
-    return "int32" if all(a.dtype == np.int32 for A in matrices for a in (A.indptr, A.indices)) else "int64"
 
 
 # The split strategy's scatter-adds, a band of Y's rows at a time: at once they touch about a hundred X rows'
@@ -361,21 +353,39 @@ SPLIT_BAND_ROWS = 32_768
 
 
 def _split_layout(Y: DeviceCSR, value_name: str, T):
-    """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy, and Y's
-    other columns as ``(first row, matrix)`` bands of SPLIT_BAND_ROWS rows: from the call's cache when a tile
-    made them already."""
+    """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy, and the
+    postings of Y's other columns as ``(first row, (column pointers, rows, values))`` bands of SPLIT_BAND_ROWS
+    rows (int32; the light entries' row-major copy is dropped once they are made): from the cache
+    (``CALL_CACHE``) when a tile, or an earlier query of the same index, made them already.
+
+    The key is where Y's entries live and its shape (a tile of a held index is a new view of the same memory
+    at each query), with its row pointers compared on a hit: the same memory and structure are the same
+    matrix, since the cache holds Y (its memory cannot be reused while it is there), and what holds a cache
+    across calls owns the rows it was made from (``NearestNeighbors`` copies what it fits).
+    """
     cache = CALL_CACHE.get()
-    key = ("split", id(Y), value_name)
+    budget = SCRATCH_BUDGET.get()
+    key = ("split", value_name, Y.shape, Y.indices.size, int(Y.indices.data.ptr), int(Y.data.data.ptr))
     if cache is not None and key in cache:
-        return cache[key][1]
-    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, SCRATCH_BUDGET.get())
+        held, layout = cache[key]
+        if held.indptr is Y.indptr or bool((held.indptr == Y.indptr).all()):
+            return layout
+    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, budget)
     yv = Y.data.astype(T, copy=False)
     light = _columns_of(Y, yv, ~heavy)
     p = Y.shape[0]
-    bands = [(j0, launch.row_slice(light, j0, min(p, j0 + SPLIT_BAND_ROWS))) for j0 in range(0, p, SPLIT_BAND_ROWS)]
+    bands = []
+    for j0 in range(0, p, SPLIT_BAND_ROWS):
+        band = launch.row_slice(light, j0, min(p, j0 + SPLIT_BAND_ROWS))
+        band = DeviceCSR(
+            band.indptr.astype(np.int32, copy=False), band.indices.astype(np.int32, copy=False), band.data, band.shape
+        )
+        colptr = _column_pointers(band, np.int32)
+        bands.append((j0, _postings(band, value_name, "int32", (0, band.shape[1], 0, band.indices.size), colptr)))
+    del light
     layout = (heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, bands)
     if cache is not None:
-        cache[key] = (Y, layout)  # Y held with it, so its id names no other matrix while the call lasts
+        cache[key] = (Y, layout)  # Y held with it, so its memory names no other matrix while it is kept
     return layout
 
 

@@ -356,6 +356,32 @@ def test_split_knn_and_distances_match_scipy(metric, forced):
     np.testing.assert_allclose(picked[finite], dist[finite], rtol=1e-9, atol=1e-9)
 
 
+
+@pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
+def test_split_layout_held_by_the_fitted_index_across_queries(dtype, index, forced):
+    """A fitted index keeps the split layout of its rows for later queries (``semiring.engine.DerivedCache``):
+    batches of queries, another working memory and X=None each give the float64 product's top-k (values of
+    the returned neighbours, and the k-th best, ties allowed); after each call the index holds the layouts of
+    that call's tiles only (one tile: one layout; 0.05 MiB: several; back to one)."""
+    Y = zipf_rows(600, 2000, 5, dtype, index)
+    Q = zipf_rows(90, 2000, 6, dtype, index)
+    forced("split")
+    nn = distances.NearestNeighbors(n_neighbors=4, metric="inner_product", backend="cuda").fit(Y)
+    Y64 = Y.astype(np.float64)
+    for queries, working_memory, tiles in ((Q[:40], None, 1), (Q[40:], None, 1), (Q, 0.05, 2), (None, None, 1)):
+        nn.set_params(working_memory=working_memory)
+        dist, ind = nn.kneighbors(queries)
+        want = ((Y64 if queries is None else queries.astype(np.float64)) @ Y64.T).toarray()
+        if queries is None:
+            np.fill_diagonal(want, -np.inf)  # a row is not its own neighbour
+        kth = -np.sort(-want, axis=1)[:, :4]
+        np.testing.assert_allclose(dist, kth, rtol=_rtol(dtype), atol=1e-4 if dtype == np.float32 else 1e-10)
+        picked = np.take_along_axis(want, ind, axis=1)
+        np.testing.assert_allclose(picked, dist, rtol=_rtol(dtype), atol=1e-4 if dtype == np.float32 else 1e-10)
+        layouts = [key for key in nn._index.derived if key[0] == "split"]
+        assert len(layouts) == 1 if tiles == 1 else len(layouts) >= tiles, (working_memory, layouts)
+
+
 def test_auto_takes_split_on_text_like_rows():
     """On nytimes-shaped rows (Zipf columns, hundreds of rows) the planner's cost model picks the split."""
     from semiring.kernels.cuda import ENGINE

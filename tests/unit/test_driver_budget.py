@@ -58,3 +58,23 @@ def test_the_call_cache_lives_as_long_as_the_outermost_budget():
         with driver.scratch_budget(5):  # a nested budget keeps the call's cache
             assert CALL_CACHE.get() is outer
     assert CALL_CACHE.get() is None
+
+
+def test_a_held_cache_outlives_its_calls_and_keeps_what_the_last_one_used():
+    """A fitted index's DerivedCache: the driver uses it instead of opening its own, it survives the call, and
+    each call drops what it neither used nor made (another tiling's layouts)."""
+    from semiring.engine import CALL_CACHE, DerivedCache, held
+
+    cache = DerivedCache()
+    with held(cache):
+        with driver.scratch_budget(10):
+            assert CALL_CACHE.get() is cache
+            cache["tile 0"], cache["tile 1"] = "layout 0", "layout 1"
+    assert CALL_CACHE.get() is None and dict(cache) == {"tile 0": "layout 0", "tile 1": "layout 1"}
+    with held(cache), driver.scratch_budget(10):
+        assert "tile 0" in cache and cache["tile 0"] == "layout 0"  # used again
+        cache["tile 2"] = "layout 2"  # made
+    assert dict(cache) == {"tile 0": "layout 0", "tile 2": "layout 2"}  # tile 1 was not used: dropped
+    with pytest.raises(RuntimeError), held(cache):
+        raise RuntimeError("a call that fails")
+    assert dict(cache) == {}  # it used nothing
