@@ -194,7 +194,7 @@ def knn_check(metric: str, Q, X, indices, subject: str, want, tol: float = 1e-5)
     """Neighbours up to ties: the float64 distances of the ``indices`` given, sorted, equal the oracle's
     (``want`` = ``knn_reference``'s (indices, distances)), within ``tol`` relative to max(1, |d|)."""
     want_ind, want_d = want
-    indices = np.asarray(indices)
+    indices = np.asarray(indices.get() if hasattr(indices, "get") else indices)  # CuPy's, or the host's
     if indices.shape != want_ind.shape:
         return {
             "subject": subject,

@@ -71,7 +71,8 @@ def run_scale(scale: int, args, threads: int) -> dict:
 
     indptr, indices, n = rmat(scale, seed=args.seed, xp=cupy)
     A = csp.csr_matrix((cupy.ones(indices.size, np.float32), indices, indptr), shape=(n, n))
-    Ah = sp.csr_matrix((np.ones(indices.size), indices.get(), indptr.get()), shape=(n, n))
+    host_indptr, host_indices = (a.get() if hasattr(a, "get") else a for a in (indptr, indices))
+    Ah = sp.csr_matrix((np.ones(indices.size), host_indices, host_indptr), shape=(n, n))
     edges = int(indices.size) // 2
     row = {
         "graph": f"rmat{scale}",

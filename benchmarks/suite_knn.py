@@ -101,7 +101,7 @@ def all_pairs(name, metric, X, args, cuvs: dict | None, qi) -> dict:
 
     t, (_, i) = on_device(public, args.repeats)
     timings["ours"], row["public_cupy_ms"] = t.as_dict(), round(t.ms, 1)
-    row["check"] = knn_check(metric, X[qi], X, i[qi].get(), "ours", want)
+    row["check"] = knn_check(metric, X[qi], X, i[qi], "ours", want)
     del i
     t, (_, i) = on_host(
         lambda: distances.NearestNeighbors(n_neighbors=K, metric=metric, verbose=False).fit(X).kneighbors(), 1
@@ -123,7 +123,7 @@ def all_pairs(name, metric, X, args, cuvs: dict | None, qi) -> dict:
                 row[f"{peer}_error"] = peers.error_of(exc)
                 continue
             timings[peer], row[f"{peer}_argpartition_ms"] = t.as_dict(), round(t.ms, 1)
-            row[f"{peer}_check"] = knn_check(metric, X[qi], X, pi[qi].get(), label, want)
+            row[f"{peer}_check"] = knn_check(metric, X[qi], X, pi[qi], label, want)
             del pi
     if cuvs is not None:
         if "error" in cuvs:
