@@ -64,6 +64,19 @@ FIGURES = (
         "scale",
         "scale",
     ),
+    Figure(
+        "retrieval",
+        "scale.md",
+        (
+            "retrieval_h200_0e47a36_1m_inverted.json",
+            "retrieval_h200_0e47a36_1m_auto.json",
+            "retrieval_h200_0e47a36_8m_auto.json",
+            "retrieval_h200_c77a4c8_1m.json",
+            "retrieval_h200_c77a4c8_8m.json",
+        ),
+        "retrieval",
+        "retrieval",
+    ),
     Figure("index", "benchmarks.md", (), "index", ""),
 )
 
@@ -615,6 +628,12 @@ def table_scale(fig: Figure) -> str:
     return scale.report([str(RESULTS / name) for name in fig.files])
 
 
+def table_retrieval(fig: Figure) -> str:
+    from . import retrieval
+
+    return retrieval.report([str(RESULTS / name) for name in fig.files])
+
+
 TABLES = {
     "distances": table_distances,
     "distances_cuvs": table_distances_cuvs,
@@ -626,6 +645,7 @@ TABLES = {
     "startup": table_startup,
     "suite_time": table_suite_time,
     "scale": table_scale,
+    "retrieval": table_retrieval,
     "index": table_index,
 }
 
