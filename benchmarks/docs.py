@@ -49,6 +49,7 @@ FIGURES = (
     Figure("knn-host", "neighbors.md", ("knn_bench.json",), "knn_host", "knn"),
     Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
     Figure("cpu-16threads", "cpu-engine.md", ("cpu_engine_16threads_623c58c.json",), "cpu", "cpu"),
+    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_2611563.json",), "cpu", "cpu"),
     Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json",), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
@@ -537,15 +538,24 @@ def table_graph(fig: Figure) -> str:
     return "\n".join(out) + "\n"
 
 
+def _share(timing: dict) -> str:
+    share = timing.get("others_cpu")
+    return "—" if share is None else f"{100 * share:.0f} %"
+
+
 def table_cpu(fig: Figure) -> str:
     data = record.load(RESULTS / fig.files[-1])
     rows = data.get("results") or data.get("rows")
-    threads = (data.get("machine") or {}).get("threads") or data.get("meta", {}).get("threads")
+    meta = data.get("meta", {})
+    threads = (data.get("machine") or {}).get("threads") or meta.get("threads")
+    legacy = "check" in rows[0]
+    shared = not legacy and any("others_cpu" in r["ours"] or "others_cpu" in r["peer_timing"] for r in rows)
+    head = "| dataset | measure | peer | ours ms | peer ms | speed-up | checked |"
     out = [
-        "| dataset | measure | peer | ours ms | peer ms | speed-up | checked |",
+        head + (" others' CPU share, ours / peer |" if shared else ""),
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
-    legacy = "check" in rows[0]
+    out[-1] += " ---: |" if shared else ""
     for r in rows:
         o = r["ours"].get("median_ms", r["ours"].get("best_ms"))
         p = r["peer_timing"].get("median_ms", r["peer_timing"].get("best_ms"))
@@ -557,9 +567,9 @@ def table_cpu(fig: Figure) -> str:
             peer_ok = r["checks"].get("peer", {}).get("ok", True)
             checked = "yes" if ours_ok and peer_ok else ("ours **WRONG**" if ours_ok is False else "")
             checked = checked or ("peer **wrong**" if peer_ok is False else "unchecked")
-        out.append(
-            f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:,.1f} | {p:,.1f} | {p / o:.2f}× | {checked} |"
-        )
+            checked += " (peer cut off)" if r["peer_timing"].get("cut_off") else ""
+        line = f"| {r['dataset']} | {r['measure']} | {r['peer']} | {o:,.1f} | {p:,.1f} | {p / o:.2f}× | {checked} |"
+        out.append(line + (f" {_share(r['ours'])} / {_share(r['peer_timing'])} |" if shared else ""))
     out += [""]
     if legacy:
         out.append(
@@ -567,8 +577,20 @@ def table_cpu(fig: Figure) -> str:
             "ours was checked against the peer's (arbitrated in float64 where they differed), not against an "
             "independent oracle; the `cpu` suite now checks both sides against SciPy in float64 and takes the median."
         )
-    else:
-        out.append(f"{threads} threads on every side; the median of the repeats after a warm-up.")
+        return "\n".join(out) + "\n"
+    note = f"{threads} threads on every side; the median of the repeats after a warm-up"
+    once = sorted({f"{r['dataset']} {r['measure']}" for r in rows if r["peer_timing"].get("note")})
+    note += f" (networkx, single-threaded and slow, one call with no warm-up: {', '.join(once)})." if once else "."
+    out.append(note)
+    if shared:
+        out += [
+            "",
+            "Others' CPU share: the share of all the machine's cores other processes used while a side was timed "
+            "(—: a window too short to tell); "
+            + (f"{100 * meta['others_cpu']:.0f} % over the whole run. " if meta.get("others_cpu") is not None else "")
+            + "Where it is far from 0 the machine was shared, and the figures are those of a contended machine, "
+            "not of an idle one.",
+        ]
     return "\n".join(out) + "\n"
 
 

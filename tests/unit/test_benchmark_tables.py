@@ -87,7 +87,9 @@ def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
     assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 4.00 | yes |" in text
     assert "pylibcugraph not installed" in text
     cpu = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(10.0)}
-    cpu |= {"peer_timing": timing(50.0), "checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
+    cpu |= {"peer_timing": {**timing(50.0), "others_cpu": 0.5}}  # other processes took half the cores meanwhile
+    cpu |= {"checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
     docs = write(tmp_path, monkeypatch, "c.json", {"meta": {**META, "threads": 2}, "rows": [cpu]})
     text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu"), "0" * 16)
-    assert "| movielens | cosine | scikit-learn | 10.0 | 50.0 | 5.00× | peer **wrong** |" in text
+    assert "| movielens | cosine | scikit-learn | 10.0 | 50.0 | 5.00× | peer **wrong** | — / 50 % |" in text
+    assert "a contended machine" in text
