@@ -125,6 +125,8 @@ def source_line(fig: Figure, current: str) -> str:
         path = RESULTS / name
         data = record.load(path)
         meta = meta_of(data)
+        if " dry-run " in (meta["command"] or ""):
+            raise ValueError(f"{name}: a dry run without a GPU ({meta['command']}) measures nothing")
         checks = data.get("checks")
         counted = (
             f"; checks: {checks['passed']} passed, {checks['failed']} failed"

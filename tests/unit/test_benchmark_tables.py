@@ -7,6 +7,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -93,3 +95,10 @@ def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
     text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu"), "0" * 16)
     assert "| movielens | cosine | scikit-learn | 10.0 | 50.0 | 5.00× | peer **wrong** | — / 50 % |" in text
     assert "a contended machine" in text
+
+
+def test_a_dry_runs_file_makes_no_figure(tmp_path, monkeypatch):
+    meta = {**META, "command": "python -m benchmarks dry-run knn --seed 0 --scale 0.01"}
+    docs = write(tmp_path, monkeypatch, "k.json", {"meta": meta, "rows": []})
+    with pytest.raises(ValueError, match="dry run"):
+        docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), "0" * 16)
