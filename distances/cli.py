@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 import semiring
 from semiring import backend as _backend
-from semiring import validation
+from semiring import driver, validation
 from semiring.settings import cache_dir
 
 from . import datasets, graph, io
@@ -133,6 +133,58 @@ def _given_params(args, applies_to: str | None) -> dict:
 
 def _metric_params(args) -> dict:
     return _given_params(args, args.metric)
+
+
+# Memory: a command's whole footprint, estimated from its files' headers and checked before any file is read, so
+# that a header of huge sizes (or a result they imply) is refused in a moment, naming the file, never after a read
+# or a compile, or half-way by the system's out-of-memory killer.
+
+# The graph measures' temporaries beyond their input, over the CPU engine's: measured (peak resident memory, one
+# call in a fresh process) at most 5x the row pointers on 4,000,000 vertices with 200 edges and 2.4x the entries
+# (value and index) on 200,000 vertices with 4,000,000 entries; counted here with a margin.
+GRAPH_VERTEX_COPIES = 6
+GRAPH_ENTRY_COPIES = 3
+
+
+def _check_memory(command: str, files: str, parts: list[tuple[str, int]]) -> None:
+    """Refuse a command whose parts (what it holds at once at its peak: inputs, result, tiles, output copies)
+    need more memory than is available, before any of it is allocated; the message names the files and the
+    parts that need it."""
+    listed = [f"{what} ({validation.format_bytes(nbytes)})" for what, nbytes in parts if nbytes]
+    listed = ", ".join(listed[:-1]) + " and " + listed[-1] if len(listed) > 1 else "".join(listed)
+    validation.check_allocation(
+        sum(nbytes for _, nbytes in parts),
+        f"{files}: semiring {command} with {listed}",
+        "checked from the files' headers before reading them; use fewer rows, or a machine with more memory",
+    )
+
+
+def _tiles_bytes(engine: str, working_memory, entries: int) -> int:
+    """Host memory the tiles take at most: the working memory (or what all the entries need, if less) on the
+    CPU; none on the GPU, whose tiles are in device memory."""
+    if engine != "cpu":
+        return 0
+    budget = int((working_memory or driver.DEFAULT_WORKING_MEMORY_MIB) * 2**20)
+    return min(budget, entries * 16)
+
+
+def _columns_bytes(metric: str | None, cols: int) -> int:
+    """A default computed per column from every row (seuclidean's V): its sums, counts and values, float64."""
+    spec = get_metric(metric) if metric else None
+    return 4 * cols * 8 if spec is not None and spec.columns is not None and spec.columns.default is not None else 0
+
+
+def _check_bytes(checked: bool, queries: int, others: int, cols: int) -> int:
+    """--check's densified rows (float64, and a boolean copy) and SciPy's values beside them, at most."""
+    return 3 * 8 * min(CHECK_MAX_ENTRIES, (min(CHECK_ROWS, queries) + others) * cols) if checked else 0
+
+
+def _result_itemsize(*sizes: io.MatrixSize) -> int:
+    return 4 if all(s.itemsize == 4 for s in sizes) else 8
+
+
+def _inputs_part(what: str, copies: int, *sizes: io.MatrixSize) -> tuple[str, int]:
+    return what, copies * sum(s.csr_bytes for s in sizes)
 
 
 # knn
@@ -314,6 +366,7 @@ def run_knn(args) -> int:
     _check_output(args, (args.data, args.queries))
     engine = _backend.resolve(args.backend)
     if args.data:
+        _check_knn_memory(args, engine)
         X = io.read_matrix(args.data)
         Q = io.read_matrix(args.queries) if args.queries else None
         print(_describe(X, f"data {args.data}"))
@@ -358,6 +411,30 @@ def run_knn(args) -> int:
     return EXIT_CHECK_FAILED if verdict.startswith("NO") else 0
 
 
+def _check_knn_memory(args, engine: str) -> None:
+    """The data (read, the index's own copy, prepared), the queries (read, prepared), the neighbours (a
+    distance and an int64 index each, copied once more into a .npy table), the tiles, the per-column defaults
+    and --check."""
+    data = io.matrix_size(args.data)
+    queries = io.matrix_size(args.queries) if args.queries else None
+    q = (queries or data).rows
+    k = max(0, min(args.k, data.rows))  # a k beyond the rows is refused by its own rule, after
+    per_neighbour = _result_itemsize(data, *([queries] if queries else [])) + 8
+    table = q * k * 16 if args.output and io.suffix(args.output) == ".npy" else 0
+    _check_memory(
+        "knn",
+        args.data + (f" and {args.queries}" if args.queries else ""),
+        [
+            (f"the {q:,} x {k:,} neighbours", q * k * per_neighbour + table),
+            _inputs_part("the data read, copied by the index and prepared", 3, data),
+            _inputs_part("the queries read and prepared", 2, *([queries] if queries else [])),
+            ("the tiles", _tiles_bytes(engine, args.working_memory, q * data.rows)),
+            ("the per-column values", _columns_bytes(args.metric, data.cols)),
+            ("--check", _check_bytes(args.check, q, data.rows, data.cols)),
+        ],
+    )
+
+
 def _bundled():
     start = time.perf_counter()
     corpus = datasets.stdlib_tfidf(cache=cache_dir() / "datasets")  # parsed once per machine, then read back
@@ -398,6 +475,48 @@ def _check_pairwise(X, Y, metric: str, params: dict, D) -> str:
     return verdict
 
 
+SUMMARY_ENTRIES = 1 << 22  # entries of the result read at once for its summary line (32 MiB of float64)
+
+
+def _summary(D) -> str:
+    """The smallest, median and largest finite values of D, '' where none is: read a slice at a time (a mask and
+    a copy of the finite values would hold another result's worth), the median of every s-th entry where there
+    are more than SUMMARY_ENTRIES, said so."""
+    flat = np.asarray(D).reshape(-1)  # a view of the result, which is C-contiguous
+    lo, hi = np.inf, -np.inf
+    for start in range(0, flat.size, SUMMARY_ENTRIES):
+        chunk = flat[start : start + SUMMARY_ENTRIES]
+        finite = chunk[np.isfinite(chunk)]
+        if finite.size:
+            lo, hi = min(lo, finite.min()), max(hi, finite.max())
+    if lo > hi:
+        return ""
+    stride = -(-flat.size // SUMMARY_ENTRIES)
+    sample = flat[::stride]
+    sample = sample[np.isfinite(sample)]
+    median = f"{np.median(sample):.4g}" if sample.size else "n/a"
+    sampled = f" (a sample: one entry in {stride:,})" if stride > 1 else ""
+    return f"min {lo:.4g}, median {median}{sampled}, max {hi:.4g}"
+
+
+def _check_pairwise_memory(args, engine: str) -> None:
+    """The dense result, the inputs (read and prepared), the tiles and --check."""
+    x = io.matrix_size(args.x)
+    y = io.matrix_size(args.y) if args.y else x
+    m, n, itemsize = x.rows, y.rows, _result_itemsize(x, y)
+    _check_memory(
+        "pairwise",
+        args.x + (f" and {args.y}" if args.y else ""),
+        [
+            (f"the dense result of {m:,} x {n:,} float{8 * itemsize}", m * n * itemsize),
+            _inputs_part("the inputs read and prepared", 2, *((x, y) if args.y else (x,))),
+            ("the tiles", _tiles_bytes(engine, args.working_memory, m * n)),
+            ("the per-column values", _columns_bytes(args.metric, x.cols)),
+            ("--check", _check_bytes(args.check, m, n, x.cols)),
+        ],
+    )
+
+
 def run_pairwise(args) -> int:
     if args.semiring:
         if args.metric is not None:
@@ -413,6 +532,7 @@ def run_pairwise(args) -> int:
         _check_metric(args)
     _check_output(args, (args.x, args.y))
     engine = _backend.resolve(args.backend)
+    _check_pairwise_memory(args, engine)
     X = io.read_matrix(args.x)
     Y = io.read_matrix(args.y) if args.y else None
     print(_describe(X, f"X {args.x}"))
@@ -443,8 +563,7 @@ def run_pairwise(args) -> int:
         with _progress(X.shape[0], args.progress, "pairwise") as bar:
             D = _interruptible(compute, X, Y, progress=bar)
         seconds = time.perf_counter() - start
-    finite = D[np.isfinite(D)]
-    stats = f"min {finite.min():.4g}, median {np.median(finite):.4g}, max {finite.max():.4g}" if finite.size else ""
+    stats = _summary(D)
     print(
         f"pairwise {args.semiring or args.metric}: {D.shape[0]:,} x {D.shape[1]:,} in {_seconds(seconds)} on {engine} "
         f"{_preparing(compiling)}; {stats or 'no finite values'}"
@@ -467,7 +586,12 @@ def run_graph(args) -> int:
         raise UsageError("--per total gives one number; write --per vertex or --per edge to a file")
     _check_output(args, (args.graph,), io.RESULT_SUFFIXES + (".mtx",))
     engine = _backend.resolve(args.backend)
+    if io.suffix(args.graph) in io.MATRIX_SUFFIXES:  # its sizes are in its header: checked before it is read
+        size = io.matrix_size(args.graph)
+        _check_graph_memory(args, size.rows, size.stored, size.csr_bytes)
     A = io.read_graph(args.graph, one_based=args.one_based)
+    if io.suffix(args.graph) not in io.MATRIX_SUFFIXES:  # an edge list's vertices are known once it is read
+        _check_graph_memory(args, A.shape[0], A.nnz, 0)
     if args.output and not (args.measure == "triangles" and args.per != "edge"):  # an n x n sparse result
         io.check_dense_size(args.output, A.shape)  # refused before the work, not after it
     print(
@@ -549,6 +673,21 @@ def _triangle_like(A):
     index = A.indices.dtype
     indices, indptr = np.array([1, 2, 0, 2, 0, 1], dtype=index), np.array([0, 2, 4, 6], dtype=index)
     return sp.csr_matrix((np.ones(6, dtype=A.dtype), indices, indptr), shape=(3, 3))
+
+
+def _check_graph_memory(args, n: int, entries: int, graph_bytes: int) -> None:
+    """The graph (``graph_bytes``: 0 once read), the measure's temporaries and the output's copies (a CSV edge
+    list: coordinates and values stacked, beside the coordinate form)."""
+    written = entries * 40 if args.output and io.suffix(args.output) in (".csv", ".mtx") or args.output == "-" else 0
+    _check_memory(
+        f"graph {args.measure}",
+        args.graph,
+        [
+            (f"the graph of {n:,} vertices and {entries:,} stored entries", graph_bytes),
+            ("the measure's temporaries", GRAPH_VERTEX_COPIES * (n + 1) * 8 + GRAPH_ENTRY_COPIES * entries * 16),
+            ("the output's copies", written),
+        ],
+    )
 
 
 def _triangles_options(m: argparse.ArgumentParser) -> None:

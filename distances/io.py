@@ -125,6 +125,93 @@ def read_matrix(path) -> sp.csr_matrix:
     return _as_csr(path, M)
 
 
+@dataclass(frozen=True)
+class MatrixSize:
+    """What a matrix file declares, read from its headers alone: its sizes, the values it stores (every value of
+    a dense array; both triangles of a symmetric Matrix Market file) and the bytes of each value once read."""
+
+    rows: int
+    cols: int
+    stored: int
+    itemsize: int
+
+    @property
+    def csr_bytes(self) -> int:
+        """Its CSR form at most: a value and an int64 column index per stored value, an int64 row pointer a row."""
+        return self.stored * (self.itemsize + 8) + (self.rows + 1) * 8
+
+
+def matrix_size(path) -> MatrixSize:
+    """A matrix file's :class:`MatrixSize`, from its headers: no data is read or inflated, so that a command can
+    check its whole footprint against memory first.  A header that cannot be read is refused as ``read_matrix``
+    refuses it."""
+    path = os.fspath(path)
+    kind = suffix(path)
+    if kind not in MATRIX_SUFFIXES:
+        return read_matrix(path)  # refused, naming the formats
+    _check_readable(path)
+    if kind.startswith(".mtx"):
+        h = _matrix_market_header(path, kind)
+        mirrored = h.stored if h.symmetry == "general" else 2 * h.stored
+        return MatrixSize(h.rows, h.cols, mirrored, 8)  # integer and pattern values are computed in float64
+    if kind == ".npy":
+        if not _starts_with(path, b"\x93NUMPY"):
+            raise FileError(path, "not a NumPy .npy file (its header is missing)")
+        with open(path, "rb") as f:
+            return _dense_size(path, *_check_array_header(path, f, os.path.getsize(path)))
+    if not _starts_with(path, b"PK"):
+        raise FileError(path, "not a NumPy/SciPy .npz file (not a zip archive)")
+    _check_npz_members(path)  # every member's header against what holds it, and reading them against memory
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in archive.infolist() if m.filename.endswith(".npy")}
+            if "format" not in members:
+                if len(members) != 1:
+                    return _read_npz(path)  # refused, naming the arrays
+                with archive.open(next(iter(members.values()))) as f:
+                    return _dense_size(path, *_header_of(path, f))
+            if not {"shape", "data"} <= members.keys():
+                return _read_npz(path)  # refused as damaged
+            with archive.open(members["data"]) as f:
+                data_shape, dtype = _header_of(path, f, "data.npy")
+                stored = int(np.prod(data_shape, dtype=object))
+            with archive.open(members["shape"]) as f:
+                shape_shape, _ = _header_of(path, f, "shape.npy")
+            if shape_shape != (2,):
+                raise FileError(path, f"damaged .npz file (its shape array has shape {shape_shape})")
+            with archive.open(members["shape"]) as f:  # two numbers: read whole
+                rows, cols = (int(v) for v in np.lib.format.read_array(f, allow_pickle=False))
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, NotImplementedError) as exc:
+        if isinstance(exc, FileError):
+            raise
+        raise FileError(path, f"damaged or unsupported .npz file ({_brief(exc)})") from None
+    return MatrixSize(rows, cols, stored, _computed_itemsize(path, dtype))
+
+
+def _header_of(path, f, member: str = ""):
+    """(shape, dtype) of an array's header, refused naming the file where damaged or holding objects."""
+    where = f"{path}{f' ({member})' if member else ''}"
+    try:
+        shape, dtype = _array_header(f)
+    except (ValueError, OSError, EOFError) as exc:
+        raise FileError(where, f"damaged or unsupported .npy header ({_brief(exc)})") from None
+    if dtype.hasobject:
+        raise FileError(where, "holds Python objects (pickles), which are never loaded; save numbers")
+    return shape, dtype
+
+
+def _dense_size(path, shape, dtype) -> MatrixSize:
+    if len(shape) != 2:
+        raise FileError(path, f"expected a 2-D matrix, found an array of shape {shape}")
+    rows, cols = (int(v) for v in shape)
+    return MatrixSize(rows, cols, rows * cols, _computed_itemsize(path, dtype))
+
+
+def _computed_itemsize(path, dtype) -> int:
+    """The bytes of a value as the engines compute it: float32 stays float32, the rest becomes float64."""
+    return 4 if dtype is not None and _native(path, np.dtype(dtype)) == np.float32 else 8
+
+
 _OPENERS = {".mtx": open, ".mtx.gz": gzip.open, ".mtx.bz2": bz2.open}
 # The fewest bytes an entry takes in a file ("1 1\n"; a value in array format: "0\n"), and the most that
 # gzip or bzip2 can shrink a file by: a header declaring more entries than that is not this file.
@@ -150,15 +237,6 @@ def _read_matrix_market(path, kind: str):
     field count, indices within the sizes, integers within int64), no comment or CR-only line ending within the
     entries; symmetric, skew-symmetric and hermitian (real) files of either layout mirrored."""
     header = _matrix_market_header(path, kind)
-    least = header.stored * _MIN_ENTRY_BYTES[header.layout]
-    size = os.path.getsize(path)
-    if least > size * _MAX_COMPRESSION[kind]:
-        raise FileError(
-            path,
-            f"the header declares {header.rows:,} x {header.cols:,} with {header.stored:,} entries, which need at "
-            f"least {least:,} bytes; the file has {size:,}: not a valid Matrix Market file (truncated, or a wrong "
-            "header)",
-        )
     copies = 1 if header.symmetry == "general" else 2
     # The parsed table (int64 row and column, float64 value), the mirrored copy, then CSR's arrays.
     validation.check_allocation(
@@ -172,7 +250,7 @@ def _read_matrix_market(path, kind: str):
 
 
 def _matrix_market_header(path, kind: str) -> _Header:
-    """The banner and size line, read without the entries."""
+    """The banner and size line, read without the entries; sizes the file cannot hold refused."""
     try:
         with _OPENERS[kind](path, "rb") as f:
             first = f.readline(1024)
@@ -211,6 +289,14 @@ def _matrix_market_header(path, kind: str) -> _Header:
         stored = rows * cols
     else:  # the lower triangle, column by column; a skew-symmetric one without its (zero) diagonal
         stored = rows * (rows + 1) // 2 if symmetry != "skew-symmetric" else rows * (rows - 1) // 2
+    least = stored * _MIN_ENTRY_BYTES[layout]
+    size = os.path.getsize(path)
+    if least > size * _MAX_COMPRESSION[kind]:
+        raise FileError(
+            path,
+            f"the header declares {rows:,} x {cols:,} with {stored:,} entries, which need at least {least:,} bytes; "
+            f"the file has {size:,}: not a valid Matrix Market file (truncated, or a wrong header)",
+        )
     return _Header(rows, cols, stored, layout, "real" if field == "double" else field, symmetry)
 
 
@@ -345,17 +431,12 @@ def _array_header(f):
     return shape, dtype
 
 
-def _check_array_header(path, f, stored_bytes: int, member: str = "") -> int:
-    """The bytes an array's data take, from its header, checked against what holds them (the file, or the
-    archive member's declared size) and against the memory its reading and its CSR form need, before any of
-    it is read or inflated."""
+def _check_array_header(path, f, stored_bytes: int, member: str = ""):
+    """An array's (shape, dtype) from its header, the bytes its data take checked against what holds them (the
+    file, or the archive member's declared size) and against the memory its reading and its CSR form need,
+    before any of it is read or inflated."""
     where = f"{path}{f' ({member})' if member else ''}"
-    try:
-        shape, dtype = _array_header(f)
-    except (ValueError, OSError, EOFError) as exc:
-        raise FileError(where, f"damaged or unsupported .npy header ({_brief(exc)})") from None
-    if dtype.hasobject:
-        raise FileError(where, "holds Python objects (pickles), which are never loaded; save numbers")
+    shape, dtype = _header_of(path, f, member)
     count = int(np.prod(shape, dtype=object)) if shape else 1
     nbytes = count * dtype.itemsize
     if nbytes > stored_bytes:
@@ -369,7 +450,7 @@ def _check_array_header(path, f, stored_bytes: int, member: str = "") -> int:
     validation.check_allocation(
         nbytes + count * 16 + (int(rows) + 1) * 8, f"{where}: an array of shape {shape} ({dtype}) read as a matrix"
     )
-    return nbytes
+    return shape, dtype
 
 
 def _check_npz_members(path) -> None:
@@ -777,10 +858,19 @@ def write_neighbors(path, distances: np.ndarray, indices: np.ndarray, *, stdout=
         _writing(path, "w", lambda f: _csv_neighbors(f, distances, indices), replace)
 
 
+CSV_ROWS = 1 << 16  # query rows formatted at once: the lines of all of them would be tens of bytes a neighbour
+
+
 def _csv_neighbors(f, distances: np.ndarray, indices: np.ndarray) -> None:
     n, k = indices.shape
-    query, rank = np.divmod(np.arange(n * k), k)
     f.write("query,rank,neighbor,distance\n")
-    f.writelines(
-        f"{q},{r + 1},{j},{d!r}\n" for q, r, j, d in zip(query, rank, indices.ravel(), distances.ravel().tolist())
-    )
+    step = max(1, CSV_ROWS // max(1, k))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        query, rank = np.divmod(np.arange(r0 * k, r1 * k), k)
+        f.writelines(
+            f"{q},{r + 1},{j},{d!r}\n"
+            for q, r, j, d in zip(
+                query.tolist(), rank.tolist(), indices[r0:r1].ravel().tolist(), distances[r0:r1].ravel().tolist()
+            )
+        )

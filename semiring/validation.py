@@ -379,7 +379,8 @@ def available_memory_bytes() -> int | None:
         return None
 
 
-def _gib(nbytes: float) -> str:
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` in GiB, MiB, KiB or bytes, as the memory errors write it."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= size:
             return f"{nbytes / size:,.1f} {unit}"
@@ -400,7 +401,8 @@ def check_allocation(nbytes: int, what: str, hint: str = "") -> None:
     available = available_memory_bytes()
     if available is not None and nbytes > available:
         raise MemoryError(
-            f"{what} needs {_gib(nbytes)} of memory; {_gib(available)} is available" + (f"; {hint}" if hint else "")
+            f"{what} needs {format_bytes(nbytes)} of memory; {format_bytes(available)} is available"
+            + (f"; {hint}" if hint else "")
         )
 
 

@@ -21,7 +21,8 @@ from scipy.spatial.distance import cdist
 
 import semiring
 from semiring import validation
-from semiring.distances import pairwise_distances
+from semiring.distances import cli, pairwise_distances
+from semiring.distances import io as cli_io
 from semiring.distances.cli import build_parser, main
 from semiring.distances.specs import METRICS
 
@@ -233,6 +234,75 @@ def test_conflicting_options_are_refused_before_any_file_is_read(argv, message, 
     monkeypatch.chdir(tmp_path)
     status, _, err = run(argv, capsys)
     assert status == 2 and message in err and "no such file" not in err, err
+
+
+# A command's whole footprint (inputs, result, tiles, output copies) is checked from its files' headers, before
+# any file is read: a Matrix Market header of 10^7 x 10^7 with three entries asks for a 10^14-entry result.
+HUGE = "%%MatrixMarket matrix coordinate real general\n10000000 10000000 3\n1 1 1.0\n5 7 2.0\n9999999 3 1.5\n"
+HUGE_GRAPH = "%%MatrixMarket matrix coordinate pattern symmetric\n50000000 50000000 1\n2 1\n"
+
+
+def _huge_npz(path):  # a compressed SciPy archive: 10^7 x 10^7, three entries
+    sp.save_npz(path, sp.coo_matrix(([1.0, 2.0, 3.0], ([0, 4, 9_999_998], [0, 6, 2])), shape=(10**7, 10**7)).tocsr())
+
+
+@pytest.mark.parametrize(
+    "argv, name, write, needs",
+    [
+        (["pairwise", "FILE"], "huge.mtx", HUGE, "semiring pairwise with the dense result of 10,000,000 x 10,000,000"),
+        (["pairwise", "FILE"], "huge.npz", _huge_npz, "semiring pairwise with the dense result of 10,000,000 x 10,"),
+        (["knn", "FILE", "-k", "3000"], "huge.mtx", HUGE, "semiring knn with the 10,000,000 x 3,000 neighbours"),
+        (["graph", "jaccard", "FILE"], "g.mtx", HUGE_GRAPH, "semiring graph jaccard with the graph of 50,000,000 vert"),
+    ],
+    ids=["pairwise", "pairwise-npz", "knn", "graph"],
+)
+def test_a_commands_memory_is_checked_before_its_file_is_read(argv, name, write, needs, tmp_path, capsys, monkeypatch):
+    path = tmp_path / name
+    path.write_text(write) if isinstance(write, str) else write(path)
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(cli_io, "read_matrix", lambda *a, **k: pytest.fail("the file was read"))
+    status, _, err = run([path if a == "FILE" else a for a in argv], capsys)
+    assert status == 2 and f"error: {path}: {needs}" in err, err
+    assert "checked from the files' headers before reading them" in err and "1.0 GiB is available" in err
+
+
+def test_an_edge_lists_graph_is_checked_before_the_measure_runs(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "g.txt"
+    path.write_text("0 1\n30000000 2\n")  # 30,000,001 vertices: their row pointers fit, the measure's copies not
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(cli, "_interruptible", lambda *a, **k: pytest.fail("the measure ran"))
+    status, _, err = run(["graph", "scan", path], capsys)
+    assert status == 2 and f"{path}: semiring graph scan with the measure's temporaries" in err, err
+
+
+def test_the_tiles_count_beside_the_result(tmp_path, capsys, monkeypatch):
+    """A result that fits alone, but not with the tiles the CPU computes it in, is refused before the work; with
+    a working memory that leaves room, it runs."""
+    X = np.random.default_rng(2).random((300, 4))
+    path, out = tmp_path / "x.npy", tmp_path / "d.npy"
+    np.save(path, X)
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 300 * 300 * 8 + 200_000)
+    status, _, err = run(["pairwise", path, "--backend", "cpu"], capsys)
+    assert status == 2 and "and the tiles (1.4 MiB) needs" in err, err
+    status, _, err = run(["pairwise", path, "--backend", "cpu", "--working-memory", "0.05", "-o", out], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(np.load(out), cdist(X, X), rtol=1e-12, atol=1e-12)
+
+
+def test_the_summary_and_a_neighbours_csv_are_made_a_slice_at_a_time(monkeypatch):
+    """Sliced (2 entries, 1 query row a slice), they give what NumPy gives on the whole arrays."""
+    D = np.array([[np.inf, 3.0, 1.0], [np.nan, 7.0, -2.0], [5.0, 0.5, 4.0]])
+    finite = D[np.isfinite(D)]
+    assert cli._summary(D) == f"min -2, median {np.median(finite):.4g}, max 7"
+    monkeypatch.setattr(cli, "SUMMARY_ENTRIES", 4)  # 9 entries: every 3rd is the median's sample (inf, nan: not)
+    assert cli._summary(D) == f"min -2, median {np.median([5.0]):.4g} (a sample: one entry in 3), max 7"
+    assert cli._summary(np.full((2, 2), np.nan)) == ""
+    distances, indices = np.array([[0.5, 1.25], [2.0, 3.0], [0.1, 0.2]]), np.array([[2, 1], [0, 2], [1, 0]])
+    monkeypatch.setattr(cli_io, "CSV_ROWS", 2)
+    out = StringIO()
+    cli_io._csv_neighbors(out, distances, indices)
+    expected = [f"{q},{r + 1},{indices[q, r]},{float(distances[q, r])!r}" for q in range(3) for r in range(2)]
+    assert out.getvalue().splitlines() == ["query,rank,neighbor,distance", *expected]
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "lots"])

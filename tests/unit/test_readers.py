@@ -10,6 +10,7 @@ parser on hostile tokens.
 
 from __future__ import annotations
 
+import gzip
 import os
 import string
 import tracemalloc
@@ -99,6 +100,29 @@ def test_every_symmetry_and_layout_reads_as_scipy_writes_it(tmp_path, layout, sy
     np.testing.assert_array_equal(io.read_matrix(path).toarray(), A)
     reference = scipy.io.mmread(path)
     np.testing.assert_array_equal(reference.toarray() if sp.issparse(reference) else reference, A)
+
+
+@pytest.mark.parametrize("name", ["sym.mtx", "sym.mtx.gz", "a.npy", "big-endian.npz", "csr.npz", "coo.npz"])
+def test_a_files_declared_size_bounds_what_reading_it_makes(tmp_path, name):
+    """``matrix_size`` reads headers only; the matrix read has its shape and at most its values and CSR bytes."""
+    A = sp.random(9, 6, density=0.4, format="csr", random_state=3, dtype=np.float32)
+    path = tmp_path / name
+    if name.startswith("sym"):
+        S = sp.tril(A[:6] + A[:6].T).tocoo()
+        head = f"%%MatrixMarket matrix coordinate real symmetric\n6 6 {S.nnz}\n"
+        text = head + "".join(f"{i + 1} {j + 1} {v!r}\n" for i, j, v in zip(S.row, S.col, S.data.tolist()))
+        with (gzip.open if name.endswith(".gz") else open)(path, "wt") as f:
+            f.write(text)
+    elif name == "a.npy":
+        np.save(path, A.toarray())
+    elif name == "big-endian.npz":
+        np.savez(path, x=A.toarray().astype(">f8"))
+    else:
+        sp.save_npz(path, A if name == "csr.npz" else A.tocoo())
+    size, M = io.matrix_size(path), io.read_matrix(path)
+    assert (size.rows, size.cols) == M.shape and size.stored >= M.nnz
+    assert size.csr_bytes >= M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
+    assert size.itemsize == M.dtype.itemsize  # float32 kept, the rest read as float64
 
 
 def test_crlf_line_endings_and_blank_lines_are_read(tmp_path):
