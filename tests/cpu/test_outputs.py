@@ -245,6 +245,45 @@ def test_ctrl_c_is_obeyed_while_a_kernel_holds_the_thread(tmp_path, matrix, monk
     assert not out.exists()
 
 
+_LIBRARY_CHILD = """
+import signal, sys
+import scipy.sparse as sp
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it (a background job ignores it)
+from semiring import distances
+from semiring.distances import io
+X = sp.random(2000, 300, density=0.05, format="csr", random_state=0)
+distances.pairwise_distances(X[:3], backend="cpu")  # compiled before the signal can come
+print("ready", flush=True)
+while True:  # the whole result one tile (one kernel call), then its write; until interrupted
+    io.write_array(sys.argv[1], distances.pairwise_distances(X, backend="cpu", working_memory=512), "distance")
+"""
+
+
+def test_ctrl_c_in_a_library_call_ends_it_and_leaves_no_file_half_made(tmp_path):
+    """A real SIGINT to a script whose calls are single tiles, each result then written: KeyboardInterrupt once
+    the kernel returns (not inside it: docs/reliability.md), and the output whole or absent, no temporary left."""
+    from scipy.spatial.distance import cdist
+
+    out = tmp_path / "d.npy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LIBRARY_CHILD, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)  # a hang guard
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGINT and b"KeyboardInterrupt" in err, err
+    assert _leftovers(tmp_path, {"d.npy"}) == set()
+    if out.exists():
+        X = sp.random(2000, 300, density=0.05, format="csr", random_state=0).toarray()
+        np.testing.assert_allclose(np.load(out), cdist(X, X), rtol=1e-9, atol=1e-12)
+
+
 def test_the_progress_bar_advances_over_the_result_rows(matrix, monkeypatch):
     """The driver advances the command's bar (``semiring.driver.PROGRESS``) as row batches finish."""
 
