@@ -198,6 +198,9 @@ def knn(X, Q, k: int, metric: str, params: dict, engine: str, working_memory, pr
     """
     n = X.shape[0]
     limit = n - 1 if Q is None else n
+    if limit < 1:  # no k can work: said so, not as "between 1 and -1"
+        least = "2 rows when every row is a query (a row is not its own neighbour)" if Q is None else "1 row"
+        raise UsageError(f"knn needs data of at least {least}; the data have {n:,}")
     if not 1 <= k <= limit:
         every = " when every row is a query (a row is not its own neighbour)" if Q is None else ""
         raise UsageError(f"-k must be between 1 and {limit} for {n:,} rows{every}, got {k}")

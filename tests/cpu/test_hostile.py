@@ -305,6 +305,14 @@ def test_the_summary_and_a_neighbours_csv_are_made_a_slice_at_a_time(monkeypatch
     assert out.getvalue().splitlines() == ["query,rank,neighbor,distance", *expected]
 
 
+@pytest.mark.parametrize("rows, need", [(0, "at least 2 rows when every row is a query"), (1, "at least 2 rows")])
+def test_knn_on_too_few_rows_says_so(tmp_path, capsys, rows, need):
+    path = tmp_path / "x.npy"
+    np.save(path, np.ones((rows, 3)))
+    status, _, err = run(["knn", path], capsys)
+    assert status == 2 and f"knn needs data of {need}" in err and f"the data have {rows}" in err, err
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "lots"])
 def test_working_memory_on_the_command_line_must_be_finite(matrix_file, value, capsys):
     path, _ = matrix_file
