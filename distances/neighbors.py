@@ -791,6 +791,7 @@ def _kneighbors(
             on_device=on_device,
             min_rows=MIN_QUERY_ROWS,
             progress=bar,
+            symmetric=queries_are_index and measure.spec.symmetric,  # each pair once, for both rows
         )
 
 

@@ -215,6 +215,7 @@ class Distance:
     rewrites: tuple[Rewrite, ...] = ()
     nonnegative: bool = False
     similarity: bool = False
+    symmetric: bool = True  # d(x, y) = d(y, x): an all-pairs kNN computes each pair once for both rows
     scipy: str | None = None
     refine: Refinement | None = None
     columns: ColumnParam | None = None
@@ -466,6 +467,7 @@ DISTANCES: tuple[Distance, ...] = (
         (_sr("rel_entr", "x * log(x / y) if x > 0 else 0.0"),),
         "c0",
         nonnegative=True,
+        symmetric=False,
         formula="Σ x log(x/y), 0·log 0 = 0, +inf where x > 0 = y",
         note="Not normalised and not symmetric: KL(X[i] ‖ Y[j]) = Σ scipy.special.rel_entr(x, y).",
     ),
@@ -474,6 +476,7 @@ DISTANCES: tuple[Distance, ...] = (
         (_sr("kl_raft", "x * (log(x) - (log(y) if y > 0 else 0.0)) if x > 0 else 0.0"),),
         "0.5 * c0",
         nonnegative=True,
+        symmetric=False,
         formula="½ Σ x (log x − log y), log 0 read as 0",
         note="cuML's (RAFT's) kl_divergence: half of kldivergence where y > 0, and finite where x > 0 = y "
         "(log y is taken as 0 there, where kldivergence gives +inf).",

@@ -18,6 +18,7 @@ tile (those rows × a range of Y rows) there — and the driver decides:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import arrays, validation
-from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, PairwiseEngine
+from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, Expansion, PairwiseEngine
 
 # A progress bar (anything with ``update(rows)``) that ``dense`` advances as row batches finish, set by a caller
 # that shows one (the ``semiring`` command) without a parameter through every public call.
@@ -228,17 +229,26 @@ def topk(
     on_device: bool = False,
     min_rows: int = 1,
     progress=None,
+    symmetric: bool = False,
 ):
     """The ``k`` best of each row of an ``m × n`` result, which never exists whole: ``(values, indices)``.
 
     Each tile is merged on the device into the running selection of its rows
     (``engine.topk_push``) and freed before the next is made.  ``exclude_self``:
     row ``i`` does not select column ``i`` (queries that are the index itself).
+    ``symmetric``: the queries are the index rows and the measure is symmetric, so on an engine that says
+    ``all_pairs_once`` each pair is computed once for both rows' selections (:func:`_topk_all_pairs`).
     The two ``(m, k)`` arrays are on the engine's device when ``on_device``, else in host memory.
     ``progress.update(rows)`` is called as row batches finish.
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
+    if symmetric and engine.all_pairs_once and m == n:
+        with scratch_budget(budget):
+            per_entry = bytes_per_entry + engine.topk_extra_bytes(k)
+            batches = list(ranges(m, square_step(m, per_entry, budget)))
+            selections = _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile, progress)
+            return _finished(engine, selections, batches, (m, k), largest, dtype, on_device)
     with scratch_budget(budget):
         row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
         if on_device:
@@ -263,6 +273,68 @@ def topk(
         if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
             raise RuntimeError("internal error: fewer candidates than k were selected")
         return values, indices
+
+
+def square_step(m: int, bytes_per_entry: int, budget: int) -> int:
+    """The rows of each batch of an all-pairs selection, whose blocks are batch × batch: as many as fit
+    ``budget`` bytes, with the floor of one row of the result (as :func:`tile_shape`'s), at most ``m``.
+
+    >>> square_step(10_000, 8, 8 * 1000 * 1000), square_step(10_000, 8, 1), square_step(50, 8, 2**30)
+    (1000, 100, 50)
+    """
+    per_entry = max(1, bytes_per_entry)
+    budget = max(budget, m * per_entry)
+    return max(1, min(m, math.isqrt(budget // per_entry)))
+
+
+def _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile, progress) -> list:
+    """The running selections of every batch of rows, each pair of an all-pairs symmetric measure computed once.
+
+    The row batches are also the column batches: batch i's rows are computed against batches j ≥ i only, and
+    each block (rows of i × rows of j) is pushed to batch i's selection and, transposed, to batch j's, since
+    d(i, j) = d(j, i).  About half the blocks of the full product are computed (b (b + 1) / 2 of b²); the
+    selection merges by (value, index) whatever the order blocks arrive in, so the result is the full one's.
+    """
+    selections = [engine.topk_init(r1 - r0, k, dtype) for r0, r1 in batches]
+    for i, (r0, r1) in enumerate(batches):
+        prepared = rows(r0, r1)
+        for j in range(i, len(batches)):
+            c0, c1 = batches[j]
+            block = tile(prepared, c0, c1)
+            engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selections[i])
+            if j > i:  # the diagonal block holds both orders of its pairs already
+                engine.topk_push(_transposed(block), r0, c0 if exclude_self else -1, largest, selections[j])
+            del block  # freed before the next block is made
+        if progress is not None:
+            progress.update(r1 - r0)
+    return selections
+
+
+def _transposed(block):
+    """The block of the pairs' other order: the array transposed (contiguous), or an :class:`Expansion` of the
+    terms transposed with the two sides' norms exchanged (a symmetric measure's expansion reads them alike)."""
+    if isinstance(block, Expansion):
+        xp = arrays.array_module(block.terms[0])
+        terms = [xp.ascontiguousarray(t.T) for t in block.terms]
+        return block._replace(terms=terms, xnorms=block.ynorms, ynorms=block.xnorms)
+    return arrays.array_module(block).ascontiguousarray(block.T)
+
+
+def _finished(engine, selections, batches, shape, largest, dtype, on_device):
+    """The selections of the row batches as two ``shape`` arrays (values, indices), on the engine's device
+    when ``on_device``, else in host memory."""
+    make = engine.empty if on_device else np.empty
+    values, indices = make(shape, dtype), make(shape, np.int64)
+    for selection, (r0, r1) in zip(selections, batches):
+        best_values, best_indices = engine.topk_finish(selection, largest, dtype)
+        if on_device:
+            values[r0:r1], indices[r0:r1] = best_values, best_indices
+        else:
+            engine.to_host(best_values, out=values[r0:r1])
+            engine.to_host(best_indices, out=indices[r0:r1])
+    if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
+        raise RuntimeError("internal error: fewer candidates than k were selected")
+    return values, indices
 
 
 def selected(

@@ -151,6 +151,7 @@ class PairwiseEngine(Protocol):
     name: str  # "cpu" or "cuda", as ``backend=`` names it
     device_results: bool  # arrays it returns live off the host (CuPy callers keep them there)
     expands_in_topk: bool  # topk_push takes an Expansion, computing each candidate as it reads it
+    all_pairs_once: bool  # an all-pairs top-k of a symmetric measure computes each pair once (driver.topk)
 
     def unavailable_reason(self) -> str | None:
         """Why this engine cannot run here (a sentence), or None when it can."""

@@ -70,6 +70,7 @@ class CpuEngine:
     name = "cpu"
     device_results = False  # results live in host memory (CuPy callers get a copy)
     expands_in_topk = False  # blocks are expanded first, in the result type
+    all_pairs_once = True  # each pair's block once, pushed to both rows' selections
 
     def __repr__(self) -> str:
         return "CpuEngine()"

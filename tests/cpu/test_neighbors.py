@@ -191,6 +191,7 @@ def test_tiles_across_the_index_with_a_last_tile_shorter_than_k(monkeypatch, rng
         real_push(block, col0, self0, largest, selection)
 
     monkeypatch.setattr(engine, "topk_push", recording_push)
+    monkeypatch.setattr(engine, "all_pairs_once", False)  # the tiles of the whole product (the next test: halves)
     per_entry = 8  # the CPU's float64 term, which the expansion overwrites with the float64 result
     memory = 23 * 4 * per_entry / 2**20  # room for 23 × 4 entries: 23 rows ask for 256, so index tiles of 4
     assert tile_shape(23, 23, per_entry, memory) == (23, 4)
@@ -203,6 +204,62 @@ def test_tiles_across_the_index_with_a_last_tile_shorter_than_k(monkeypatch, rng
         want_d, want_i = reference_knn(D, 5, largest=spec.similarity, exclude_self=True)
         np.testing.assert_array_equal(i, want_i)
         np.testing.assert_array_equal(d, want_d)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "cityblock", "kldivergence"])
+def test_all_pairs_compute_each_pair_once_for_a_symmetric_measure(metric, monkeypatch, rng):
+    """X=None, and X the fitted rows themselves, in batches of 62 rows (0.03 MiB): a symmetric measure's blocks
+    cover each unordered pair once, each pushed to both rows' selections (the transposed pushes hold the other
+    order); kldivergence, not symmetric, computes every pair.  The answers are the documented order of
+    pairwise_distances' own values, ties by index."""
+    X = sp.random(300, 40, density=0.2, format="csr", random_state=rng)
+    X.data = np.round(X.data * 4) + 1  # small integers: ties, which must come in index order
+    engine = backend.engine("cpu")
+    pushed, transposed = [], []
+    real_push, real_transposed = engine.topk_push, driver._transposed
+
+    def recording_push(block, col0, self0, largest, selection):
+        pushed.append(block.shape)
+        real_push(block, col0, self0, largest, selection)
+
+    def recording_transposed(block):
+        transposed.append(block.size)
+        return real_transposed(block)
+
+    monkeypatch.setattr(engine, "topk_push", recording_push)
+    monkeypatch.setattr(driver, "_transposed", recording_transposed)
+    spec = distances.get_metric(metric)
+    D = distances.pairwise_distances(X, metric=metric, backend="cpu")
+    nn = distances.NearestNeighbors(n_neighbors=6, metric=metric, backend="cpu", working_memory=0.03).fit(X)
+    for query, exclude in ((None, True), (X, False)):
+        pushed.clear(), transposed.clear()
+        dist, ind = nn.kneighbors(query)
+        assert sum(a * b for a, b in pushed) == 300 * 300  # every pair reaches both its rows' selections
+        computed = sum(a * b for a, b in pushed) - sum(transposed)
+        if spec.symmetric:
+            step = pushed[0][0]  # the batch: as many rows as a square block of them fits 0.03 MiB
+            sizes = np.diff([*range(0, 300, step), 300])
+            assert 3 <= sizes.size < 300  # several batches, not one a row
+            assert computed == (300 * 300 + (sizes**2).sum()) // 2  # the blocks on and above the diagonal
+        else:
+            assert computed == 300 * 300 and not transposed
+        want_d, want_i = reference_knn(D, 6, largest=spec.similarity, exclude_self=exclude)
+        np.testing.assert_array_equal(ind, want_i)
+        np.testing.assert_array_equal(dist, want_d)
+
+
+def test_symmetric_declarations_hold():
+    """Each measure declared symmetric gives d(X, Y) = d(Y, X)ᵀ to rounding; kldivergence and kl_divergence,
+    declared not, do not (so an all-pairs kNN may compute each pair once exactly where it is declared)."""
+    rng = np.random.default_rng(7)
+    X = sp.random(12, 9, density=0.5, format="csr", random_state=rng)
+    Y = sp.random(10, 9, density=0.5, format="csr", random_state=rng)
+    for name in sorted({distances.get_metric(alias).name for alias in distances.METRICS}):
+        spec = distances.get_metric(name)  # seuclidean's default V is over X and Y stacked: the same either way
+        forward = distances.pairwise_distances(X, Y, metric=name, backend="cpu")
+        backward = distances.pairwise_distances(Y, X, metric=name, backend="cpu").T
+        same = np.allclose(forward, backward, rtol=1e-12, atol=1e-12, equal_nan=True)
+        assert same == spec.symmetric, name
 
 
 def tile_shape(m: int, n: int, per_entry: int, mib: float) -> tuple[int, int]:
@@ -426,5 +483,7 @@ def test_the_fitted_rows_as_queries_are_not_prepared_again(monkeypatch):
     monkeypatch.setattr(measure.BoundMeasure, "prepare", lambda self, A: prepared.append(A.shape) or real(self, A))
     got = nn.kneighbors(X)
     assert prepared == []
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
+    # each pair computed once for both rows there, and through BLAS (these rows are dense enough), whose sums
+    # depend on the block's shape: the same values to rounding
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-15)
