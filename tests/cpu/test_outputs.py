@@ -231,6 +231,9 @@ def test_ctrl_c_is_obeyed_while_a_kernel_holds_the_thread(tmp_path, matrix, monk
         return real(*args, **kwargs)
 
     monkeypatch.setattr(cli, "pairwise_distances", stuck)
+    # Ctrl-C handled as a terminal gives it, set here whatever this process had: in two whole-suite runs under
+    # load the command finished with 0, as if no KeyboardInterrupt came (alone it passed; the cause not found)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Thread(target=lambda: entered.wait(120) and os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     out = tmp_path / "d.npy"
@@ -240,6 +243,7 @@ def test_ctrl_c_is_obeyed_while_a_kernel_holds_the_thread(tmp_path, matrix, monk
     finally:
         release.set()
         timer.join(120)  # a hang guard
+        signal.signal(signal.SIGINT, previous)
     assert "interrupted" in capsys.readouterr().err
     assert _leftovers(tmp_path, {"x.npy", "g.txt"} & {p.name for p in tmp_path.iterdir()}) == set()
     assert not out.exists()

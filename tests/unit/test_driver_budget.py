@@ -66,10 +66,9 @@ def test_a_held_cache_outlives_its_calls_and_keeps_what_the_last_one_used():
     from semiring.engine import CALL_CACHE, DerivedCache, held
 
     cache = DerivedCache()
-    with held(cache):
-        with driver.scratch_budget(10):
-            assert CALL_CACHE.get() is cache
-            cache["tile 0"], cache["tile 1"] = "layout 0", "layout 1"
+    with held(cache), driver.scratch_budget(10):
+        assert CALL_CACHE.get() is cache
+        cache["tile 0"], cache["tile 1"] = "layout 0", "layout 1"
     assert CALL_CACHE.get() is None and dict(cache) == {"tile 0": "layout 0", "tile 1": "layout 1"}
     with held(cache), driver.scratch_budget(10):
         assert "tile 0" in cache and cache["tile 0"] == "layout 0"  # used again
