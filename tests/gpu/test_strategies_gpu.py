@@ -356,7 +356,6 @@ def test_split_knn_and_distances_match_scipy(metric, forced):
     np.testing.assert_allclose(picked[finite], dist[finite], rtol=1e-9, atol=1e-9)
 
 
-
 @pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
 def test_split_layout_held_by_the_fitted_index_across_queries(dtype, index, forced):
     """A fitted index keeps the split layout of its rows for later queries (``semiring.engine.DerivedCache``):
