@@ -47,7 +47,8 @@ def add_arguments(ap) -> None:
     ap.add_argument("--cuvs", default=None, help="the cuVS harness (benchmarks/cuvs/device_steps.md)")
     ap.add_argument("--cuvs-batches", type=int, default=1)
     ap.add_argument("--cuvs-timeout", type=float, default=300.0, help="seconds cuVS gets for all its batches")
-    ap.add_argument("--json", required=True)
+    ap.add_argument("--model", action="store_true", help="print the split's work a batch by the generator's model")
+    ap.add_argument("--json", help="the results file (required unless --model)")
 
 
 def reference(index, queries, rows: np.ndarray):
@@ -109,7 +110,50 @@ def bandwidth_bytes_per_s() -> float:
     return 2.0 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8
 
 
+def split_work(rows: int, batch: int, rooms, seed: int = 0) -> list[dict]:
+    """The split strategy's work for a batch of queries against ``retrieval_index(rows)``, by the generator's
+    model (no GPU): each column's expected stored count and query entries (``synthetic._unique_draws``), and
+    for each ``room`` (the heavy columns in the dense copy, the most stored first) the scatter-adds of the rest
+    and the GEMM's multiply-adds."""
+    from .synthetic import RETRIEVAL, _unique_draws
+
+    cdf, draws_for = _unique_draws(RETRIEVAL["cols"], RETRIEVAL["zipf"], seed)
+    p = np.diff(cdf, prepend=0.0)
+    rng = np.random.default_rng(seed)
+
+    def stored_share(wanted) -> np.ndarray:  # the chance that a row of these degrees stores each column
+        draws = np.maximum(1, np.rint(draws_for(wanted, np)))
+        values, counts = np.unique(draws, return_counts=True)
+        return sum(c * (1.0 - (1.0 - p) ** d) for d, c in zip(values, counts)) / draws.size
+
+    sigma = 0.4
+    degrees = np.clip(rng.lognormal(np.log(RETRIEVAL["mean_nnz"]) - sigma**2 / 2, sigma, 20_000), 1, 1_000)
+    column = rows * stored_share(degrees)
+    lo, hi = RETRIEVAL["query_nnz"]
+    query = stored_share(rng.integers(lo, hi + 1, 20_000).astype(float))
+    order = np.argsort(-column)
+    out = []
+    for room in rooms:
+        light = np.ones(p.size, bool)
+        light[order[:room]] = False
+        out.append(
+            {
+                "dense_columns": int(room),
+                "scatter_adds_g": round(float(batch * (query * column)[light].sum()) / 1e9, 2),
+                "gemm_fma_t": round(batch * rows * room / 1e12, 2),
+            }
+        )
+    return out
+
+
 def main(args) -> int:
+    if args.model:
+        heavy = [0, 64, 128, 240, 400]
+        for row in split_work(args.rows, args.batch, heavy, args.seed):
+            print(json.dumps(row))
+        return 0
+    if not args.json:
+        raise SystemExit("python -m benchmarks retrieval: --json is required (or --model)")
     import cupy
 
     from semiring import distances
