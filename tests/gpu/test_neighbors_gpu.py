@@ -171,3 +171,22 @@ def test_nonnegative_measures_refuse_negative_queries():
         nn = distances.NearestNeighbors(2, name, backend="cuda").fit(X)
         with pytest.raises(ValueError, match="X contains negative values"):
             nn.kneighbors(-X)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "inner_product", "cityblock", "kldivergence"])
+def test_all_pairs_once_forced_on_the_gpu(metric, monkeypatch):
+    """The GPU engine's all-pairs top-k with each pair computed once (``all_pairs_once``, off by default until
+    measured): the blocks above the diagonal pushed transposed to the other rows' selections, Expansions
+    included (the selection kernel expands the terms with the two sides' norms exchanged), in batches of a
+    tiny working memory; the same neighbours as the float64 reference, ties allowed."""
+    from semiring.kernels.cuda import ENGINE as cuda
+
+    monkeypatch.setattr(cuda, "all_pairs_once", True)
+    rng = np.random.default_rng(11)
+    X = sp.random(300, 50, density=0.2, format="csr", random_state=rng)
+    spec = distances.get_metric(metric)
+    D = oracle(metric, dense(X), dense(X))
+    for query, exclude in ((None, True), (X, False)):
+        nn = distances.NearestNeighbors(6, metric, backend="cuda", verbose=False, working_memory=0.05).fit(X)
+        dist, ind = nn.kneighbors(query)
+        assert_neighbors_up_to_ties(dist, ind, D, 6, largest=spec.similarity, exclude_self=exclude, rtol=1e-9)
