@@ -776,6 +776,12 @@ def _kneighbors(
     engine = measure.engine
     rows, tile = _query_tiles(measure, Q, index, queries_are_index, measure.candidates)
     shape = (Q.shape[0], index.matrix.shape[0])
+    if not on_device:  # the two (queries, k) arrays are no temporaries: they must fit, checked before any tile
+        validation.check_allocation(
+            shape[0] * k * (measure.dtype.itemsize + 8),
+            f"the k nearest neighbours ({shape[0]:,} queries x {k:,} distances and int64 indices)",
+            "ask for fewer neighbours or fewer queries at a time",
+        )
     with _progress(shape[0], verbose) as bar:
         return driver.topk(
             engine,

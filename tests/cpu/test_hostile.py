@@ -82,6 +82,14 @@ def test_a_dense_result_larger_than_memory_is_refused_before_allocating(monkeypa
     np.testing.assert_allclose(pairwise_distances(X[:10], backend="cpu"), cdist(X[:10].toarray(), X[:10].toarray()))
 
 
+def test_the_k_nearest_are_checked_against_memory_before_any_tile(monkeypatch):
+    X = sp.random(200, 6, density=0.5, format="csr", random_state=1)
+    nn = semiring.distances.NearestNeighbors(n_neighbors=150, backend="cpu").fit(X)
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 200 * 150 * 16 - 1)
+    with pytest.raises(MemoryError, match=r"the k nearest neighbours \(200 queries x 150 distances and int64 in"):
+        nn.kneighbors(X)
+
+
 # IEEE magnitudes: the expanded forms must not hide an overflow (SciPy's cdist is the oracle)
 
 HUGE_ROWS = {
