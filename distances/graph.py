@@ -97,6 +97,7 @@ from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
 
 from . import labelled
+from .specs import root_of_product
 
 ORDERS = ("degree", "id")
 PER = ("total", "vertex", "edge")
@@ -130,7 +131,12 @@ SIMILARITIES = {
         Similarity("jaccard", plus_min, "x", "c / (nu + nv - c) if nu + nv - c > 0 else 0.0"),
         Similarity("sorensen", plus_min, "x", "2 * c / (nu + nv) if nu + nv > 0 else 0.0"),
         Similarity("overlap", plus_min, "x", "c / min(nu, nv) if min(nu, nv) > 0 else 0.0"),
-        Similarity("cosine", BUILTIN_SEMIRINGS["plus_times"], "x * x", "c / sqrt(nu * nv) if nu * nv > 0 else 0.0"),
+        Similarity(
+            "cosine",
+            BUILTIN_SEMIRINGS["plus_times"],
+            "x * x",
+            f"q = nu * nv; c / {root_of_product('q', 'nu', 'nv')} if nu > 0.0 and nv > 0.0 else 0.0",
+        ),
         Similarity("scan", plus_min, "x", "(c + 2) / sqrt((nu + 1) * (nv + 1))"),
     )
 }

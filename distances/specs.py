@@ -265,6 +265,14 @@ def _clip02(value: str) -> str:
     return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
 
 
+def root_of_product(q: str, a: str, b: str) -> str:
+    """√(a·b) for q = a·b, as an expression: each root apart where q overflowed or underflowed (values of 1e77
+    square to norms whose product overflows, values of 1e-77 to norms whose product is subnormal, then 0: a cosine
+    of 1, 0 or 2 for every pair where SciPy's is right); √q itself elsewhere, exact for a row against itself
+    (√a·√a may be 1 ulp off)."""
+    return f"(sqrt({q}) if {q} > 1e-300 and {q} < inf else sqrt({a}) * sqrt({b}))"
+
+
 # Where d² is small next to the norms it was computed from (two zero rows are exact already), and where a
 # norm overflowed (‖x‖² of 1e200 is inf, and inf − inf is NaN): 'not (d > ...)' holds for NaN too.
 _EUCLID_WHEN = "s = nx0 + ny0; not (s - 2.0 * c0 > 1e-3 * s) and s > 0.0 or not (s < inf)"
@@ -273,9 +281,10 @@ _EUCLID_WHEN = "s = nx0 + ny0; not (s - 2.0 * c0 > 1e-3 * s) and s > 0.0 or not 
 # variance n·Σx² − (Σx)² or the covariance loses the digits.  Flagged where either variance keeps less than
 # 1e-3 of Σx², or the terms of the covariance exceed 1e3 times its scale; NaN (an overflowed norm) included.
 _CORRELATION_WHEN = (
-    "vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; "
-    "not (vx > 1e-3 * nx1 and vy > 1e-3 * ny1 and abs(c0) + abs(nx0 * ny0) / n < 1e3 * sqrt(vx * vy)) "
-    "and nx1 > 0.0 and ny1 > 0.0"
+    "vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; q = vx * vy; "
+    "not (vx > 1e-3 * nx1 and vy > 1e-3 * ny1 and abs(c0) + abs(nx0 * ny0) / n < 1e3 * "
+    + root_of_product("q", "vx", "vy")
+    + ") and nx1 > 0.0 and ny1 > 0.0"
 )
 
 # Minkowski's Σ|x−y|^p overflows float64 for |x−y| > 2 at p above ~1024, and underflows to 0 below 0.5: p = 1e308
@@ -359,8 +368,8 @@ DISTANCES: tuple[Distance, ...] = (
     Distance(
         "correlation",
         (B["plus_times"],),
-        "cov = c0 - nx0 * ny0 / n; vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; "
-        + _clip02("1.0 - cov / sqrt(vx * vy)"),
+        "cov = c0 - nx0 * ny0 / n; vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; q = vx * vy; "
+        + _clip02(f"1.0 - cov / {root_of_product('q', 'vx', 'vy')}"),
         norms=("sum", "sumsq"),
         scipy="correlation",
         refine=Refinement(_CORRELATION_WHEN, exact=centred_correlation),
@@ -371,7 +380,7 @@ DISTANCES: tuple[Distance, ...] = (
     Distance(
         "cosine",
         (B["plus_times"],),
-        _clip02("1.0 - c0 / sqrt(nx0 * ny0)"),
+        "q = nx0 * ny0; " + _clip02(f"1.0 - c0 / {root_of_product('q', 'nx0', 'ny0')}"),
         norms=("sumsq",),
         scipy="cosine",
         columns=_W_SQRT,

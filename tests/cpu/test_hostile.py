@@ -109,6 +109,32 @@ def test_huge_magnitudes_equal_scipy(case, metric):
     np.testing.assert_allclose(D, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.parametrize("magnitude", [1e-120, 1e-80, 1e80, 1e150, 1e200])
+@pytest.mark.parametrize("metric", ["cosine", "correlation"])
+def test_the_norms_product_neither_overflows_nor_underflows_where_scipy_does_not(metric, magnitude):
+    """Values of 1e77 and more, or 1e-77 and less: ‖x‖²·‖y‖² over- or underflows, each root taken apart does
+    not (it gave 0, 1 or 2 for every pair); at 1e200 the squares overflow in SciPy too (NaN there as here)."""
+    X = np.random.default_rng(3).normal(size=(5, 4)) * magnitude
+    X[1] = -0.5 * X[0]
+    ref = cdist(X, X, metric)
+    for A in (X, sp.csr_matrix(X)):
+        np.testing.assert_allclose(pairwise_distances(A, metric=metric, backend="cpu"), ref, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-120, 1e80, 1e150])
+def test_weighted_graph_cosine_at_extreme_weights(scale):
+    """The graph's weighted cosine Σ w·w / (‖w_u‖‖w_v‖) is scale-free: weights of 1e±80 and more gave 0."""
+    from semiring.distances import graph, io
+
+    source, target = np.array([0, 0, 1, 1, 2]), np.array([1, 2, 2, 3, 3])
+    unit = io.symmetric_adjacency(source, target, np.array([1.0, 2.0, 3.0, 1.5, 2.5]), 4)
+    dense = unit.toarray()
+    norms = np.linalg.norm(dense, axis=1)
+    ref = (dense @ dense.T) / np.outer(norms, norms)
+    got = graph.cosine(unit * scale, weighted=True, backend="cpu").toarray()
+    np.testing.assert_allclose(got[dense != 0], ref[dense != 0], rtol=1e-12)
+
+
 def test_huge_magnitudes_in_kneighbors():
     from semiring.distances import NearestNeighbors
 

@@ -36,6 +36,17 @@ def test_correlation_of_rows_with_a_large_mean(strategy, offset):
         np.testing.assert_allclose(got, oracle("correlation", Ad, Bd), rtol=1e-9, atol=1e-12 + 1e-15 * offset)
 
 
+@pytest.mark.parametrize("magnitude", [1e-100, 1e150])
+@pytest.mark.parametrize("metric", ["cosine", "correlation"])
+def test_the_norms_product_neither_overflows_nor_underflows(strategy, metric, magnitude):
+    """Values of 1e150 or 1e-100: ‖x‖²·‖y‖² over- or underflows float64, each root taken apart does not (as on
+    the CPU)."""
+    X = np.random.default_rng(3).normal(size=(20, 6)) * magnitude
+    X[1] = -0.5 * X[0]
+    got = distances.pairwise_distances(sp.csr_matrix(X), metric=metric, backend="cuda")
+    np.testing.assert_allclose(got, oracle(metric, X, X), rtol=1e-9, atol=1e-12)
+
+
 def test_correlation_kneighbors_at_a_large_offset(strategy):
     X = np.random.default_rng(5).random((30, 20))
     near = distances.NearestNeighbors(n_neighbors=4, metric="correlation", backend="cpu").fit(X)
