@@ -1,5 +1,5 @@
 """The CPU engine's three union kernels, forced in turn, against scikit-learn's manhattan: the data behind the
-cost model of ``semiring.kernels.cpu.pairwise.union_strategy`` (margins where the split holds, else merge or
+cost model of the union entries of ``semiring.kernels.cpu.strategies.STRATEGIES`` (margins where the split holds, else merge or
 scatter by ``MERGE_MIN_MEAN_ROW``).
 
 Run from the repository root::
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     from sklearn.metrics import pairwise_distances
 
     import semiring
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
 
     numba.set_num_threads(args.threads)
     rows = []
@@ -67,16 +67,15 @@ def main(argv=None) -> int:
         ms = {}
         results = {}
         for strategy in ("margins", "merge", "scatter"):
-            os.environ[cpu_pairwise.UNION_STRATEGY_ENV] = strategy
+            os.environ[semiring.settings.CPU_UNION.name] = strategy
             ms[strategy] = best_ms(lambda Q=Q, X=X: semiring.pairwise(Q, X, semiring.plus_absdiff), args.repeats)
             results[strategy] = semiring.pairwise(Q, X, semiring.plus_absdiff)
-        del os.environ[cpu_pairwise.UNION_STRATEGY_ENV]
+        del os.environ[semiring.settings.CPU_UNION.name]
         ref = pairwise_distances(Q, X, metric="manhattan", n_jobs=args.threads)
         sk = best_ms(lambda Q=Q, X=X: pairwise_distances(Q, X, metric="manhattan", n_jobs=args.threads), args.repeats)
         agree = all(bool(np.allclose(r, ref, rtol=1e-4, atol=1e-3)) for r in results.values())
         mean = (Q.nnz + X.nnz) / (Q.shape[0] + X.shape[0])
-        splittable = cpu_pairwise.splits_by_margins(semiring.plus_absdiff, Q, X)
-        picks = cpu_pairwise.union_strategy(Q, X, cpu_pairwise.compacted_width(Q, X), None, splittable)[0]
+        picks = cpu_strategies.plan(cpu_strategies.Product(Q, X, semiring.plus_absdiff, "dense")).strategy.name
         rows.append(
             {
                 "dataset": name,

@@ -27,8 +27,10 @@ from .synthetic import DATASETS, make_dataset
 # module: the functions of it that are stages (module-level names, looked up at call time by their callers)
 STAGES = {
     "semiring.validation": ("check_pair",),
+    "semiring.kernels.cpu.strategies": ("product_sparse", "product", "product_expanded"),
     "semiring.kernels.cpu.pairwise": (
-        "pairwise_sparse",
+        "sparse_by_columns",
+        "sparse_by_rows",
         "compact_columns",
         "_x_column_slots",
         "index_by_column",
@@ -38,9 +40,8 @@ STAGES = {
         "dense_columns",
         "column_blocks",
         "_sparse_arrays",
-        "_dense_product",
-        "pairwise_expanded",
-        "row_index",
+        "count_row_index",
+        "place_row_index",
     ),
 }
 

@@ -12,10 +12,13 @@ One concern a module:
   (``generate``) and the fork guard;
 * ``semiring_kernels``, ``expansion_kernels`` — the templates: one semiring's
   products; the kernels applying one expression;
-* ``pairwise`` — the products: inverted (intersection, dense result), margins,
-  merge or scatter (union, dense result), a one-term measure expanded as it is
-  written, masked (a product at given ``Entries``), sparse result, and
-  ``compact_columns`` for column spaces much wider than the data;
+* ``strategies`` — the table of strategies (when each applies, what it costs,
+  how it runs) and the choice among them, made once a tile;
+* ``pairwise`` — what the strategies run: row or inverted (intersection, dense
+  result), margins, merge or scatter (union, dense result), a one-term measure
+  expanded as it is written, masked (a product at given ``Entries``), sparse
+  result, and ``compact_columns`` for column spaces much wider than the data;
+* ``dense`` — dense blocks: BLAS for ``plus_times``, the tiled union kernel;
 * ``rowops`` — row norms, expansions, selection of entries, scatter;
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);

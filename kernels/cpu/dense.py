@@ -47,7 +47,7 @@ from semiring.engine import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
-__all__ = ["applies", "product"]
+__all__ = ["applies", "pays", "product", "runs"]
 
 DENSE_ENV = settings.CPU_DENSE.name
 # Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
@@ -77,20 +77,33 @@ def _dot_key():
     return BUILTIN_SEMIRINGS["plus_times"].key
 
 
-def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
-    """Whether the block ``X`` × ``Y`` takes a dense path (see the module docstring)."""
+def runs(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
+    """Whether a dense path can compute the block: ``plus_times`` on finite values, or a union, neither empty."""
     if not (_is_dot(sr) or sr.is_union) or X.shape[1] == 0 or 0 in (X.shape[0], Y.shape[0]):
         return False
-    if _is_dot(sr) and not (np.isfinite(X.data).all() and np.isfinite(Y.data).all()):
-        return False  # a dense row reads a missing entry as 0, and 0 × ±inf is NaN where the intersection has none
-    forced = _forced()
-    if forced != "auto":
-        return forced == "always"
-    whole = CALL_DENSITY.get()  # a call's whole inputs decide for all its tiles (semiring.engine)
-    if whole is None:  # a block outside a call that declared its inputs: the sparse kernels, as it always had
+    # A dense row reads a missing entry as 0, and 0 × ±inf is NaN where the intersection has none.
+    return not _is_dot(sr) or bool(np.isfinite(X.data).all() and np.isfinite(Y.data).all())
+
+
+def pays(sr) -> bool:
+    """Whether the call's whole inputs (``CALL_DENSITY``) are dense enough for the dense path of ``sr``: so every
+    tile of a call takes the same path; a block outside a call that declared its inputs takes the sparse
+    kernels, as it always had."""
+    whole = CALL_DENSITY.get()
+    if whole is None:
         return False
     dx, dy = whole
     return dx * dy >= BLAS_MIN_DENSITY_PRODUCT if _is_dot(sr) else dx + dy >= UNION_MIN_DENSITY_SUM
+
+
+def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
+    """Whether the block ``X`` × ``Y`` takes a dense path (see the module docstring): it ``runs``, and
+    ``$SEMIRING_CPU_DENSE`` forces it or (``auto``) it ``pays`` (the engine's strategies ask the same, one part
+    at a time)."""
+    if not runs(X, Y, sr):
+        return False
+    forced = _forced()
+    return forced == "always" if forced != "auto" else pays(sr)
 
 
 def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> np.ndarray:

@@ -4,7 +4,8 @@ On the CPU "the device" is host memory: a device matrix is the canonical SciPy
 CSR matrix itself, device arrays are NumPy arrays, ``to_device`` and
 ``to_host`` are the identity.  The methods are documented once, on the
 interfaces in ``semiring.engine``; the notes here say only what is particular
-to the CPU.  The kernels are in ``pairwise``, ``rowops``, ``topk`` and ``graph``.
+to the CPU.  The products are chosen in ``strategies`` and run by ``pairwise`` and ``dense``; the other kernels are
+in ``rowops``, ``topk`` and ``graph``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from semiring import arrays, validation
 from semiring.engine import Entries, LastDerived
 
 from . import checks as _checks
-from . import dense as _dense
 from . import graph as _graph
-from . import pairwise as _pairwise
 from . import rowops as _rowops
+from . import strategies as _strategies
 from . import topk as _topk
 from .jit import fork_guarded
 
@@ -129,24 +129,18 @@ class CpuEngine:
         return _csr_entries(self.to_device(M))
 
     def pairwise(self, X, Y, sr, dtype, mask: Entries | None = None) -> np.ndarray:
-        """Dense enough blocks as dense arrays (``dense``: BLAS, or the tiled union kernel), others by the sparse
-        kernels (``pairwise``)."""
-        X, Y = _one_index_type(X, Y)
-        if mask is None and _dense.applies(X, Y, sr):
-            return _dense.product(X, Y, sr, dtype)
-        return _pairwise.pairwise(X, Y, sr, dtype, mask)
+        """The kernel ``strategies.plan`` chooses from the table of strategies (dense enough blocks as dense
+        arrays, others by the sparse kernels)."""
+        return _strategies.product(*_one_index_type(X, Y), sr, dtype, mask)
 
-    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
-        """The product kernel writes the expansion as it writes each entry (``pairwise.pairwise_expanded``); None
-        for a block that takes a dense path (``pairwise`` runs it, then the expansion apart)."""
-        X, Y = _one_index_type(X, Y)
-        if _dense.applies(X, Y, sr):
-            return None
-        return _pairwise.pairwise_expanded(X, Y, sr, dtype, expansion)
+    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None]:
+        """Planned once (``strategies.product_expanded``): the product kernel writes the expansion as it writes
+        each entry where its strategy can; else the plan's product is expanded apart.  Never None."""
+        return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (see ``pairwise.pairwise_sparse``)."""
-        return _pairwise.pairwise_sparse(*_one_index_type(X, Y), sr, dtype)
+        """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (``strategies.product_sparse``)."""
+        return _strategies.product_sparse(*_one_index_type(X, Y), sr, dtype)
 
     def row_norm(self, A, tree, dtype) -> np.ndarray:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
@@ -234,7 +228,7 @@ class CpuGraphEngine:
 
     def masked_product(self, G, P, sr) -> np.ndarray:
         """The semiring primitive at P's entries (P a host CSR pattern): the pairwise masked kernel."""
-        return _pairwise.pairwise(G, G, sr, np.float64, mask=_csr_entries(P))
+        return _strategies.product(G, G, sr, np.float64, mask=_csr_entries(P))
 
     def expand(self, tree, rows, cols, c, norms) -> np.ndarray:
         return _graph.expand(tree, rows, cols, c, norms)

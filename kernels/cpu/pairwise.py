@@ -1,40 +1,42 @@
-"""The semiring kernels of the CPU engine: products of rows against rows (numba, multi-core).
+"""The product kernels of the CPU engine and what they read: rows against rows (numba, multi-core).
 
 Each kernel is a loop skeleton written once in the template ``semiring_kernels``;
 the semiring's ops are rendered to scalar Python into a copy of it in the kernel
 cache (``jit.generate``), so one skeleton serves every semiring, the ops are
 inlined, and numba caches the compiled kernels on disk.
 
-Strategies (rows of X against rows of Y; Y is streamed as stored, never transposed):
+Which kernel a product runs is an entry of ``strategies.STRATEGIES`` (when it
+applies, what it costs, how it runs); this module holds what the entries run
+(Y is streamed as stored, never transposed):
 
-* intersection, dense result, few products an entry (short rows) —
-  ``row_kernel``: Y's entries in X's columns indexed by (range of Y rows, X
-  column) (``row_index``), then each X row's entries walk the Y rows of a range
+* ``row_kernel`` (intersection, dense result, few products an entry): Y's
+  entries in X's columns indexed by (range of Y rows, X column) (``row_index``,
+  in two passes: ``count_row_index``, whose count is the kernel's cost, then
+  ``place_row_index``), then each X row's entries walk the Y rows of a range
   holding their column into a range-long accumulator, written out as one run of
-  the result's row (``intersection_strategy``, ``ROWS_MAX_PRODUCTS``);
-* intersection, dense result, many products an entry — ``inverted_kernel``: a
+  the result's row;
+* ``inverted_kernel`` (intersection, dense result, many products an entry): a
   block of X rows is indexed by column (bounded memory: one block at a time),
   then each Y row's nonzeros walk the X rows sharing their column, so only
   products that exist are formed, as in SpGEMM, and sums land in a
-  cache-resident tile.
-* union with a plus monoid, dense result — ``margins_kernel`` where the split
-  ``Semiring.margin_split`` holds: row margins Σ f(x, 0), Σ f(0, y) and the
-  intersection of f(x, y) − f(x, 0) − f(0, y), formed as in the inverted kernel;
-  entries that cancel are recomputed by merging their rows in the kernel.
-* other unions, dense result — long rows: every pair merges its two sorted rows
-  (``merge_kernel``, no scratch); short rows: a worker scatters one X row into a
-  dense scratch vector indexed by column (values, plus a stamp saying "stored
-  in row i", so explicitly stored zeros count as stored) and streams Y rows
-  through it, then makes a second pass over the X row for the columns the Y
-  row did not hit (by structure, so a stored zero is counted once); workers
-  within the working-memory budget (``union_strategy``).
-* a one-term measure — the row, inverted and margins kernels apply its expansion
-  as they write each entry (``pairwise_expanded``): no float64 m × p temporary.
-* intersection, sparse result — Gustavson's product, only the pairs that meet
-  stored, along the longer side (``pairwise_sparse``, ``sparse_strategy``).
-* masked (sampled) products — each mask entry ``(rows[s], cols[s])`` (an
-  ``Entries``, in any order) merges its two sorted rows: no per-column scratch,
-  so the cost follows the mask.
+  cache-resident tile;
+* ``margins_kernel`` (union with a plus monoid where ``Semiring.margin_split``
+  holds): row margins Σ f(x, 0), Σ f(0, y) and the intersection of
+  f(x, y) − f(x, 0) − f(0, y), formed as in the inverted kernel; entries that
+  cancel are recomputed by merging their rows in the kernel;
+* ``merge_kernel`` (other unions, long rows): every pair merges its two sorted
+  rows, no scratch; ``dense_kernel`` (short rows): a worker scatters one X row
+  into a dense scratch vector indexed by column (values, plus a stamp saying
+  "stored in row i", so explicitly stored zeros count as stored) and streams Y
+  rows through it, then makes a second pass over the X row for the columns the
+  Y row did not hit;
+* the row, inverted and margins kernels apply a one-term measure's expansion
+  as they write each entry: no float64 m × p temporary;
+* a sparse result (``sparse_by_columns``, ``sparse_by_rows``): Gustavson's
+  product, only the pairs that meet stored;
+* ``masked_kernel``: each mask entry ``(rows[s], cols[s])`` (an ``Entries``,
+  in any order) merges its two sorted rows: no per-column scratch, so the cost
+  follows the mask.
 
 Huge, sparse column spaces are first compacted to the columns that occur, so
 per-column arrays stay small (see ``compact_columns``).
@@ -45,6 +47,7 @@ Values are accumulated in float64 whatever the input type.
 from __future__ import annotations
 
 from functools import cache
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -52,7 +55,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from semiring import expr as _expr
-from semiring import monoid, settings
+from semiring import settings
 from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from .jit import JIT, generate, scalar_source
@@ -63,7 +66,7 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
     """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops.
 
     ``expansion``: None, or ``(tree, parameter names, refine test)`` of a one-term measure's expansion applied
-    as the dense kernels write each entry (``pairwise_expanded``); a module of its own, so compiled only where
+    as the dense kernels write each entry (``strategies.product_expanded``); a module of its own, so compiled only where
     asked for.
     """
     never = _expr.Node("num", (0.0,))
@@ -147,7 +150,7 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
     return colptr, crow, cval
 
 
-# An intersection's dense result runs through one of two kernels (``intersection_strategy``):
+# An intersection's dense result runs through one of two kernels (``strategies``: "rows" and "inverted"):
 # * "rows" (``semiring_kernels.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
 #   entries walking the Y rows of the range that hold their column, sums in a range-long accumulator (32 KiB of
 #   float64, in L1) written out as one run of the result's row (16 KiB of float32): the writes stream, as a
@@ -161,11 +164,6 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
 # built, so the choice costs one pass over Y's entries).
 ROW_RANGE = 4096
 ROWS_MAX_PRODUCTS = 64
-
-
-def intersection_strategy() -> str:
-    """The dense intersection kernel ``$SEMIRING_CPU_INTERSECTION`` asks for: "auto", "rows" or "inverted"."""
-    return settings.CPU_INTERSECTION.read()
 
 
 @njit(**JIT)
@@ -240,16 +238,22 @@ def _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, 
 ROW_INDEX_PARALLEL_ENTRIES = 1 << 18
 
 
-def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
-    """The row kernel's index of Y: ``(xs, nslots, width, keyptr, prow, pval)``, or None where the products
-    outnumber ``ROWS_MAX_PRODUCTS`` per result entry (unless ``forced``): then the inverted kernel runs.
+class RowCount(NamedTuple):
+    """The first pass of the row kernel's index of Y (``count_row_index``): Y's entries counted by (range of Y
+    rows, slot of an X column), and the products the row kernel would form (``products``, its cost)."""
 
-    Y's rows in ranges of ``width``; for the key ``range × nslots + slot`` of an X column, the rows of the range
-    holding it (relative to the range's first, in order) ``prow[keyptr[key]:keyptr[key + 1]]`` and their values
-    ``pval``; ``xs`` is each X entry's slot.  Linear in Y's entries; ranges widen past ``ROW_RANGE`` where the
-    keys would outnumber Y's entries and rows.
-    """
-    m, p = X.shape[0], Y.shape[0]
+    index: tuple
+    xs: np.ndarray
+    nslots: int
+    width: int
+    keyptr: np.ndarray
+    parallel: bool
+    products: int
+
+
+def count_row_index(X, xi, Y, yi, ncols: int) -> RowCount:
+    """The row index's counting pass: one pass over Y's entries (see ``row_index``)."""
+    p = Y.shape[0]
     slot, held, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
     width = max(1, min(p, max(ROW_RANGE, -(-p * nslots // (int(Y.indptr[-1]) + p)))))
     nranges = -(-p // width)
@@ -258,15 +262,35 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
     parallel = ys.size >= ROW_INDEX_PARALLEL_ENTRIES
     index = (Y.indptr, yi, Y.data, slot, held, nslots, width, keyptr, ys)
     _index_by_range(*index, np.empty(0, np.int32), np.empty(0), False, parallel)
-    if not forced:
-        per_column = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y's entries in each X column
-        if int(per_column[xs].sum()) > ROWS_MAX_PRODUCTS * m * p:
-            return None
+    per_column = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y's entries in each X column
+    return RowCount(index, xs, nslots, width, keyptr, parallel, int(per_column[xs].sum()))
+
+
+def place_row_index(counted: RowCount):
+    """The row index from its counts: ``(xs, nslots, width, keyptr, prow, pval)`` (see ``row_index``); the
+    counts' ``keyptr`` becomes the index's."""
+    keyptr = counted.keyptr
     np.cumsum(keyptr, out=keyptr)
     prow = np.empty(int(keyptr[-1]), np.int32)
     pval = np.empty(int(keyptr[-1]), np.float64)
-    _index_by_range(*index, prow, pval, True, parallel)
-    return xs, nslots, width, keyptr, prow, pval
+    _index_by_range(*counted.index, prow, pval, True, counted.parallel)
+    return counted.xs, counted.nslots, counted.width, keyptr, prow, pval
+
+
+def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
+    """The row kernel's index of Y: ``(xs, nslots, width, keyptr, prow, pval)``, or None where the products
+    outnumber ``ROWS_MAX_PRODUCTS`` per result entry (unless ``forced``): then the inverted kernel runs.
+
+    Y's rows in ranges of ``width``; for the key ``range × nslots + slot`` of an X column, the rows of the range
+    holding it (relative to the range's first, in order) ``prow[keyptr[key]:keyptr[key + 1]]`` and their values
+    ``pval``; ``xs`` is each X entry's slot.  Linear in Y's entries; ranges widen past ``ROW_RANGE`` where the
+    keys would outnumber Y's entries and rows.  (The engine's strategies take its two passes apart: the count
+    is the row kernel's cost, ``strategies``.)
+    """
+    counted = count_row_index(X, xi, Y, yi, ncols)
+    if not forced and counted.products > ROWS_MAX_PRODUCTS * X.shape[0] * Y.shape[0]:
+        return None
+    return place_row_index(counted)
 
 
 @njit(**JIT)
@@ -328,98 +352,7 @@ def _renumber(xi, yi, ncols):
     return new
 
 
-# A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
-UNION_SCRATCH_BYTES_PER_COLUMN = 24
-# Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
-# (python -m benchmarks cpu-union; figures in docs/cpu-engine.md).
-MERGE_MIN_MEAN_ROW = 512
-UNION_STRATEGY_ENV = settings.CPU_UNION.name  # "margins", "merge" or "scatter" forces one (tests run each path)
-
-
-def splits_by_margins(sr, X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
-    """Whether this union product can run as margins + an intersection (``Semiring.margin_split``, on these data's
-    signs): a plus monoid, and an op whose cross term annihilates and whose margins bound it."""
-    if sr.add.key != monoid.plus.key:
-        return False
-    nonnegative = not ((X.data[: X.indptr[-1]] < 0).any() or (Y.data[: Y.indptr[-1]] < 0).any())
-    return sr.margin_split(nonnegative) is not None
-
-
-def union_strategy(
-    X: sp.csr_matrix, Y: sp.csr_matrix, ncols: int, budget: int | None, splittable: bool = False
-) -> tuple[str, int]:
-    """("margins" | "merge" | "scatter", scatter workers) for a union product: a cost model of the three.
-
-    * margins (``splittable``: see ``splits_by_margins``): cost ∝ the products of shared columns, as an
-      intersection (``inverted_kernel``), plus one merge per entry that cancels; no per-column scratch beyond a
-      block of X's rows by column.  Taken whenever the split holds: the shared columns are at most every column
-      a merge or a scatter walks, and are walked from a cache-resident tile.
-    * merge: walks both rows of every pair (cost ∝ their lengths, sequential, no scratch);
-    * scatter: puts an X row in a dense vector once and streams Y rows through it (cost ∝ Y's row plus a
-      second pass over X's, random access into ``ncols``-long scratch per worker): cheaper per entry on short
-      rows, dearer on long ones (``MERGE_MIN_MEAN_ROW``).  Scatter workers are as many as the budget
-      (``working_memory``) allows, at most two per thread; none fit: merge.
-    """
-    forced = settings.CPU_UNION.read()
-    if splittable and forced in ("auto", "margins"):
-        return "margins", 0
-    per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(ncols, 1)
-    workers = min(X.shape[0], 2 * numba.get_num_threads())
-    if budget is not None:
-        workers = min(workers, budget // per_worker)
-    if forced == "scatter":
-        return "scatter", max(1, workers)  # forced: even past the budget (tests of the path)
-    if forced == "merge" or workers < 1:
-        return "merge", 0
-    mean_row = (X.indptr[-1] + Y.indptr[-1]) / max(1, X.shape[0] + Y.shape[0])
-    return ("merge", 0) if mean_row >= MERGE_MIN_MEAN_ROW else ("scatter", workers)
-
-
-def pairwise(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:
-    """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects.
-
-    Inputs are canonical CSR (checked by ``semiring.validation``).  Returns a
-    dense ``(m, p)`` array, or with ``mask`` the values at its entries
-    ``(mask.rows[s], mask.cols[s])``, in its order.  A union's scratch stays
-    within the driver's budget (``semiring.engine.SCRATCH_BUDGET``).
-    """
-    if mask is None:
-        return _dense_product(X, Y, sr, out_dtype)
-    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
-    rows, cols = mask
-    out = np.empty(len(rows), dtype=out_dtype)
-    if out.size:
-        args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
-        xmax = int(np.diff(X.indptr).max(initial=0))
-        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), sr.start(X.shape[1]), sr.params, out)
-    return out
-
-
-# A measure's expansion is applied in the product kernel (``pairwise_expanded``) from this many result entries:
-# below it the separate pass costs less than compiling a kernel of the semiring and the measure together.
-EXPANDED_MIN_ENTRIES = 1 << 20
-# Room for the entries a refinement recomputes (near-duplicates): 1/FLAGGED_SHARE of the result, at least 1,024
-# a chunk; more, and the product is recomputed apart (the refinement's selection then reads its terms).
-FLAGGED_SHARE = 64
-
-
-def pairwise_expanded(X, Y, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None] | None:
-    """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``, each entry expanded as the
-    kernel writes it: no float64 ``m × p`` temporary, no second pass over it.  None where the product does not
-    run through the row, inverted or margins kernel, or is too small to be worth a kernel of its own
-    (``EXPANDED_MIN_ENTRIES``): the caller then expands apart.
-
-    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
-    them, ``when`` None or the measure's refinement test (without parameters), evaluated on each entry's
-    ``c0`` as it is written.  Returns ``(result, entries where when holds)``; also None where they outnumber
-    the room kept for them (``FLAGGED_SHARE``), so that the caller selects them from the product instead.
-    """
-    if X.shape[0] * Y.shape[0] < EXPANDED_MIN_ENTRIES:
-        return None
-    return _dense_product(X, Y, sr, out_dtype, expansion)
-
-
-def _norm_rows(norms, rows: int) -> np.ndarray:
+def norm_rows(norms, rows: int) -> np.ndarray:
     """Up to two row norms as a 2 × rows float64 array (zeros for the ones a measure lacks)."""
     out = np.zeros((2, rows), np.float64)
     for k, norm in enumerate(norms):
@@ -427,62 +360,14 @@ def _norm_rows(norms, rows: int) -> np.ndarray:
     return out
 
 
-def _dense_product(X, Y, sr, out_dtype, expansion=None):
-    """The dense ``(m, p)`` product, or ``(its one-term expansion, flagged entries)`` (``pairwise_expanded``;
-    None where a merge or a scatter would run it, those kernels writing the product only, or where the flagged
-    entries overflow their room)."""
-    m, p = X.shape[0], Y.shape[0]
-    chunks = 8 * numba.get_num_threads()  # the kernels' chunks at most
-    if expansion is None:
-        xn, yn, n, eparams, key = np.zeros((2, m)), np.zeros((2, p)), 0.0, np.zeros(0), None
-        flagged = np.zeros((chunks, 1), np.int64)
-    else:
-        tree, names, eparams, xnorms, ynorms, n, when = expansion
-        xn, yn, n, key = _norm_rows(xnorms, m), _norm_rows(ynorms, p), float(n), (tree, tuple(names), when)
-        room = 0 if when is None else max(1024, m * p // (FLAGGED_SHARE * chunks))
-        flagged = np.zeros((chunks, 1 + 2 * room), np.int64)
-    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names, key)
-    start = sr.start(X.shape[1])
-    expand = (xn, yn, n, np.asarray(eparams, np.float64), flagged)
-    out = np.empty((m, p), dtype=out_dtype)
-    if not out.size:
-        return out if expansion is None else (out, _flagged_entries(flagged))
-    if not sr.is_union:
-        xi, yi, ncols = compact_columns(X, Y)
-        strategy = intersection_strategy()
-        index = None if strategy == "inverted" else row_index(X, xi, Y, yi, ncols, forced=strategy == "rows")
-        if index is not None:
-            kernels.row_kernel(X.indptr, X.data, *index, numba.get_num_threads(), start, sr.params, *expand, out)
-            return out if expansion is None else _with_flagged(out, flagged)
-        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
-        kernels.inverted_kernel(*args, start, sr.params, *expand, out)
-        return out if expansion is None else _with_flagged(out, flagged)
-    splittable = splits_by_margins(sr, X, Y)
-    strategy, workers = union_strategy(X, Y, compacted_width(X, Y), SCRATCH_BUDGET.get(), splittable)
-    if expansion is not None and strategy != "margins":
-        return None
-    if strategy == "merge":
-        kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, start, sr.params, out)
-        return out
-    xi, yi, ncols = compact_columns(X, Y)
-    if strategy == "margins":
-        xmax = int(np.diff(X.indptr).max(initial=0))
-        args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads(), xmax)
-        kernels.margins_kernel(*args, start, sr.params, *expand, out)
-        return out if expansion is None else _with_flagged(out, flagged)
-    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
-    kernels.dense_kernel(*args, start, sr.params, out)
-    return out
-
-
-def _with_flagged(out, flagged):
+def with_flagged(out, flagged):
     """(out, the flagged entries), or None where some chunk had more than its room."""
     if (2 * flagged[:, 0] + 1 > flagged.shape[1]).any():
         return None
-    return out, _flagged_entries(flagged)
+    return out, flagged_entries(flagged)
 
 
-def _flagged_entries(flagged) -> Entries | None:
+def flagged_entries(flagged) -> Entries | None:
     """The entries a kernel listed per chunk (``semiring_kernels._flag``), None where none was asked for."""
     if flagged.shape[1] == 1:
         return None
@@ -511,56 +396,43 @@ def _row_flops(xp, xi, colptr, flops):
         flops[i] = n
 
 
-# $SEMIRING_CPU_SPARSE: "rows" (each row's accumulator by its products), "hash" or "dense" (down X's rows, every
-# row with that accumulator), "columns" forces one (tests run each path).
+# A sparse result (GraphBLAS ``mxm``: an intersection semiring's product at the pairs of rows sharing a stored
+# column only, no dense m × p pass) runs in two passes (count, then fill), down Y's rows (``sparse_by_columns``)
+# or down X's (``sparse_by_rows``): ``strategies`` chooses.  Indices are int32 where they fit (SciPy's rule),
+# sorted within each row.
 
 
-def sparse_strategy(m: int, p: int) -> str:
-    """Down Y's rows ("columns", an m-long accumulator) when X has no more rows than Y, else down X's rows
-    ("rows": Gustavson's, a hash table or p-long accumulator): the accumulator spans the smaller side.
-    ``$SEMIRING_CPU_SPARSE`` forces one, or "hash" / "dense": down X's rows with that accumulator for every row."""
-    forced = settings.CPU_SPARSE.read()
-    if forced != "auto":
-        return forced
-    return "columns" if m <= p else "rows"
+def sparse_by_columns(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of the sparse product down Y's rows (m ≤ p): X indexed by column, sums in an
+    m-long accumulator per range of Y rows; memory: X's index, the result, 32 bytes × m per range, ranges
+    within the scratch budget (``_sparse_by_columns``)."""
+    kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    # Down Y's rows the space costs 4 bytes a column (X's slots), less than compact_columns' own marker (8),
+    # and no serial pass over Y's entries (EDGAR-like, 16 threads: a tenth of the product).
+    wide = X.shape[1] > MARKER_MAX_COLUMNS
+    xi, yi, ncols = compact_columns(X, Y) if wide else (X.indices, Y.indices, X.shape[1])
+    return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, SCRATCH_BUDGET.get())
 
 
-def pairwise_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(indptr, indices, data)`` of ``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` at the pairs sharing a stored column only.
-
-    An intersection semiring's product as GraphBLAS ``mxm`` gives it (see
-    ``semiring_kernels``), no dense ``m × p`` pass, two passes (count, then fill), along the longer side
-    (``sparse_strategy``):
-
-    * "columns" (m ≤ p): down Y's rows, X indexed by column, sums in an m-long accumulator per range of Y
-      rows; memory: X's index, the result, 32 bytes × m per range, ranges within the scratch budget.
-    * "rows": Gustavson's row-by-row product, Y indexed by column (``O(nnz(Y) + columns)``), with a hash
-      accumulator (rows with products ≥ p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap
-      instead); per worker a table of 16 bytes × 2 min(products of a row, p) (plus 8⅛ bytes × p where some
-      row is dense); workers are as many as the scratch budget (``semiring.engine.SCRATCH_BUDGET``) allows,
-      at least one.  "hash" and "dense" (``$SEMIRING_CPU_SPARSE`` only) give every row that accumulator.
-
-    Indices are int32 where they fit (SciPy's rule), sorted within each row.
-    """
-    if sr.is_union:
-        raise ValueError(f"a sparse result needs an intersection semiring; {sr.name!r} is a union")
+def sparse_by_rows(
+    X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, accumulator: str = "auto"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of the sparse product down X's rows: Gustavson's row-by-row product, Y
+    indexed by column (``O(nnz(Y) + columns)``), with a hash accumulator (rows with products ≥
+    p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap instead); per worker a table of 16 bytes ×
+    2 min(products of a row, p) (plus 8⅛ bytes × p where some row is dense); workers are as many as the scratch
+    budget (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  ``accumulator`` "hash" or "dense" gives
+    every row that accumulator."""
     kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     m, p = X.shape[0], Y.shape[0]
     budget = SCRATCH_BUDGET.get()
-    strategy = sparse_strategy(m, p)
-    if strategy == "columns":
-        # Down Y's rows the space costs 4 bytes a column (X's slots), less than compact_columns' own marker (8),
-        # and no serial pass over Y's entries (EDGAR-like, 16 threads: a tenth of the product).
-        wide = X.shape[1] > MARKER_MAX_COLUMNS
-        xi, yi, ncols = compact_columns(X, Y) if wide else (X.indices, Y.indices, X.shape[1])
-        return _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget)
     xi, yi, ncols = compact_columns(X, Y)
     colptr, crow, cval = index_by_column(Y.indptr, yi, Y.data, ncols)
     flops = np.zeros(m, np.int64)
     if m:
         _row_flops(X.indptr, xi, colptr, flops)
     # Rows of at least dense_at products accumulate in p-long arrays, the others in a hash table.
-    dense_at = {"hash": np.iinfo(np.int64).max, "dense": 0}.get(strategy, -(-p // SPARSE_DENSE_ROW))
+    dense_at = {"hash": np.iinfo(np.int64).max, "dense": 0}.get(accumulator, -(-p // SPARSE_DENSE_ROW))
     dense = flops >= dense_at
     hashed_max = int(flops[~dense].max(initial=0))
     table = 2
@@ -607,7 +479,7 @@ def row_ranges(indptr: np.ndarray, ranges: int) -> np.ndarray:
 
 
 def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
-    """``pairwise_sparse`` for m ≤ p: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
+    """``sparse_by_columns`` on its column indices: down Y's rows with X indexed by column (``sparse_fill_by_columns``), or
     with bitmaps of the X rows holding each column where walking them costs more (``sparse_fill_by_bitmaps``).
 
     X's index is by slot, the columns X holds numbered (``_x_column_slots``): per-column arrays are then one

@@ -170,7 +170,7 @@ def test_row_slices_keep_the_index_type_and_one_index_type_reaches_the_kernels(m
     """A row slice is canonical CSR in its matrix's index type, sharing its values (SciPy's slicing narrows int64
     indices to int32); an int32 block against int64 rows reaches the kernels as int64 on both sides, so each
     kernel is compiled for one index type per call, not for a third, mixed pair."""
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
 
     rng = np.random.default_rng(37)
     for index_dtype in INDEX_DTYPES:
@@ -185,8 +185,8 @@ def test_row_slices_keep_the_index_type_and_one_index_type_reaches_the_kernels(m
             sp.csr_matrix(S, copy=True).check_format(full_check=True)
 
     reached = []
-    product = cpu_pairwise.pairwise
-    monkeypatch.setattr(cpu_pairwise, "pairwise", lambda X, Y, *rest: reached.append((X, Y)) or product(X, Y, *rest))
+    product = cpu_strategies.Product
+    monkeypatch.setattr(cpu_strategies, "Product", lambda X, Y, *rest: reached.append((X, Y)) or product(X, Y, *rest))
     X = random_csr(rng, 7, 9, 0.4, np.int64, np.float64)[2:6]  # SciPy's slice: int32
     Y = random_csr(rng, 8, 9, 0.4, np.int64, np.float64)
     assert X.indices.dtype == np.int32
@@ -263,14 +263,13 @@ def test_each_union_strategy_matches_scipy(strategy, monkeypatch):
     test_union_kernels_and_the_masked_product_agree_to_the_last_bit)."""
     from scipy.spatial.distance import cdist
 
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
 
-    monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+    monkeypatch.setenv(semiring.settings.CPU_UNION.name, strategy)
     rng = np.random.default_rng(17)
     X = random_csr(rng, 11, 9, 0.4, np.int32, np.float32)
     Y = random_csr(rng, 8, 9, 0.4, np.int32, np.float64)
-    splittable = cpu_pairwise.splits_by_margins(semiring.plus_absdiff, X, Y)
-    assert splittable and cpu_pairwise.union_strategy(X, Y, 9, None, splittable)[0] == strategy
+    assert cpu_strategies.plan(cpu_strategies.Product(X, Y, semiring.plus_absdiff, "dense")).strategy.name == strategy
     got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
     np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-6)
 
@@ -283,11 +282,9 @@ def test_each_union_strategy_matches_cdist_on_awkward_inputs(strategy, pair):
     is SciPy's cityblock on the densified input."""
     from scipy.spatial.distance import cdist
 
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
-
     X, Y = pair
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        mp.setenv(semiring.settings.CPU_UNION.name, strategy)
         got = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
     assert got.shape == (X.shape[0], Y.shape[0])
     if got.size:
@@ -300,8 +297,6 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
     row is exactly 0), and inf/NaN land where SciPy puts them."""
     from scipy.spatial.distance import cdist
 
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
-
     rng = np.random.default_rng(23)
     X = random_csr(rng, 12, 30, 0.5, np.int32, np.float64)
     X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-6, 6, X.nnz)
@@ -312,7 +307,7 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
     Y.data[Y.indptr[14]] = np.nan
     results = {}
     for strategy in ("margins", "merge"):
-        monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        monkeypatch.setenv(semiring.settings.CPU_UNION.name, strategy)
         results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
     margins, merged = results["margins"], results["merge"]
     ref = cdist(dense(X), dense(Y), "cityblock")
@@ -326,17 +321,27 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
 
 
 def test_union_strategy_follows_row_length_and_the_scratch_budget():
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    """Margins where the split holds (cityblock's plus); else (chebyshev's max) merge on long rows, scatter on
+    short ones with as many workers as the scratch budget holds, merge where none fits."""
+    from semiring.engine import SCRATCH_BUDGET
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    def plan(A, sr, budget=None):
+        token = SCRATCH_BUDGET.set(budget)
+        try:
+            return cpu_strategies.plan(cpu_strategies.Product(A, A, sr, "dense"))
+        finally:
+            SCRATCH_BUDGET.reset(token)
 
     short = sp.random(40, 2000, density=0.01, format="csr", random_state=1)
     long = sp.random(40, 2000, density=0.5, format="csr", random_state=1)
-    assert cpu_pairwise.union_strategy(long, long, 2000, None)[0] == "merge"
-    assert cpu_pairwise.union_strategy(long, long, 2000, None, splittable=True)[0] == "margins"
-    strategy, workers = cpu_pairwise.union_strategy(short, short, 2000, None)
-    assert strategy == "scatter" and workers >= 1
-    per_worker = cpu_pairwise.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
-    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker)[1] == 1  # one worker's scratch fits
-    assert cpu_pairwise.union_strategy(short, short, 2000, per_worker - 1)[0] == "merge"  # none fits: no scratch
+    assert plan(long, semiring.max_absdiff).strategy.name == "merge"
+    assert plan(long, semiring.plus_absdiff).strategy.name == "margins"
+    chosen = plan(short, semiring.max_absdiff)
+    assert chosen.strategy.name == "scatter" and chosen.product.scatter_workers >= 1
+    per_worker = cpu_strategies.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
+    assert plan(short, semiring.max_absdiff, per_worker).product.scatter_workers == 1  # one worker's scratch fits
+    assert plan(short, semiring.max_absdiff, per_worker - 1).strategy.name == "merge"  # none fits: no scratch
 
 
 # cityblock of rows over 4·10⁶ columns, dense enough (10⁶ entries) that no column compaction applies: per-column
@@ -376,15 +381,13 @@ def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(monkeypatch)
     """Merge and scatter add a union's terms in one order, so a result does not depend on which ran (the
     working memory, a batch's rows), and the masked product equals the dense one at its entries (int64 indices,
     float64 rows against float32 ones)."""
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
-
     rng = np.random.default_rng(19)
     X = random_csr(rng, 12, 40, 0.5, np.int64, np.float64)
     Y = random_csr(rng, 9, 40, 0.5, np.int64, np.float32)
     X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-8, 8, X.nnz)  # magnitudes that make order matter
     results = {}
     for strategy in ("merge", "scatter"):
-        monkeypatch.setenv(cpu_pairwise.UNION_STRATEGY_ENV, strategy)
+        monkeypatch.setenv(semiring.settings.CPU_UNION.name, strategy)
         results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_sqdiff, np.float64)
     np.testing.assert_array_equal(results["merge"], results["scatter"])
     rows, cols = np.nonzero(np.ones(results["merge"].shape, bool))
@@ -399,15 +402,16 @@ def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(monkeypatch)
     ("metric", "index_dtype"), [("cosine", np.int32), ("cityblock", np.int64), ("euclidean", np.int32)]
 )
 def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metric, index_dtype, monkeypatch):
-    """A one-term measure expanded as the inverted (cosine, euclidean) or margins (cityblock) kernel writes it
-    is SciPy's, in the result's type, and euclidean's near-duplicates (listed by the kernel) are recomputed
-    exactly (identical rows at 0); other products (chebyshev's max) and small results expand apart."""
+    """A one-term measure expanded as the row or inverted (cosine, euclidean) or margins (cityblock) kernel writes
+    it is SciPy's, in the result's type, and euclidean's near-duplicates (listed by the kernel) are recomputed
+    exactly (identical rows at 0); other products (chebyshev's max: its plan's kernel does not expand) and small
+    results are expanded apart from the plan's product, to the same values and flagged entries."""
     from scipy.spatial.distance import cdist
 
     from semiring.distances import pairwise_distances
     from semiring.distances.measure import BoundMeasure
     from semiring.distances.specs import expression, resolve_metric
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
 
     rng = np.random.default_rng(29)
     X = random_csr(rng, 13, 20, 0.3, index_dtype, np.float32)
@@ -418,10 +422,13 @@ def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metri
     Xr, Yr = bound.prepare(X), bound.prepare(Y)
     when = None if spec.refine is None else expression(spec.refine.when, EXPANSION_VARIABLES)
     expansion = (spec.expansion_tree, tuple(spec.param_names), bound.param_array, Xr.norms, Yr.norms, 20, when)
-    assert ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion) is None  # small
-    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    chosen = cpu_strategies.plan(cpu_strategies.Product(Xr.matrix, Yr.matrix, bound.terms[0], "dense"))
+    assert chosen.strategy.expands
+    apart, apart_flagged = ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion)
+    monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)
     fused, flagged = ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion)
-    assert fused.dtype == np.float32
+    assert fused.dtype == apart.dtype == np.float32
+    np.testing.assert_allclose(fused, apart, rtol=1e-6, atol=1e-6 * np.nanmax(apart))
     got = pairwise_distances(X, Y, metric=metric, backend="cpu")
     with np.errstate(invalid="ignore", divide="ignore"):
         ref = cdist(dense(X), dense(Y), metric)
@@ -430,28 +437,32 @@ def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metri
         listed = set(zip(flagged.rows.tolist(), flagged.cols.tolist()))
         stored = [i for i in range(6) if X.indptr[i + 1] > X.indptr[i]]  # empty rows (0, 5) need no refining
         assert len(stored) == 4 and {(i, 17 + i) for i in stored} <= listed  # each row against its copy
+        assert {(i, 17 + i) for i in stored} <= set(zip(apart_flagged.rows.tolist(), apart_flagged.cols.tolist()))
         np.testing.assert_array_equal(got[np.arange(6), 17 + np.arange(6)], 0.0)
     else:
-        assert flagged is None
+        assert flagged is None and apart_flagged is None
         np.testing.assert_array_equal(got, fused)
     cheb, _ = resolve_metric("chebyshev", {})
     chebyshev = (cheb.expansion_tree, (), np.zeros(0), [], [], 20, None)
-    assert ENGINE.pairwise_expanded(X, Y, semiring.max_absdiff, np.float32, chebyshev) is None
+    assert not cpu_strategies.plan(cpu_strategies.Product(X, Y, semiring.max_absdiff, "dense")).strategy.expands
+    out, none = ENGINE.pairwise_expanded(X, Y, semiring.max_absdiff, np.float32, chebyshev)
+    assert out.dtype == np.float32 and none is None
+    np.testing.assert_allclose(out, cdist(dense(X), dense(Y), "chebyshev"), rtol=1e-6)
 
 
 def test_expanded_product_with_more_flagged_entries_than_room_falls_back(monkeypatch):
-    """Refined entries beyond the kernel's room give None (the measure then selects them from the product),
-    and the measure's result is still SciPy's."""
+    """Refined entries beyond the kernel's room: the plan's product is written again and the entries selected
+    from it, and the measure's result is still SciPy's."""
     from scipy.spatial.distance import cdist
 
     from semiring.distances import pairwise_distances
-    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
 
     rng = np.random.default_rng(31)
     X = random_csr(rng, 30, 12, 0.4, np.int64, np.float64)
     Y = sp.vstack([X] * 50, format="csr")  # 1,500 near-duplicates per chunk room of 1,024 at most
-    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
-    monkeypatch.setattr(cpu_pairwise, "FLAGGED_SHARE", 10**9)
+    monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(cpu_strategies, "FLAGGED_SHARE", 10**9)
     got = pairwise_distances(X, Y, metric="euclidean", backend="cpu")
     np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "euclidean"), rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(got[:, :30].diagonal(), 0.0)

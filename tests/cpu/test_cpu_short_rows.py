@@ -1,4 +1,4 @@
-"""The two dense intersection kernels of the CPU engine (``pairwise.intersection_strategy``): the row kernel
+"""The two dense intersection kernels of the CPU engine (the ``rows`` and ``inverted`` entries of ``strategies``): the row kernel
 (each X row against ranges of Y rows, for short rows such as EDGAR's) and the inverted kernel (Y rows against a
 block of X rows indexed by column, for many products an entry), forced through ``$SEMIRING_CPU_INTERSECTION``:
 each gives SciPy's ``cdist`` and a dense float64 product, and both give the same bits.
@@ -20,6 +20,7 @@ from semiring import settings
 from semiring.distances import pairwise_distances
 from semiring.kernels.cpu import ENGINE
 from semiring.kernels.cpu import pairwise as cpu_pairwise
+from semiring.kernels.cpu import strategies as cpu_strategies
 
 STRATEGIES = ("rows", "inverted")
 
@@ -49,7 +50,7 @@ def short_rows(rng, m: int, n: int, per_row: int, index_dtype, value_dtype) -> s
 def small_ranges(monkeypatch):
     """Ranges of 16 Y rows and every result expanded in the kernel: a call spans several ranges and blocks."""
     monkeypatch.setattr(cpu_pairwise, "ROW_RANGE", 16)
-    monkeypatch.setattr(cpu_pairwise, "EXPANDED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)
 
 
 @pytest.mark.parametrize(
@@ -107,6 +108,12 @@ def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     full = sp.csr_matrix(np.ones((4, n)))
     assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n) is None
     assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n, forced=True) is not None
+
+    def chosen(A, B):
+        return cpu_strategies.plan(cpu_strategies.Product(A, B, semiring.plus_times, "dense")).strategy.name
+
+    at_most = sp.csr_matrix(np.ones((4, n - 1)))  # ROWS_MAX_PRODUCTS products an entry: still the row kernel
+    assert (chosen(X, Y), chosen(at_most, at_most), chosen(full, full)) == ("rows", "rows", "inverted")
 
 
 def test_an_unknown_intersection_strategy_is_refused(monkeypatch):

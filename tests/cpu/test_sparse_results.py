@@ -154,9 +154,13 @@ def test_sparse_result_refusals_name_the_rule():
 
 
 def test_sparse_strategy_runs_along_the_longer_side_and_checks_its_override(monkeypatch):
-    from semiring.kernels.cpu.pairwise import sparse_strategy
+    from semiring.kernels.cpu import strategies
 
     SPARSE_STRATEGY_ENV, SPARSE_BITMAPS_ENV = env_settings.CPU_SPARSE.name, env_settings.CPU_SPARSE_BITMAPS.name
+
+    def sparse_strategy(m: int, p: int) -> str:
+        product = strategies.Product(sp.csr_matrix((m, 3)), sp.csr_matrix((p, 3)), semiring.plus_times, "sparse")
+        return strategies.plan(product).strategy.name
 
     assert sparse_strategy(512, 100_000) == "columns" and sparse_strategy(100_000, 512) == "rows"
     monkeypatch.setenv(SPARSE_STRATEGY_ENV, "rows")

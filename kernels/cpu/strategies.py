@@ -1,0 +1,379 @@
+"""The CPU engine's strategies: one entry a way of computing a product (when it applies, what it costs, how it
+runs), and the choice among them, made once a tile.
+
+``STRATEGIES`` is the whole of the choice.  For one tile's product (:class:`Product`: its operands, the result
+asked for, and the facts of them the entries ask, each found at most once), :func:`plan` takes the entries for
+that result and semantics, then
+
+1. an entry its setting forces (``setting``; the values ``forced_by``, else the entry's name) runs where it
+   ``runs`` at all, past its own measured rule (tests force each path with the settings);
+2. otherwise, among the entries that run, that ``pays`` (the measured rule that takes it in ``auto``) and whose
+   setting says ``auto`` — or names an entry that cannot run here: ``SEMIRING_CPU_UNION=margins`` on a product
+   the split does not hold for chooses among the other unions as ``auto`` does — the least ``cost`` runs (ties:
+   the earlier entry).  An entry with no cost model costs 0, so the table's order ranks it.
+
+The :class:`Plan` (the entry and the product with the facts found for the choice: the row kernel's index counted
+for its cost is the one it runs on) is executed as is.  Adding a strategy is one entry here, its kernel (in the
+template ``semiring_kernels`` and its driver in ``pairwise``, or a module of its own), and, where tests force
+it, its name in a setting's choices (``semiring.settings``).
+
+Figures behind the constants: docs/cpu-engine.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from semiring import monoid, settings
+from semiring.engine import SCRATCH_BUDGET, Entries
+
+from . import dense as _dense
+from . import pairwise as _pairwise
+from . import rowops as _rowops
+
+# A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
+UNION_SCRATCH_BYTES_PER_COLUMN = 24
+# Scattering is faster on short rows; on long ones merging is as fast or faster and needs no scratch
+# (python -m benchmarks cpu-union; figures in docs/cpu-engine.md).
+MERGE_MIN_MEAN_ROW = 512
+# A measure's expansion is applied in the product kernel (``product_expanded``) from this many result entries:
+# below it the separate pass costs less than compiling a kernel of the semiring and the measure together.
+EXPANDED_MIN_ENTRIES = 1 << 20
+# Room for the entries a refinement recomputes (near-duplicates): 1/FLAGGED_SHARE of the result, at least 1,024
+# a chunk; more, and the product is written again unexpanded (the refinement's selection then reads its terms).
+FLAGGED_SHARE = 64
+
+
+class Product:
+    """One tile's product ``X ⊕.⊗ Yᵀ`` under ``sr``: the result asked for (``"dense"``, ``"sparse"`` or
+    ``"masked"``, at the entries ``mask``) and the facts of the operands the strategies ask, each found once."""
+
+    def __init__(self, X: sp.csr_matrix, Y: sp.csr_matrix, sr, result: str, mask: Entries | None = None):
+        self.X, self.Y, self.sr, self.result, self.mask = X, Y, sr, result, mask
+        self.m, self.p = X.shape[0], Y.shape[0]
+        self.semantics = "union" if sr.is_union else "intersection"
+        self.budget = SCRATCH_BUDGET.get()
+
+    @cached_property
+    def columns(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """X's and Y's column indices on the columns either holds, and their width (``compact_columns``)."""
+        return _pairwise.compact_columns(self.X, self.Y)
+
+    @cached_property
+    def row_count(self) -> _pairwise.RowCount:
+        """The row kernel's index of Y, counted (one pass over Y's entries): its products are its cost."""
+        xi, yi, ncols = self.columns
+        return _pairwise.count_row_index(self.X, xi, self.Y, yi, ncols)
+
+    @cached_property
+    def row_index(self):
+        """The row kernel's index of Y, placed from its count (``pairwise.row_index``)."""
+        return _pairwise.place_row_index(self.row_count)
+
+    @cached_property
+    def margin_split(self):
+        """``Semiring.margin_split`` on these data's signs (a plus monoid only), or None."""
+        X, Y = self.X, self.Y
+        if self.sr.add.key != monoid.plus.key:
+            return None
+        nonnegative = not ((X.data[: X.indptr[-1]] < 0).any() or (Y.data[: Y.indptr[-1]] < 0).any())
+        return self.sr.margin_split(nonnegative)
+
+    @cached_property
+    def scatter_workers(self) -> int:
+        """The union scatter's workers whose scratch fits the budget (at most two a thread; may be 0)."""
+        per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(_pairwise.compacted_width(self.X, self.Y), 1)
+        workers = min(self.m, 2 * numba.get_num_threads())
+        return workers if self.budget is None else min(workers, self.budget // per_worker)
+
+    @property
+    def mean_row(self) -> float:
+        return (self.X.indptr[-1] + self.Y.indptr[-1]) / max(1, self.m + self.p)
+
+
+def _always(product: Product) -> bool:
+    return True
+
+
+def _never(product: Product) -> bool:
+    return False
+
+
+def _free(product: Product) -> float:
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of computing a product.
+
+    ``result`` and ``semantics`` (None: either) say which products it is for; ``runs``: whether it can compute
+    this one; ``pays``: whether ``auto`` may take it (its measured rule); ``cost``: its work, against the other
+    entries that pay, in the unit its entry states (0: none modelled, the table's order ranks it); ``run(product,
+    out_dtype, expansion)``: the result; ``setting``: the setting whose value ``forced_by`` (default: its
+    ``name``) forces it; ``expands``:
+    it writes a one-term measure's expansion as it writes each entry (``product_expanded``).
+    """
+
+    name: str
+    result: str
+    semantics: str | None
+    run: Callable[..., Any]
+    runs: Callable[[Product], bool] = _always
+    pays: Callable[[Product], bool] = _always
+    cost: Callable[[Product], float] = _free
+    setting: settings.Setting | None = None
+    forced_by: tuple[str, ...] = ()
+    expands: bool = False
+
+    def forced(self, value: str) -> bool:
+        """Whether ``value`` of its setting forces it: the values ``forced_by`` lists, else its own name."""
+        return value in (self.forced_by or (self.name,))
+
+
+# --------------------------------------------------------------------------- how the entries run
+
+
+def _dense_path(product: Product, out_dtype, expansion=None) -> np.ndarray:
+    return _dense.product(product.X, product.Y, product.sr, out_dtype)
+
+
+def _written(product: Product, out_dtype, expansion):
+    """``(kernels, expansion operands, out)`` of a kernel writing the dense result, expanded where asked."""
+    sr, m, p = product.sr, product.m, product.p
+    chunks = 8 * numba.get_num_threads()  # the kernels' chunks at most
+    if expansion is None:
+        xn, yn, n, eparams, key = np.zeros((2, m)), np.zeros((2, p)), 0.0, np.zeros(0), None
+        flagged = np.zeros((chunks, 1), np.int64)
+    else:
+        tree, names, eparams, xnorms, ynorms, n, when = expansion
+        xn, yn, n = _pairwise.norm_rows(xnorms, m), _pairwise.norm_rows(ynorms, p), float(n)
+        key = (tree, tuple(names), when)
+        room = 0 if when is None else max(1024, m * p // (FLAGGED_SHARE * chunks))
+        flagged = np.zeros((chunks, 1 + 2 * room), np.int64)
+    kernels = _pairwise._semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names, key)
+    operands = (xn, yn, n, np.asarray(eparams, np.float64), flagged)
+    return kernels, operands, np.empty((m, p), dtype=out_dtype)
+
+
+def _finished(out, operands, expansion):
+    """The product, or (its expansion, the flagged entries); None where they overflowed their room."""
+    return out if expansion is None else _pairwise.with_flagged(out, operands[-1])
+
+
+def _rows(product: Product, out_dtype, expansion=None):
+    X, sr = product.X, product.sr
+    kernels, operands, out = _written(product, out_dtype, expansion)
+    kernels.row_kernel(
+        X.indptr, X.data, *product.row_index, numba.get_num_threads(), sr.start(X.shape[1]), sr.params, *operands, out
+    )
+    return _finished(out, operands, expansion)
+
+
+def _inverted(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    (xi, yi, ncols), (kernels, operands, out) = product.columns, _written(product, out_dtype, expansion)
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads())
+    kernels.inverted_kernel(*args, sr.start(X.shape[1]), sr.params, *operands, out)
+    return _finished(out, operands, expansion)
+
+
+def _margins(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    (xi, yi, ncols), (kernels, operands, out) = product.columns, _written(product, out_dtype, expansion)
+    xmax = int(np.diff(X.indptr).max(initial=0))
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads(), xmax)
+    kernels.margins_kernel(*args, sr.start(X.shape[1]), sr.params, *operands, out)
+    return _finished(out, operands, expansion)
+
+
+def _merge(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    kernels, _, out = _written(product, out_dtype, None)
+    kernels.merge_kernel(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, sr.start(X.shape[1]), sr.params, out)
+    return out
+
+
+def _scatter(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    (xi, yi, ncols), (kernels, _, out) = product.columns, _written(product, out_dtype, None)
+    workers = max(1, product.scatter_workers)  # forced: even past the budget (tests of the path)
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, workers)
+    kernels.dense_kernel(*args, sr.start(X.shape[1]), sr.params, out)
+    return out
+
+
+def _masked(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    kernels = _pairwise._semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
+    rows, cols = product.mask
+    out = np.empty(len(rows), dtype=out_dtype)
+    if out.size:
+        args = (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data)
+        xmax = int(np.diff(X.indptr).max(initial=0))
+        kernels.masked_kernel(*args, rows, cols, xmax, numba.get_num_threads(), sr.start(X.shape[1]), sr.params, out)
+    return out
+
+
+def _sparse_by_rows(accumulator: str):
+    def run(product: Product, out_dtype, expansion=None):
+        return _pairwise.sparse_by_rows(product.X, product.Y, product.sr, out_dtype, accumulator)
+
+    return run
+
+
+def _sparse_by_columns(product: Product, out_dtype, expansion=None):
+    return _pairwise.sparse_by_columns(product.X, product.Y, product.sr, out_dtype)
+
+
+def _dense_runs(product: Product) -> bool:
+    return _dense.runs(product.X, product.Y, product.sr)
+
+
+def _dense_pays(product: Product) -> bool:
+    return _dense.pays(product.sr)
+
+
+def _scatter_pays(product: Product) -> bool:
+    return product.scatter_workers >= 1 and product.mean_row < MERGE_MIN_MEAN_ROW
+
+
+# --------------------------------------------------------------------------- the table
+
+_DENSE, _INTERSECTION, _UNION, _SPARSE = (
+    settings.CPU_DENSE,
+    settings.CPU_INTERSECTION,
+    settings.CPU_UNION,
+    settings.CPU_SPARSE,
+)
+
+
+def _products(product: Product) -> float:
+    return product.row_count.products
+
+
+def _result_entries(product: Product) -> float:
+    return _pairwise.ROWS_MAX_PRODUCTS * product.m * product.p
+
+
+def _margins_run(product: Product) -> bool:
+    return product.margin_split is not None
+
+
+STRATEGIES: tuple[Strategy, ...] = (
+    # Dense blocks (``dense``): taken wherever the call's densities say they pay (the measured crossover), so
+    # first, at no cost.
+    Strategy(
+        "blas", "dense", "intersection", _dense_path, _dense_runs, _dense_pays, setting=_DENSE, forced_by=("always",)
+    ),
+    Strategy("tiled", "dense", "union", _dense_path, _dense_runs, _dense_pays, setting=_DENSE, forced_by=("always",)),
+    # Intersections, each by what it costs beyond the other: the row kernel its products (walks of Y's rows by
+    # column, scattered), the inverted kernel its result (written 64 bytes to a row at a time), a result entry
+    # weighing ROWS_MAX_PRODUCTS products (``pairwise``: measured on the four datasets' shapes); the row kernel
+    # on a tie.
+    Strategy("rows", "dense", "intersection", _rows, cost=_products, setting=_INTERSECTION, expands=True),
+    Strategy("inverted", "dense", "intersection", _inverted, cost=_result_entries, setting=_INTERSECTION, expands=True),
+    # Unions: margins wherever the split holds (its shared columns are at most every column a merge or a
+    # scatter walks, from a cache-resident tile); else scatter on short rows where a worker's scratch fits, else
+    # merge.
+    Strategy("margins", "dense", "union", _margins, runs=_margins_run, setting=_UNION, expands=True),
+    Strategy("scatter", "dense", "union", _scatter, pays=_scatter_pays, setting=_UNION),
+    Strategy("merge", "dense", "union", _merge, setting=_UNION),
+    # Masked products: each mask entry merges its two rows.
+    Strategy("masked", "masked", None, _masked),
+    # Sparse results (``mxm``): down the longer side, so that the accumulator spans the shorter (its length the
+    # cost); "hash" and "dense" (down X's rows, every row with that accumulator) only when forced.
+    Strategy("columns", "sparse", "intersection", _sparse_by_columns, cost=lambda pr: pr.m, setting=_SPARSE),
+    Strategy("rows", "sparse", "intersection", _sparse_by_rows("auto"), cost=lambda pr: pr.p, setting=_SPARSE),
+    Strategy("hash", "sparse", "intersection", _sparse_by_rows("hash"), pays=_never, setting=_SPARSE),
+    Strategy("dense", "sparse", "intersection", _sparse_by_rows("dense"), pays=_never, setting=_SPARSE),
+)
+
+
+# --------------------------------------------------------------------------- the choice
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A strategy chosen for a product: ``run`` executes it as is."""
+
+    strategy: Strategy
+    product: Product
+
+    def run(self, out_dtype, expansion=None):
+        return self.strategy.run(self.product, out_dtype, expansion)
+
+
+def plan(product: Product) -> Plan:
+    """The strategy of ``STRATEGIES`` that computes ``product`` (see the module docstring)."""
+    entries = [s for s in STRATEGIES if s.result == product.result and s.semantics in (None, product.semantics)]
+    value = {s.setting: s.setting.read() for s in entries if s.setting is not None}  # each read once
+    for s in entries:
+        if s.setting is not None and s.forced(value[s.setting]) and s.runs(product):
+            return Plan(s, product)
+
+    def in_auto(s: Strategy) -> bool:
+        if s.setting is None or value[s.setting] == "auto":
+            return True
+        # The setting names an entry of this product that cannot run here (else it was taken above): the
+        # setting's other entries choose as in auto.  A value naming none ("never") keeps them out.
+        return any(t.setting is s.setting and t.forced(value[s.setting]) for t in entries)
+
+    candidates = [s for s in entries if in_auto(s) and s.runs(product) and s.pays(product)]
+    if not candidates:
+        raise ValueError(f"no CPU strategy computes this {product.semantics} product ({product.result} result)")
+    return Plan(min(candidates, key=lambda s: s.cost(product)), product)
+
+
+# --------------------------------------------------------------------------- the engine's products
+
+
+def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | None = None) -> np.ndarray:
+    """``C[i, j] = ⊕_k X[i,k] ⊗ Y[j,k]`` over the columns ``sr.semantics`` selects: a dense ``(m, p)`` array, or
+    with ``mask`` the values at its entries ``(mask.rows[s], mask.cols[s])``, in its order.  Inputs are
+    canonical CSR of one index type (checked by ``semiring.validation``, ``engine``)."""
+    if mask is None and 0 in (X.shape[0], Y.shape[0]):
+        return np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
+    return plan(Product(X, Y, sr, "dense" if mask is None else "masked", mask)).run(out_dtype)
+
+
+def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None]:
+    """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``: ``(result, entries where its
+    refinement test holds, or None where it has none)``, as ``semiring.engine.PairwiseEngine.pairwise_expanded``.
+
+    Planned once: where the strategy ``expands`` and the result has ``EXPANDED_MIN_ENTRIES``, its kernel writes
+    each entry expanded (no float64 ``m × p`` temporary, no second pass) and lists the flagged entries; else, or
+    where those overflow their room (``FLAGGED_SHARE``), the plan writes the product and the expansion and the
+    selection follow apart (``rowops``), as a measure does after ``pairwise``.
+
+    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes them,
+    ``when`` None or the refinement test (without parameters).
+    """
+    m, p = X.shape[0], Y.shape[0]
+    if 0 in (m, p):
+        return np.empty((m, p), dtype=out_dtype), None
+    chosen = plan(Product(X, Y, sr, "dense"))
+    if chosen.strategy.expands and m * p >= EXPANDED_MIN_ENTRIES:
+        done = chosen.run(out_dtype, expansion)
+        if done is not None:
+            return done
+    tree, names, params, xnorms, ynorms, ncols, when = expansion
+    c = chosen.run(np.float64)
+    flagged = None if when is None else _rowops.select(when, (), params, [c], xnorms, ynorms, ncols, (m, p))
+    out = c if c.dtype == out_dtype else np.empty((m, p), out_dtype)
+    return _rowops.expand(tree, names, params, [c], xnorms, ynorms, ncols, out), flagged
+
+
+def product_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of the product at the pairs sharing a stored column only (GraphBLAS ``mxm``),
+    an intersection semiring's; indices int32 where they fit (SciPy's rule), sorted within each row."""
+    if sr.is_union:
+        raise ValueError(f"a sparse result needs an intersection semiring; {sr.name!r} is a union")
+    return plan(Product(X, Y, sr, "sparse")).run(out_dtype)
