@@ -746,6 +746,26 @@ class GraphMeasure:
     add_options: Callable[[argparse.ArgumentParser], None] = lambda m: None
 
 
+def _similarity_command(s) -> GraphMeasure:
+    """The subcommand of a row of ``graph.SIMILARITIES``: its values at every edge, ``--weighted`` where it has a
+    weighted form."""
+    function = getattr(graph, s.function or s.name)
+    if s.weighted_semiring is None:
+        return GraphMeasure(
+            f"{s.title} of the endpoints of every edge: {s.formula}",
+            s.name,
+            lambda G, args, options: function(G, **options),
+            _edge_values_summary,
+        )
+    return GraphMeasure(
+        f"{s.title} of the endpoints of every edge: {s.formula} (--weighted: {s.weighted_rule})",
+        s.name,
+        lambda G, args, options: function(G, weighted=args.weighted, **options),
+        _edge_values_summary,
+        lambda m: m.add_argument("--weighted", action="store_true", help=f"use the edge weights: {s.weighted_rule}"),
+    )
+
+
 GRAPH_MEASURES = {
     "triangles": GraphMeasure(
         "count triangles (total, per vertex or per edge)",
@@ -754,29 +774,7 @@ GRAPH_MEASURES = {
         _triangles_summary,
         _triangles_options,
     ),
-    **{
-        name: GraphMeasure(
-            f"{title} of the endpoints of every edge: {formula} (--weighted: {weighted})",
-            name,
-            lambda G, args, options, name=name: getattr(graph, name)(G, weighted=args.weighted, **options),
-            _edge_values_summary,
-            lambda m, weighted=weighted: m.add_argument(
-                "--weighted", action="store_true", help=f"use the edge weights: {weighted}"
-            ),
-        )
-        for name, title, formula, weighted in (
-            ("jaccard", "Jaccard similarity", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|", "Σ min / Σ max of the weights"),
-            ("sorensen", "Sørensen–Dice similarity", "2 |N(u) ∩ N(v)| / (d(u) + d(v))", "sums of weights"),
-            ("overlap", "overlap similarity", "|N(u) ∩ N(v)| / min(d(u), d(v))", "sums of weights"),
-            ("cosine", "cosine (Salton) similarity", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))", "Σ w(u,k) w(v,k) / norms"),
-        )
-    },
-    "scan": GraphMeasure(
-        "SCAN structural similarity of every edge: (|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1))",
-        "scan",
-        lambda G, args, options: graph.scan_similarity(G, **options),
-        _edge_values_summary,
-    ),
+    **{s.name: _similarity_command(s) for s in graph.SIMILARITIES.values()},
     "common-neighbors": GraphMeasure(
         "the number of common neighbours |N(u) ∩ N(v)| of the endpoints of every edge",
         "common_neighbors",

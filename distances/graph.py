@@ -109,12 +109,24 @@ plus_min = Semiring(monoid.plus, binary_op("min(abs(x), abs(y))", name="minabs")
 
 @dataclass(frozen=True)
 class Similarity:
-    """A vertex-pair measure: an intersection (counted, or a weighted semiring), a row norm and an expansion."""
+    """A vertex-pair measure, one row of ``SIMILARITIES``: c, an intersection of N(u) and N(v) (a count, a
+    weighted semiring's sum, or a sum of each common neighbour's weight), the vertices' norms, and an expansion.
+
+    The rest reads the row: the public function's work on both engines and on Dask (``_similarity``),
+    ``two_hop_similarity`` (``any_pair``), the ``semiring graph`` command (``title``, ``formula``,
+    ``weighted_rule``: its help and its ``--weighted``), networkx's and cuGraph's forms of the result.
+    """
 
     name: str
-    weighted_semiring: Semiring  # c for weighted=True; unweighted c is the masked plus_pair
-    weighted_norm: str  # d(u) for weighted=True, an expression of a stored weight x; unweighted d(u) = degree
+    title: str  # the measure in words, for the command's help
+    formula: str  # in N(u), N(v), d(u), d(v)
     expansion: str  # of c, nu = d(u), nv = d(v)
+    weighted_semiring: Semiring | None = None  # c for weighted=True; None: no weighted form
+    weighted_norm: str = "x"  # d(u) for weighted=True, an expression of a stored weight x
+    weighted_rule: str = ""  # what weighted=True computes, in words (the command's --weighted)
+    neighbour_weight: str | None = None  # what each common neighbour w adds to c, of its degree d; None: 1
+    any_pair: bool = True  # defined for any vertex pair (``pairs=``, ``two_hop_similarity``), not only at edges
+    function: str = ""  # the public function's name, where it is not ``name``
 
     @cached_property
     def tree(self) -> _expr.Node:
@@ -124,22 +136,40 @@ class Similarity:
     def norm_tree(self) -> _expr.Node:
         return _expr.parse(self.weighted_norm, ("x",))[0]
 
+    @cached_property
+    def weight_tree(self) -> _expr.Node:
+        """The common neighbour's weight as an expansion of ``nv`` (its degree, read at each entry's column)."""
+        tree = _expr.parse(self.neighbour_weight, ("d",))[0]
+        return _expr.substitute(tree, {"d": _expr.Node("var", ("nv",))})
 
+
+_plus_times = BUILTIN_SEMIRINGS["plus_times"]
 SIMILARITIES = {
     s.name: s
     for s in (
-        Similarity("jaccard", plus_min, "x", "c / (nu + nv - c) if nu + nv - c > 0 else 0.0"),
-        Similarity("sorensen", plus_min, "x", "2 * c / (nu + nv) if nu + nv > 0 else 0.0"),
-        Similarity("overlap", plus_min, "x", "c / min(nu, nv) if min(nu, nv) > 0 else 0.0"),
         Similarity(
-            "cosine",
-            BUILTIN_SEMIRINGS["plus_times"],
-            "x * x",
-            f"q = nu * nv; c / {root_of_product('q', 'nu', 'nv')} if nu > 0.0 and nv > 0.0 else 0.0",
+            "jaccard", "Jaccard similarity", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|",
+            "c / (nu + nv - c) if nu + nv - c > 0 else 0.0", plus_min, weighted_rule="Σ min / Σ max of the weights",
         ),
-        Similarity("scan", plus_min, "x", "(c + 2) / sqrt((nu + 1) * (nv + 1))"),
+        Similarity(
+            "sorensen", "Sørensen–Dice similarity", "2 |N(u) ∩ N(v)| / (d(u) + d(v))",
+            "2 * c / (nu + nv) if nu + nv > 0 else 0.0", plus_min, weighted_rule="sums of weights",
+        ),
+        Similarity(
+            "overlap", "overlap similarity", "|N(u) ∩ N(v)| / min(d(u), d(v))",
+            "c / min(nu, nv) if min(nu, nv) > 0 else 0.0", plus_min, weighted_rule="sums of weights",
+        ),
+        Similarity(
+            "cosine", "cosine (Salton) similarity", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))",
+            f"q = nu * nv; c / {root_of_product('q', 'nu', 'nv')} if nu > 0.0 and nv > 0.0 else 0.0",
+            _plus_times, "x * x", "Σ w(u,k) w(v,k) / norms",
+        ),
+        Similarity(
+            "scan", "SCAN structural similarity", "(|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1))",
+            "(c + 2) / sqrt((nu + 1) * (nv + 1))", any_pair=False, function="scan_similarity",
+        ),
     )
-}
+}  # fmt: skip
 DEGREE_TREE = _expr.parse("1", ("x",))[0]  # Σ 1 over stored entries: the degree, as a row norm
 
 
@@ -371,10 +401,10 @@ def _similarity(
                 "triangle instead"
             )
         return _similarity_by_blocks(name, A, pairs, weighted, backend, normalize)
-    s = SIMILARITIES[name]
+    s = _similarity_row(name, weighted)
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name, weight=weight)
     eng = g.engine
-    if pairs is None and not weighted:
+    if pairs is None and not weighted and s.neighbour_weight is None:
         values = eng.edge_measure(g.G, s.tree)  # the specialised kernel: each edge once, mirrored
     elif pairs is None:
         values = _values_at(g, s, weighted, g.G, _norms(g, s, weighted))
@@ -385,6 +415,14 @@ def _similarity(
         return g.dense(values) if listed is None else listed
     listed = g.pair_list(*g.edges_once(values), f"{name}_coeff", as_pairs, as_frame)
     return g.sparse(values) if listed is None else listed
+
+
+def _similarity_row(name: str, weighted: bool) -> Similarity:
+    s = SIMILARITIES[name]
+    if weighted and s.weighted_semiring is None:
+        weighable = [t.name for t in SIMILARITIES.values() if t.weighted_semiring is not None]
+        raise ValueError(f"{name} has no weighted form; weighted=True is for {', '.join(weighable)}")
+    return s
 
 
 def _check_forms(as_pairs: bool, as_frame: bool) -> None:
@@ -409,9 +447,22 @@ def _norms(g: _Graph, s: Similarity, weighted: bool):
 def _values_at(g: _Graph, s: Similarity, weighted: bool, P, norms):
     """The similarity at each stored entry of the engine matrix P (in P's CSR order)."""
     eng = g.engine
-    sr = s.weighted_semiring if weighted else BUILTIN_SEMIRINGS["plus_pair"]
-    c = eng.masked_product(g.G, P, sr) if eng.nnz(P) else eng.xp.zeros(0)
+    c = _intersection(eng, g.G, P, s, weighted) if eng.nnz(P) else eng.xp.zeros(0)
     return eng.expand(s.tree, eng.edge_rows(P), P.indices, c, norms)
+
+
+def _intersection(eng: GraphEngine, G, P, s: Similarity, weighted: bool):
+    """c at P's entries: the masked product of the weighted semiring, of ``plus_pair`` (a count), or, where each
+    common neighbour w adds its own weight, of ``plus_min`` over G holding w's weight in column w (min(w, w) =
+    w, the weights being positive)."""
+    if weighted:
+        return eng.masked_product(G, P, s.weighted_semiring)
+    if s.neighbour_weight is None:
+        return eng.masked_product(G, P, BUILTIN_SEMIRINGS["plus_pair"])
+    degree = eng.row_norm(G, DEGREE_TREE)
+    w = eng.expand(s.weight_tree, eng.edge_rows(G), G.indices, eng.xp.zeros(G.indices.size), degree)
+    csr = arrays.csr_matrix_class(eng.xp)
+    return eng.masked_product(eng.to_device(csr((w, G.indices, G.indptr), shape=G.shape)), P, plus_min)
 
 
 def _similarity_doc(name: str, formula: str, column: str) -> str:
@@ -462,7 +513,7 @@ sorensen.__doc__ = _similarity_doc("Sørensen–Dice", "2 |N(u) ∩ N(v)| / (d(u
 overlap.__doc__ = _similarity_doc("overlap", "|N(u) ∩ N(v)| / min(d(u), d(v))", "overlap_coeff")
 cosine.__doc__ = _similarity_doc("cosine (Salton)", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))", "cosine_coeff")
 
-TWO_HOP_MEASURES = ("jaccard", "sorensen", "overlap", "cosine")
+TWO_HOP_MEASURES = tuple(s.name for s in SIMILARITIES.values() if s.any_pair)
 _TWO_HOP_BYTES = 64  # host bytes per candidate pair of a block: pattern, counts, values, ids and top-k merging
 
 
@@ -485,8 +536,8 @@ def two_hop_similarity(
     two-hop neighbours.  Without ``topk``: every such pair, ordered by
     ``(first, second)``.  With ``topk``: the ``topk`` highest values over the
     whole graph (as cuGraph's ``topk``), highest first, ties by
-    ``(first, second)``.  ``measure`` is one of ``"jaccard"``, ``"sorensen"``,
-    ``"overlap"``, ``"cosine"``; ``weighted``, ``normalize`` and ``weight``
+    ``(first, second)``.  ``measure`` is one of ``TWO_HOP_MEASURES``
+    (``"jaccard"``, ``"sorensen"``, ``"overlap"``, ``"cosine"``...); ``weighted``, ``normalize`` and ``weight``
     as in :func:`jaccard`.  ``as_frame=True`` gives a DataFrame of cuGraph's
     columns (``first``, ``second``, ``jaccard_coeff``...).  The vertices are
     node labels for a networkx graph.
@@ -508,7 +559,7 @@ def two_hop_similarity(
     if topk is not None and (isinstance(topk, bool) or not isinstance(topk, numbers.Integral) or topk < 1):
         raise ValueError(f"topk must be a positive integer (the number of best pairs kept) or None, got {topk!r}")
     budget = validation.check_positive(1024.0 if working_memory is None else working_memory, "working_memory")
-    s = SIMILARITIES[measure]
+    s = _similarity_row(measure, weighted)
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure, weight=weight)
     eng = g.engine
     indptr, indices = eng.to_host(g.G.indptr).astype(np.int64), eng.to_host(g.G.indices).astype(np.int64)
@@ -708,8 +759,8 @@ def _block_rows(G, b: int, nblocks: int) -> tuple[int, int]:
     return int(r0), int(r1)
 
 
-def _block_product(held, b: int, nblocks: int, backend: str, sr):
-    """(engine, G on its device, P, c): ``C⟨P⟩ = G ⊕.⊗ Gᵀ`` at P, the entries of block b's rows of G."""
+def _block_pattern(held, b: int, nblocks: int, backend: str):
+    """(engine, G on its device, P): P the entries of block b's rows of G, on the device."""
     G = held.value[0]
     engine = _backend.graph_engine(backend)
     Gd = _on_device(engine, held)
@@ -719,20 +770,20 @@ def _block_product(held, b: int, nblocks: int, backend: str, sr):
     indptr = indptr.astype(G.indptr.dtype)  # G's index type (it fits): the kernels keep int32 where G has it
     P = sp.csr_matrix((np.ones(s1 - s0), G.indices[s0:s1], indptr), shape=G.shape)
     P.has_canonical_format = True  # G's rows: sorted and unique
-    P = engine.to_device(P)
-    return engine, Gd, P, engine.masked_product(Gd, P, sr)
+    return engine, Gd, engine.to_device(P)
 
 
 def _block_similarity(held, b: int, nblocks: int, name: str, weighted: bool, backend: str) -> np.ndarray:
     """The similarity at the entries of block b's rows: the engine's specialised kernel (each entry from its
     two lists) unweighted, the masked product of the weighted semiring weighted."""
     s = SIMILARITIES[name]
-    if not weighted:
+    if not weighted and s.neighbour_weight is None:
         engine = _backend.graph_engine(backend)
         rows = _block_rows(held.value[0], b, nblocks)
         return engine.to_host(engine.edge_measure(_on_device(engine, held), s.tree, rows=rows))
-    engine, Gd, P, c = _block_product(held, b, nblocks, backend, s.weighted_semiring)
-    norms = engine.row_norm(Gd, s.norm_tree)
+    engine, Gd, P = _block_pattern(held, b, nblocks, backend)
+    c = _intersection(engine, Gd, P, s, weighted)
+    norms = engine.row_norm(Gd, s.norm_tree if weighted else DEGREE_TREE)
     return engine.to_host(engine.expand(s.tree, engine.edge_rows(P), P.indices, c, norms))
 
 
