@@ -330,3 +330,26 @@ def test_two_hop_similarity_edge_cases():
         graph.two_hop_similarity(empty, "scan", backend="cpu")
     with pytest.raises(ValueError, match="topk must be a positive integer"):
         graph.two_hop_similarity(empty, topk=0, backend="cpu")
+
+
+def test_adamic_adar_index_is_networkx():
+    """At given pairs (networkx labels, any order, edges or not), at every edge, over two hops and on a SciPy
+    matrix, the values are networkx's ``adamic_adar_index``; it has no weighted form."""
+    G = nx.les_miserables_graph()
+    nodes = list(G)
+    ebunch = [(nodes[0], nodes[5]), ("Valjean", "Javert"), ("Myriel", "Valjean"), ("Cosette", "Gavroche")]
+    got = graph.adamic_adar_index(G, pairs=ebunch, backend="cpu")
+    assert [(u, v) for u, v, _ in got] == ebunch
+    np.testing.assert_allclose([p for *_, p in got], [p for *_, p in nx.adamic_adar_index(G, ebunch)], rtol=1e-12)
+    want = {(u, v): p for u, v, p in nx.adamic_adar_index(G, G.edges())}
+    at_edges = {(u, v): p for u, v, p in graph.adamic_adar_index(G, backend="cpu")}
+    assert at_edges.keys() == want.keys() and max(want.values()) > 1
+    np.testing.assert_allclose([at_edges[e] for e in want], list(want.values()), rtol=1e-12)
+    A = random_graph(40, 70, seed=5)
+    H = nx.from_scipy_sparse_array(A)
+    first, second, value = graph.two_hop_similarity(A, "adamic_adar", backend="cpu")
+    pairs = list(zip(first.tolist(), second.tolist()))
+    assert len(pairs) > 40
+    np.testing.assert_allclose(value, [p for *_, p in nx.adamic_adar_index(H, pairs)], rtol=1e-12)
+    with pytest.raises(ValueError, match="adamic_adar has no weighted form"):
+        graph.two_hop_similarity(A, "adamic_adar", weighted=True, backend="cpu")
