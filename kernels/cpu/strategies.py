@@ -210,6 +210,17 @@ def _scatter(product: Product, out_dtype, expansion=None):
     return out
 
 
+def _constant(product: Product, out_dtype, expansion=None):
+    return np.full((product.m, product.p), product.sr.start(product.X.shape[1]), dtype=out_dtype)
+
+
+def _nothing_stored(product: Product) -> bool:
+    """No pair has a stored column to combine: an intersection with a side holding no entries, or a union with
+    neither side holding any; each entry is then the accumulator's start (``Semiring.start``)."""
+    stored = int(product.X.indptr[-1]), int(product.Y.indptr[-1])
+    return 0 in stored if product.semantics == "intersection" else stored == (0, 0)
+
+
 def _masked(product: Product, out_dtype, expansion=None):
     X, Y, sr = product.X, product.Y, product.sr
     kernels = _pairwise._semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
@@ -268,6 +279,9 @@ def _margins_run(product: Product) -> bool:
 
 
 STRATEGIES: tuple[Strategy, ...] = (
+    # Nothing stored to combine: the start everywhere, no kernel compiled or run (a custom semiring's kernels
+    # take seconds to compile; a block of empty rows needs none).
+    Strategy("constant", "dense", None, _constant, runs=_nothing_stored),
     # Dense blocks (``dense``): taken wherever the call's densities say they pay (the measured crossover), so
     # first, at no cost.
     Strategy(

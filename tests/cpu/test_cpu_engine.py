@@ -395,6 +395,29 @@ def test_union_kernels_and_the_masked_product_agree_to_the_last_bit(monkeypatch)
     np.testing.assert_array_equal(masked, results["merge"][rows, cols])
 
 
+def test_a_block_with_nothing_stored_is_the_start_without_a_kernel(monkeypatch):
+    """An intersection with a side holding no entries, or a union of two, is the accumulator's start everywhere
+    (0 for plus, +inf for min: SciPy's product and graphblas's missing entries), with no kernel compiled or run;
+    a union with one side stored is not constant."""
+    from semiring.kernels.cpu import pairwise as cpu_pairwise
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    def planned(A, B, sr):
+        return cpu_strategies.plan(cpu_strategies.Product(A, B, sr, "dense")).strategy.name
+
+    rng = np.random.default_rng(41)
+    empty, Y = sp.csr_matrix((3, 9)), random_csr(rng, 5, 9, 0.4, np.int32, np.float64)
+    monkeypatch.setattr(cpu_pairwise, "_semiring_kernels", None)  # a kernel asked for would fail the call
+    for sr, dtype in ((semiring.plus_times, np.float32), (semiring.min_plus, np.float64)):
+        assert planned(empty, Y, sr) == planned(Y, empty, sr) == "constant"
+        got = ENGINE.pairwise(empty, Y, sr, dtype)
+        want = (empty @ Y.T).toarray() if sr is semiring.plus_times else np.full((3, 5), np.inf)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ENGINE.pairwise(empty, empty, semiring.plus_absdiff, np.float64), np.zeros((3, 3)))
+    assert planned(empty, Y, semiring.plus_absdiff) != "constant"
+
+
 # --------------------------------------------------------------------------- expansion in the product kernel
 
 
