@@ -400,7 +400,7 @@ def _similarity(
     name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight", as_frame=False
 ):
     _check_forms(as_pairs, as_frame)
-    if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
+    if _at_scale(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
         if as_pairs or as_frame:
             raise NotImplementedError(
                 "as_pairs=True and as_frame=True are not available for Dask input: take the sparse result's upper "
@@ -647,7 +647,7 @@ def common_neighbors(A, *, normalize: bool = False, as_frame: bool = False, back
     on the degree-oriented graph, and counted at its three edges, so a hub's
     neighbour list is not walked once per neighbour.
     """
-    if _sdask.is_dask(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
+    if _at_scale(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
         _not_framed(as_frame)
         return _common_neighbors_by_blocks(A, normalize, backend)
     g = _graph(A, backend, normalize=normalize)
@@ -686,7 +686,7 @@ def triangle_count(
     oriented triangle to its three edges or vertices (atomics where another
     thread owns the entry).
     """
-    if _sdask.is_dask(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
+    if _at_scale(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
         _not_framed(as_frame and per != "total")
         return _triangle_count_by_blocks(A, per, order, normalize, backend)
     if per not in PER:
@@ -724,7 +724,7 @@ def ktruss(A, k: int, *, normalize: bool = False, as_frame: bool = False, backen
     nodes of surviving edges).  ``as_frame=True``: a DataFrame ``(first,
     second, weight)`` of the surviving edges, each once.
     """
-    if _sdask.is_dask(A):
+    if _at_scale(A):
         _not_at_scale("ktruss")
     k = _check_k(k)
     g = _graph(A, backend, normalize=normalize)
@@ -754,7 +754,7 @@ def truss_decomposition(A, *, normalize: bool = False, as_frame: bool = False, b
     networkx graph ``{(u, v): truss number}``, each edge once; ``as_frame=True``:
     a DataFrame ``(first, second, truss)``, each edge once.
     """
-    if _sdask.is_dask(A):
+    if _at_scale(A):
         _not_at_scale("truss_decomposition")
     g = _graph(A, backend, normalize=normalize)
     return g.per_edge(g.engine.truss_numbers(g.G), "truss", as_frame)
@@ -854,14 +854,36 @@ def _as_total(made, *counts) -> int:
     return sum(counts)
 
 
-# The graph last given on Dask arrays, held by the workers for the next call (docs/dask.md: "The graph stays held").
-_LAST_GRAPH = _sdask.LastGraph()
+def hold(A, *, weighted: bool = False, normalize: bool = False):
+    """A Dask adjacency matrix made into the graph once, for several measures: its row blocks assembled and
+    checked (with ``weighted`` and ``normalize`` as the measures' own) and the graph copied to every worker of
+    the current cluster (or kept for Dask's local scheduler).  Pass the result in place of ``A`` to the measures
+    that take Dask arrays, with the same ``weighted`` and ``normalize``; a Dask array itself is made into the
+    graph anew at each call.  The caller holds it: its memory on the workers is freed when it is dropped.
+
+    >>> import dask.array as da, scipy.sparse as sp
+    >>> from semiring.distances import graph
+    >>> A = sp.csr_matrix(([1.0] * 6, ([0, 1, 0, 2, 1, 2], [1, 0, 2, 0, 2, 1])), shape=(3, 3))
+    >>> G = graph.hold(da.from_array(A, chunks=(2, 3), asarray=False))
+    >>> graph.triangle_count(G), graph.common_neighbors(G).toarray().tolist()
+    (1, [[0, 1, 1], [1, 0, 1], [1, 1, 0]])
+    """
+    if not _sdask.is_dask(A):
+        raise TypeError(f"hold takes a Dask array of the adjacency matrix's row blocks, got {type(A).__name__}")
+    make = functools.partial(_made, weighted=weighted, normalize=normalize, measure="")
+    return _sdask.hold(A, make, (weighted, normalize))
+
+
+def _at_scale(A) -> bool:
+    """Whether A is a Dask array or a graph held on Dask (``hold``): the measure runs by row blocks."""
+    return _sdask.is_dask(A) or isinstance(A, _sdask.HeldGraph)
 
 
 def _by_blocks(A, block, assemble, *, weighted: bool = False, normalize: bool = False, measure: str = ""):
-    """A measure of a Dask adjacency matrix, computed by the Dask layer from the functions above."""
+    """A measure of a Dask adjacency matrix (or a held one), computed by the Dask layer from the functions
+    above."""
     make = functools.partial(_made, weighted=weighted, normalize=normalize, measure=measure)
-    return _sdask.by_blocks(A, make, (weighted, normalize), block, assemble, _LAST_GRAPH)
+    return _sdask.by_blocks(A, make, (weighted, normalize), block, assemble)
 
 
 def _not_at_scale(name: str):
@@ -905,6 +927,7 @@ __all__ = [
     "adamic_adar_index",
     "common_neighbors",
     "cosine",
+    "hold",
     "jaccard",
     "ktruss",
     "overlap",

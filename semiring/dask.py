@@ -396,16 +396,20 @@ def _assembled(make, *blocks) -> tuple:
 
 
 class HeldGraph:
-    """A Dask matrix's graph, made (assembled and checked) once and held where it is used.
+    """A Dask matrix's graph, made (assembled and checked) once and held where it is used: what :func:`hold`
+    returns, for the caller to hold and pass to several calls instead of the Dask array.
 
     ``H`` is the :class:`Held` graph on every worker (a future, after ``Client.replicate``: the broadcast), or
     the Held itself on Dask's local schedulers; :meth:`made` is what the caller's ``make`` returned, on the
-    client (from the cluster once, when a result first needs it).
+    client (from the cluster once, when a result first needs it); ``checks`` the caller's checks it was made
+    under, ``nblocks`` the row blocks its work is cut into.
     """
 
-    def __init__(self, A, make, client):
+    def __init__(self, A, make, checks, client):
         import dask
 
+        self.checks, self.nblocks = checks, A.numblocks[0]
+        self.client_id = None if client is None else client.id
         assembled = dask.delayed(_assembled, nout=2)(make, *A.to_delayed()[:, 0])
         if client is None:
             self.H, self._made = dask.compute(assembled)[0]
@@ -422,41 +426,35 @@ class HeldGraph:
         return self._made
 
 
-class LastGraph:
-    """The graph last given on Dask arrays, kept by its key for the next call: one graph, so that its several
-    measures, or one measure's repeats, assemble, check and broadcast it once; the next graph replaces it (its
-    memory on the workers freed).  The key is the Dask array's name (Dask names arrays by what they hold), the
-    caller's checks, and the cluster.  The caller owns the holder (one a kind of graph work)."""
-
-    def __init__(self):
-        self._last: tuple | None = None  # (key, HeldGraph), read and replaced whole
-
-    def get(self, A, checks, make, client) -> HeldGraph:
-        key = (A.name, checks, None if client is None else client.id)
-        last = self._last
-        if last is not None and last[0] == key:
-            return last[1]
-        self._last = None  # the old graph is freed before the new one is made
-        held = HeldGraph(A, make, client)
-        self._last = (key, held)
-        return held
+def hold(A, make, checks) -> HeldGraph:
+    """A's row blocks assembled into one matrix by ``make`` (the caller's assembly and checks) and held by every
+    worker of the current cluster (or Dask's local scheduler): see :class:`HeldGraph`."""
+    A = as_row_blocks(A, "A")
+    return HeldGraph(A, make, checks, distributed_client())
 
 
-def by_blocks(A, make, checks, block, assemble, last: LastGraph):
+def by_blocks(A, make, checks, block, assemble):
     """``assemble(made, *[block(H, b, nblocks) for each block b])``, computed: ``made = make(matrix)`` is A's row
-    blocks assembled into one matrix and checked by the caller, ``H`` a :class:`Held` of it on every worker;
-    ``last`` (the caller's) keeps it for the next call with the same ``checks``.
+    blocks assembled into one matrix and checked by the caller, ``H`` a :class:`Held` of it on every worker.
 
-    On a ``distributed`` cluster the blocks are dealt to the workers in turn, their values gathered and
-    assembled on the client; otherwise Dask's local scheduler runs them on its threads, sharing the graph.
-    There are as many blocks as A has row blocks.
+    ``A`` is a Dask array, held for this call only, or a :class:`HeldGraph` the caller holds (made by
+    :func:`hold` under the same ``checks``, on the same cluster), used as it is.  On a ``distributed`` cluster
+    the blocks are dealt to the workers in turn, their values gathered and assembled on the client; otherwise
+    Dask's local scheduler runs them on its threads, sharing the graph.  There are as many blocks as A has row
+    blocks.
     """
     import dask
 
-    A = as_row_blocks(A, "A")
-    nblocks = A.numblocks[0]
     client = distributed_client()
-    held = last.get(A, checks, make, client)
+    if isinstance(A, HeldGraph):
+        if A.checks != checks:
+            raise ValueError(f"the held graph was checked for {A.checks}, this call asks for {checks}: hold it again")
+        if A.client_id != (None if client is None else client.id):
+            raise ValueError("the held graph is held by another cluster (or none): hold it again on this one")
+        held = A
+    else:
+        held = hold(A, make, checks)
+    nblocks = held.nblocks
     if client is None:
         values = dask.compute(*[dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)])
     else:
@@ -470,7 +468,7 @@ def by_blocks(A, make, checks, block, assemble, last: LastGraph):
 
 __all__ = [
     "Held",
-    "LastGraph",
+    "HeldGraph",
     "ShardedIndex",
     "as_row_blocks",
     "block_pairs",
@@ -478,6 +476,7 @@ __all__ = [
     "check_call",
     "compute",
     "distributed_client",
+    "hold",
     "is_dask",
     "known_rows",
     "merge",

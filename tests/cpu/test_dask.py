@@ -249,6 +249,14 @@ def test_graph_measures_by_row_blocks_equal_the_single_machine_results(client):
     edge = graph.triangle_count(dA, "edge")
     assert (edge != graph.triangle_count(A, "edge")).nnz == 0
 
+    held = graph.hold(dA)  # made into the graph once, for the calls below (the adamic_adar row: plus_min by blocks)
+    assert graph.triangle_count(held) == triangles
+    got, want = graph.adamic_adar_index(held), graph.adamic_adar_index(A)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.data, want.data, rtol=1e-14)
+    with pytest.raises(ValueError, match=r"checked for \(False, False\), this call asks for \(True, False\)"):
+        graph.jaccard(held, weighted=True)
+
 
 def test_graph_input_rules_hold_on_dask(client):
     A = random_graph(30, 60, seed=9)
