@@ -12,6 +12,10 @@ from semiring.kernels.cuda import graph_source as src
 
 INDEX_TYPES = ["int32", "int64"]
 COUNT = E.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
+# The expansions the graph engine renders: a count, each similarity's (rows may share one: adamic_adar's is c),
+# and each neighbour weight (of the common neighbour's degree, applied to the graph's entries).
+TREES = list(dict.fromkeys([COUNT] + [s.tree for s in SIMILARITIES.values()]))
+WEIGHTS = list(dict.fromkeys(s.weight_tree for s in SIMILARITIES.values() if s.neighbour_weight is not None))
 
 
 def kernels(index_type: str):
@@ -23,10 +27,12 @@ def kernels(index_type: str):
             yield src.render_compact(mode, index_type, fill)
     for mode in ("total", "edge", "vertex"):
         yield src.render_intersect(mode, index_type)
-    for tree in [COUNT] + [s.tree for s in SIMILARITIES.values()]:
+    for tree in TREES:
         yield src.render_intersect("measure", index_type, tree)
         yield src.render_intersect("entry", index_type, tree)
         yield src.render_mirror(index_type, tree)
+        yield src.render_expand(tree, index_type)
+    for tree in WEIGHTS:
         yield src.render_expand(tree, index_type)
 
 
@@ -37,7 +43,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert len(names) == 10 + 4 * (1 + len(SIMILARITIES))  # every kernel has its own name
+    assert WEIGHTS and len(names) == 10 + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
