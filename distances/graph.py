@@ -36,6 +36,8 @@ Definitions (N(u) the neighbours of u, d(u) = |N(u)|, c = |N(u) ∩ N(v)|):
   Σ min / Σ max), and for ``cosine`` c = Σ_k w(u,k) w(v,k), d(u) = Σ_k w(u,k)².
 * ``adamic_adar_index`` — Σ over the common neighbours w of 1 / log d(w), as
   networkx's: c sums each common neighbour's own weight (``neighbour_weight``).
+* ``resource_allocation_index`` — Σ over the common neighbours w of 1 / d(w),
+  as networkx's, likewise.
 * ``scan_similarity`` — SCAN's structural similarity on closed
   neighbourhoods at each edge: (c + 2) / sqrt((d(u) + 1)(d(v) + 1)).
 * ``common_neighbors`` — c at every edge.
@@ -173,6 +175,10 @@ SIMILARITIES = {
         Similarity(
             "adamic_adar", "Adamic-Adar index", "Σ over w in N(u) ∩ N(v) of 1 / log d(w)", "c",
             neighbour_weight="1 / log(d)", function="adamic_adar_index",
+        ),
+        Similarity(
+            "resource_allocation", "resource allocation index", "Σ over w in N(u) ∩ N(v) of 1 / d(w)", "c",
+            neighbour_weight="1 / d", function="resource_allocation_index",
         ),
     )
 }  # fmt: skip
@@ -538,6 +544,23 @@ def adamic_adar_index(
     array([0.9102, 1.4427, 0.9102])
     """
     return _similarity("adamic_adar", A, pairs, False, backend, normalize, as_pairs, weight, as_frame)
+
+
+def resource_allocation_index(
+    A, pairs=None, *, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+):
+    """Resource allocation index of vertex pairs: Σ over their common neighbours w of 1 / d(w), as networkx's
+    ``resource_allocation_index`` (each common neighbour shares one unit among its neighbours).
+
+    Forms and arguments as :func:`adamic_adar_index` (column ``resource_allocation_coeff``); no weighted form.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from semiring.distances import graph
+    >>> A = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 0, 1, 0]]))
+    >>> graph.resource_allocation_index(A, pairs=[(0, 1), (0, 2), (0, 3)], backend="cpu").round(4)  # 1/3, 1/2
+    array([0.3333, 0.5   , 0.3333])
+    """
+    return _similarity("resource_allocation", A, pairs, False, backend, normalize, as_pairs, weight, as_frame)
 
 
 TWO_HOP_MEASURES = tuple(s.name for s in SIMILARITIES.values() if s.any_pair)
@@ -931,6 +954,7 @@ __all__ = [
     "jaccard",
     "ktruss",
     "overlap",
+    "resource_allocation_index",
     "scan_similarity",
     "sorensen",
     "triangle_count",
