@@ -3,14 +3,19 @@ runs), and the choice among them, made once a tile.
 
 ``STRATEGIES`` is the whole of the choice.  For one tile's product (:class:`Product`: its operands, the result
 asked for, and the facts of them the entries ask, each found at most once), :func:`plan` takes the entries for
-that result and semantics, then
+that result and semantics, in groups of one setting each (``setting``; an entry without one is a group of its
+own), in the table's order, and the first group that chooses an entry runs it.  A group chooses
 
-1. an entry its setting forces (``setting``; the values ``forced_by``, else the entry's name) runs where it
-   ``runs`` at all, past its own measured rule (tests force each path with the settings);
-2. otherwise, among the entries that run, that ``pays`` (the measured rule that takes it in ``auto``) and whose
-   setting says ``auto`` — or names an entry that cannot run here: ``SEMIRING_CPU_UNION=margins`` on a product
-   the split does not hold for chooses among the other unions as ``auto`` does — the least ``cost`` runs (ties:
-   the earlier entry).  An entry with no cost model costs 0, so the table's order ranks it.
+1. the entry its setting forces (the values ``forced_by``, else the entry's name), where it ``runs`` at all, past
+   its own measured rule (tests force each path with the settings); a value naming no entry of the group
+   (``SEMIRING_CPU_DENSE=never``) passes the turn to the next group;
+2. otherwise (``auto``, or a forced entry that cannot run here: ``SEMIRING_CPU_UNION=margins`` on a product the
+   split does not hold for chooses among the other unions as ``auto`` does), among its entries that run and
+   ``pays`` (the measured rule that takes it in ``auto``), the least ``cost`` (ties: the earlier entry); an entry
+   with no cost model costs 0, so the table's order ranks it; none: the next group.
+
+So the dense blocks, first, are taken where their setting forces them or the call's densities pay, before
+``SEMIRING_CPU_INTERSECTION`` or ``_UNION`` chooses a sparse kernel, as each setting's docs say.
 
 The :class:`Plan` (the entry and the product with the facts found for the choice: the row kernel's index counted
 for its cost is the one it runs on) is executed as is.  Adding a strategy is one entry here, its kernel (in the
@@ -329,21 +334,29 @@ def plan(product: Product) -> Plan:
     """The strategy of ``STRATEGIES`` that computes ``product`` (see the module docstring)."""
     entries = [s for s in STRATEGIES if s.result == product.result and s.semantics in (None, product.semantics)]
     value = {s.setting: s.setting.read() for s in entries if s.setting is not None}  # each read once
+    groups: dict = {}  # the entries of one setting (an entry without one: alone), in the table's order
     for s in entries:
-        if s.setting is not None and s.forced(value[s.setting]) and s.runs(product):
-            return Plan(s, product)
+        groups.setdefault(s.setting or s.name, []).append(s)
+    for group in groups.values():
+        chosen = _choice(group, value.get(group[0].setting, "auto"), product)
+        if chosen is not None:
+            return Plan(chosen, product)
+    raise ValueError(f"no CPU strategy computes this {product.semantics} product ({product.result} result)")
 
-    def in_auto(s: Strategy) -> bool:
-        if s.setting is None or value[s.setting] == "auto":
-            return True
-        # The setting names an entry of this product that cannot run here (else it was taken above): the
-        # setting's other entries choose as in auto.  A value naming none ("never") keeps them out.
-        return any(t.setting is s.setting and t.forced(value[s.setting]) for t in entries)
 
-    candidates = [s for s in entries if in_auto(s) and s.runs(product) and s.pays(product)]
-    if not candidates:
-        raise ValueError(f"no CPU strategy computes this {product.semantics} product ({product.result} result)")
-    return Plan(min(candidates, key=lambda s: s.cost(product)), product)
+def _choice(group: list[Strategy], value: str, product: Product) -> Strategy | None:
+    """The entry of one setting's group that runs, or None: the one ``value`` forces where it runs; else (auto,
+    or a forced entry that cannot run here) the cheapest that runs and pays; none where ``value`` names no entry
+    ("never")."""
+    if value != "auto":
+        named = [s for s in group if s.forced(value)]
+        for s in named:
+            if s.runs(product):
+                return s
+        if not named:
+            return None
+    candidates = [s for s in group if s.runs(product) and s.pays(product)]
+    return min(candidates, key=lambda s: s.cost(product)) if candidates else None
 
 
 # --------------------------------------------------------------------------- the engine's products

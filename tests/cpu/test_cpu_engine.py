@@ -344,6 +344,25 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
     assert plan(short, semiring.max_absdiff, per_worker - 1).strategy.name == "merge"  # none fits: no scratch
 
 
+def test_settings_choose_in_the_tables_order(monkeypatch):
+    """A sparse union kernel forced by its setting yields to the dense path the call's densities take (its
+    setting comes first in the table) and runs where they do not; SEMIRING_CPU_DENSE=never passes the turn."""
+    from semiring.engine import call_density
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    def planned(A):
+        return cpu_strategies.plan(cpu_strategies.Product(A, A, semiring.plus_absdiff, "dense")).strategy.name
+
+    full = sp.csr_matrix(np.arange(1.0, 13.0).reshape(3, 4))
+    monkeypatch.setenv(semiring.settings.CPU_UNION.name, "merge")
+    with call_density(full, full):
+        assert planned(full) == "tiled"
+        monkeypatch.setenv(semiring.settings.CPU_DENSE.name, "never")
+        assert planned(full) == "merge"
+    monkeypatch.setenv(semiring.settings.CPU_DENSE.name, "auto")
+    assert planned(full) == "merge"  # outside a call: no densities, the sparse kernels
+
+
 # cityblock of rows over 4·10⁶ columns, dense enough (10⁶ entries) that no column compaction applies: per-column
 # scratch would be 24 B × 4·10⁶ = 92 MiB a worker.  Peak RSS growth of the call is measured in a fresh process,
 # after a warm-up call has compiled the kernels.
