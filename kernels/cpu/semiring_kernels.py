@@ -20,7 +20,7 @@ from semiring.kernels.cpu.jit import JIT
 from semiring.kernels.cpu.pairwise import X_BLOCK, Y_TILE, invert_rows, order_by_column
 
 # <ops> replaced in each generated copy; as written: plus_times (an intersection), and the product itself as
-# its expansion (a measure's, applied as each entry is written: ``pairwise.pairwise_expanded``), and nothing to
+# its expansion (a measure's, applied as each entry is written: ``strategies.product_expanded``), and nothing to
 # refine (a measure's test of the entries it recomputes exactly)
 UNION = False
 
