@@ -100,14 +100,16 @@ def _as_csr(path, M) -> sp.csr_matrix:
     return sp.csr_matrix(np.asarray(M, dtype=native))
 
 
+def _unknown_format(kind: str) -> str:
+    return f"unknown matrix format {kind or '(no extension)'!r}; expected {', '.join(MATRIX_SUFFIXES)}"
+
+
 def read_matrix(path) -> sp.csr_matrix:
     """A matrix from ``.mtx`` (``.gz``/``.bz2``), ``.npz`` (SciPy sparse, or NumPy with one array) or ``.npy``."""
     path = os.fspath(path)
     kind = suffix(path)
     if kind not in MATRIX_SUFFIXES:
-        raise FileError(
-            path, f"unknown matrix format {kind or '(no extension)'!r}; expected {', '.join(MATRIX_SUFFIXES)}"
-        )
+        raise FileError(path, _unknown_format(kind))
     _check_readable(path)
     if kind.startswith(".mtx"):
         M = _read_matrix_market(path, kind)
@@ -148,7 +150,7 @@ def matrix_size(path) -> MatrixSize:
     path = os.fspath(path)
     kind = suffix(path)
     if kind not in MATRIX_SUFFIXES:
-        return read_matrix(path)  # refused, naming the formats
+        raise FileError(path, _unknown_format(kind))
     _check_readable(path)
     if kind.startswith(".mtx"):
         h = _matrix_market_header(path, kind)
@@ -167,11 +169,11 @@ def matrix_size(path) -> MatrixSize:
             members = {m.filename.removesuffix(".npy"): m for m in archive.infolist() if m.filename.endswith(".npy")}
             if "format" not in members:
                 if len(members) != 1:
-                    return _read_npz(path)  # refused, naming the arrays
+                    raise FileError(path, _not_one_array(list(members)))
                 with archive.open(next(iter(members.values()))) as f:
                     return _dense_size(path, *_header_of(path, f))
             if not {"shape", "data"} <= members.keys():
-                return _read_npz(path)  # refused as damaged
+                raise FileError(path, "damaged .npz file (a sparse matrix's archive without its shape or data)")
             with archive.open(members["data"]) as f:
                 data_shape, dtype = _header_of(path, f, "data.npy")
                 stored = int(np.prod(data_shape, dtype=object))
@@ -459,6 +461,9 @@ def _check_npz_members(path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             members = [m for m in archive.infolist() if m.filename.endswith(".npy")]
+            if not members:  # NumPy would return another member's raw bytes as the "array"
+                names = ", ".join(m.filename for m in archive.infolist()[:5]) or "none"
+                raise FileError(path, f"not a NumPy/SciPy .npz file (it holds no .npy array; its members: {names})")
             validation.check_allocation(
                 2 * sum(m.file_size for m in members), f"{path}: the arrays of this .npz, inflated"
             )
@@ -479,14 +484,16 @@ def _read_npz(path):
             if "format" in names:  # scipy.sparse.save_npz writes the format's name beside the arrays
                 return _sparse_from_archive(path, archive)
             if len(names) != 1:
-                raise FileError(
-                    path, f"a dense .npz must hold exactly one array, this one holds {len(names)}: {', '.join(names)}"
-                )
+                raise FileError(path, _not_one_array(names))
             return archive[names[0]]
     except FileError:
         raise
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise FileError(path, f"damaged or unsupported .npz file ({exc})") from None
+
+
+def _not_one_array(names: list[str]) -> str:
+    return f"a dense .npz must hold exactly one array, this one holds {len(names)}: {', '.join(names)}"
 
 
 def _sparse_from_archive(path, archive):

@@ -125,6 +125,18 @@ def test_a_files_declared_size_bounds_what_reading_it_makes(tmp_path, name):
     assert size.itemsize == M.dtype.itemsize  # float32 kept, the rest read as float64
 
 
+def test_a_zip_without_arrays_is_not_read_as_an_npz(tmp_path):
+    """NumPy returns a non-.npy member's raw bytes as if an array: the size from headers crashed on them."""
+    import zipfile
+
+    path = tmp_path / "notes.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "not an array")
+    for read in (io.matrix_size, io.read_matrix):
+        with pytest.raises(io.FileError, match=f"^{path}: not a NumPy/SciPy .npz file .*members: notes.txt"):
+            read(path)
+
+
 def test_crlf_line_endings_and_blank_lines_are_read(tmp_path):
     path = _write(tmp_path, "w.mtx", (BANNER + "2 2 2\n\n1 1 1.5\n\n2 2 7.0\n").replace("\n", "\r\n"))
     np.testing.assert_array_equal(io.read_matrix(path).toarray(), [[1.5, 0.0], [0.0, 7.0]])
