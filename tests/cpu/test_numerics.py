@@ -18,6 +18,7 @@ from semiring import distances
 from semiring.distances.specs import DISTANCES
 
 MEASURES = [d.name for d in DISTANCES if d.scipy is not None]
+IN_INPUT_UNITS = ("euclidean", "sqeuclidean", "cityblock", "chebyshev", "minkowski")  # not ratios: they scale
 
 
 def _rows(seed: int, m: int, n: int, offset: float, spread: float, dtype, nonnegative: bool):
@@ -70,6 +71,36 @@ def test_large_offsets_and_mixed_types_match_cdist(name, seed, offset, spread, d
     ref = oracle(name, Xd, Yd)
     skip = ill_posed(name, Xd, Yd)
     np.testing.assert_allclose(got[~skip], ref[~skip], rtol=1e-9, atol=_tolerance(name, offset, spread))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(MEASURES),
+    seed=st.integers(0, 2**32 - 1),
+    magnitude=st.sampled_from([1e-120, 1e-80, 1.0, 1e80, 1e150]),
+    shape=st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 12)),
+)
+def test_far_magnitudes_match_cdist(name, seed, magnitude, shape):
+    """Rows of 1e±80 and beyond, whose squared norms' products over- or underflow float64 (cosine gave 1, and 0
+    or 2, for every pair): every measure as SciPy computes it, to its own scale."""
+    m, p, n = shape
+    if name == "seuclidean" and m + p < 3:
+        return
+    X = _rows(seed, m, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
+    Y = _rows(seed + 1, p, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
+    Xd, Yd = X.toarray(), Y.toarray()
+    try:
+        got = distances.pairwise_distances(X, Y, metric=name, backend="cpu")
+    except ValueError as e:  # seuclidean's default V over a constant column: refused, as documented
+        assert name == "seuclidean" and "constant" in str(e)
+        return
+    ref = oracle(name, Xd, Yd)
+    keep = ~ill_posed(name, Xd, Yd)
+    # Values in the inputs' units are compared at their own scale, the others (ratios) at 1; jensenshannon's
+    # near-uniform rows keep √ε, as in test_large_offsets_and_mixed_types_match_cdist.
+    unit = np.abs(ref[keep & np.isfinite(ref)]).max(initial=0.0) if name in IN_INPUT_UNITS else 1.0
+    atol = (1e-7 if name == "jensenshannon" else 1e-12) * unit
+    np.testing.assert_allclose(got[keep], ref[keep], rtol=1e-9, atol=atol)
 
 
 @pytest.mark.parametrize("offset", [1e6, 1e7, 1e8])
