@@ -76,10 +76,27 @@ def test_a_dense_result_larger_than_memory_is_refused_before_allocating(monkeypa
     ):
         with pytest.raises(
             MemoryError,
-            match=r"the dense result \(101 x 101 float64\) needs 79\.7 KiB of memory; 7\.8 KiB is available",
+            match=r"the dense result \(101 x 101 float64\).* needs 79\.7 KiB of memory; 7\.8 KiB is available",
         ):
             call()
     np.testing.assert_allclose(pairwise_distances(X[:10], backend="cpu"), cdist(X[:10].toarray(), X[:10].toarray()))
+
+
+@pytest.mark.parametrize(
+    "dtype, metric, working_memory, need",
+    [
+        (np.float64, "braycurtis", None, "2.1 MiB"),  # one tile: two float64 terms and the result, per entry
+        (np.float32, "euclidean", None, "1.0 MiB"),  # float64 temporaries for a float32 result
+        (np.float64, "euclidean", 0.5, "1.2 MiB"),  # tiles: the result beside a budget's worth of them
+    ],
+)
+def test_a_dense_result_is_checked_with_its_tiles(monkeypatch, dtype, metric, working_memory, need):
+    """The result fits the memory available, the result and its tiles' temporaries do not: refused first."""
+    X = (np.random.default_rng(4).random((300, 5)) - 0.5).astype(dtype)  # signed: braycurtis keeps two terms
+    result = 300 * 300 * np.dtype(dtype).itemsize
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: result + 1000)
+    with pytest.raises(MemoryError, match=f"with its tiles' temporaries needs {need} of memory"):
+        pairwise_distances(X, metric=metric, backend="cpu", working_memory=working_memory)
 
 
 def test_the_k_nearest_are_checked_against_memory_before_any_tile(monkeypatch):
