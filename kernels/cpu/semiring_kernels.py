@@ -304,6 +304,71 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
 
 
 @njit(parallel=True, **JIT)
+def extremum_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, largest, start, params, out):
+    # A max- or min-monoid union (chebyshev's max |x − y|), values and products finite: the best over X_i ∩ Y_j
+    # of f(x, y), over X_i \ Y_j of f(x, 0) and over Y_j \ X_i of f(0, y), in any order (the monoid is
+    # idempotent, commutative and exact).  The intersection is formed from Y's postings, only the products that
+    # exist (as the inverted kernel's); each side's best outside the other is its best margin whose column the
+    # other row lacks: X_i's margins best first, those of its first 64 found in Y_j marked in a word as the
+    # intersection is formed (beyond them, Y_j's sorted columns searched), Y_j's margins best first checked
+    # against X_i's columns (stamped).  A merge walks both rows for every pair; here a pair costs its shared
+    # columns and, mostly, one look at each side.
+    m, p = xp.size - 1, yp.size - 1
+    ycolptr, yrow, yval = invert_rows(yp, yi, yv, 0, p, ncols)
+    ybest = np.empty(yp[p], np.int64)  # each Y row's entries, best margin f(0, y) first
+    for j in prange(p):
+        a, b = yp[j], yp[j + 1]
+        margins = np.empty(b - a, np.float64)
+        for t in range(a, b):
+            v = mult(0.0, np.float64(yv[t]), params)
+            margins[t - a] = -v if largest else v
+        ybest[a:b] = a + np.argsort(margins, kind="mergesort")
+    for chunk in prange(nthreads):
+        stamp = np.full(ncols, -1, np.int64)
+        acc = np.empty(p, np.float64)
+        found = np.empty(p, np.uint64)
+        for i in range(chunk * m // nthreads, (chunk + 1) * m // nthreads):
+            a, b = xp[i], xp[i + 1]
+            nx = b - a
+            margins = np.empty(nx, np.float64)
+            for k in range(a, b):
+                v = mult(np.float64(xv[k]), 0.0, params)
+                margins[k - a] = -v if largest else v
+                stamp[xi[k]] = i
+            xbest = a + np.argsort(margins, kind="mergesort")
+            acc[:] = start
+            found[:] = 0
+            for r in range(nx):
+                k = xbest[r]
+                c, x = xi[k], np.float64(xv[k])
+                bit = _u(1) << _u(r) if r < 64 else _u(0)
+                for q in range(ycolptr[c], ycolptr[c + 1]):
+                    j = yrow[q]
+                    acc[j] = add(acc[j], mult(x, yval[q], params), params)
+                    found[j] |= bit
+            for j in range(p):
+                v = acc[j]
+                missing = ~found[j]
+                if missing != _u(0):
+                    r = _lowest_bit(missing)[1]
+                    if r < nx:
+                        v = add(v, mult(np.float64(xv[xbest[r]]), 0.0, params), params)
+                elif nx > 64:  # X_i's first 64 are all in Y_j: search on among the rest
+                    for r in range(64, nx):
+                        c = xi[xbest[r]]
+                        at = yp[j] + np.searchsorted(yi[yp[j] : yp[j + 1]], c)
+                        if at == yp[j + 1] or yi[at] != c:
+                            v = add(v, mult(np.float64(xv[xbest[r]]), 0.0, params), params)
+                            break
+                for t in range(yp[j], yp[j + 1]):
+                    s = ybest[t]
+                    if stamp[yi[s]] != i:
+                        v = add(v, mult(0.0, np.float64(yv[s]), params), params)
+                        break
+                out[i, j] = v
+
+
+@njit(parallel=True, **JIT)
 def masked_kernel(xp, xi, xv, yp, yi, yv, rows, cols, xmax, nthreads, start, params, out):
     # out[s] = X row rows[s] against Y row cols[s]; entries in chunks of
     # consecutive s (in CSR order, consecutive rows), several per thread.

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
+from semiring import expr as _expr
 from semiring import monoid, settings
+from semiring import semantics as _semantics
 from semiring.engine import SCRATCH_BUDGET, Entries
 
 from . import dense as _dense
@@ -215,6 +217,31 @@ def _scatter(product: Product, out_dtype, expansion=None):
     return out
 
 
+def _extremum(product: Product, out_dtype, expansion=None):
+    X, Y, sr = product.X, product.Y, product.sr
+    (xi, yi, ncols), (kernels, _, out) = product.columns, _written(product, out_dtype, None)
+    args = (X.indptr, xi, X.data, Y.indptr, yi, Y.data, ncols, numba.get_num_threads(), sr.add.kind == "max")
+    kernels.extremum_kernel(*args, sr.start(X.shape[1]), sr.params, out)
+    return out
+
+
+def _extremum_runs(product: Product) -> bool:
+    """A max- or min-monoid union whose op cannot give NaN on finite operands, over finite values: then no term
+    can make the result depend on the order the terms are taken in, and the kernel may take them in its own."""
+    sr = product.sr
+    return (
+        sr.add.kind in ("max", "min")
+        and _finite_op(sr.mult.tree, tuple(sr.mult.params))
+        and bool(np.isfinite(product.X.data).all() and np.isfinite(product.Y.data).all())
+    )
+
+
+@cache
+def _finite_op(tree, params) -> bool:
+    bound = _expr.substitute(tree, {name: _semantics.number(value) for name, value in params})
+    return _semantics.value_range(bound).finite
+
+
 def _constant(product: Product, out_dtype, expansion=None):
     return np.full((product.m, product.p), product.sr.start(product.X.shape[1]), dtype=out_dtype)
 
@@ -303,6 +330,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     # scatter walks, from a cache-resident tile); else scatter on short rows where a worker's scratch fits, else
     # merge.
     Strategy("margins", "dense", "union", _margins, runs=_margins_run, setting=_UNION, expands=True),
+    # Max- and min-monoid unions (chebyshev): the intersection from Y's postings, each side's best margin the
+    # other lacks found in a look or two, instead of a merge of both rows for every pair.
+    Strategy("extremum", "dense", "union", _extremum, runs=_extremum_runs, setting=_UNION),
     Strategy("scatter", "dense", "union", _scatter, pays=_scatter_pays, setting=_UNION),
     Strategy("merge", "dense", "union", _merge, setting=_UNION),
     # Masked products: each mask entry merges its two rows.

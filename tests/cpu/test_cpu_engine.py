@@ -291,6 +291,72 @@ def test_each_union_strategy_matches_cdist_on_awkward_inputs(strategy, pair):
         np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-12, atol=1e-12)
 
 
+NEG_CHEBYSHEV = semiring.Semiring(semiring.monoid.min, semiring.binary_op("-abs(x - y)"))  # a min-monoid union
+
+
+@settings(max_examples=25, deadline=None)
+@given(pair=sparse_pair(max_rows=6, max_cols=9))
+def test_extremum_matches_cdist_on_awkward_inputs(pair):
+    """The max- and min-monoid union kernel, forced: chebyshev (max |x − y|) and its negation under min are SciPy's
+    chebyshev on the densified input (empty rows and matrices, stored zeros, one column, int32/int64 indices,
+    float32/float64), to the last bit: an extreme is exact whatever order its terms come in."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    X, Y = pair
+    want = cdist(dense(X), dense(Y), "chebyshev") if X.shape[1] else np.zeros((X.shape[0], Y.shape[0]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(semiring.settings.CPU_UNION.name, "extremum")
+        for sr, sign in ((semiring.max_absdiff, 1.0), (NEG_CHEBYSHEV, -1.0)):
+            product = cpu_strategies.Product(X, Y, sr, "dense")
+            if X.shape[0] and Y.shape[0] and (X.nnz or Y.nnz):
+                assert cpu_strategies.plan(product).strategy.name == "extremum"
+            got = ENGINE.pairwise(X, Y, sr, np.float64)
+            if X.shape[1] and X.shape[0] and Y.shape[0]:
+                np.testing.assert_array_equal(np.maximum(sign * got, 0.0), want)  # max over no column: its start
+
+
+def test_extremum_past_the_64_marked_columns():
+    """Rows of 100 stored values: a Y row holding X's 64 largest columns (equal values) but not the rest, one
+    holding all of them, one holding none, one holding only the 65th: each chebyshev distance is SciPy's."""
+    from scipy.spatial.distance import cdist
+
+    n = 150
+    x = np.zeros(n)
+    x[:100] = np.arange(100, 0, -1, dtype=np.float64)  # column c holds 100 - c: the largest first
+    rows = [x.copy(), x.copy(), np.zeros(n), np.zeros(n)]
+    rows[0][64:100] = 0.0  # X's 64 largest columns, equal: the best X-only value is column 64's (36)
+    rows[2][120] = 5.0  # none of X's, one of its own
+    rows[3][64] = 36.0  # only the 65th, equal
+    X, Y = sp.csr_matrix(x[None, :]), sp.csr_matrix(np.array(rows))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(semiring.settings.CPU_UNION.name, "extremum")
+        got = ENGINE.pairwise(X, Y, semiring.max_absdiff, np.float64)
+    np.testing.assert_array_equal(got, cdist(dense(X), dense(Y), "chebyshev"))
+    np.testing.assert_array_equal(got, [[36.0, 0.0, 100.0, 100.0]])
+
+
+def test_extremum_leaves_non_finite_values_to_the_merge():
+    """NaN or ±inf stored: the extremum kernel would take the terms in another order than the merge, and NaN is
+    not ordered, so it does not run even forced; the product is the merge kernel's, to the last bit."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    rng = np.random.default_rng(5)
+    X = random_csr(rng, 6, 12, 0.5, np.int32, np.float64)
+    Y = random_csr(rng, 5, 12, 0.5, np.int32, np.float64)
+    Y.data[0], Y.data[3] = np.nan, np.inf
+    results = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for strategy in ("extremum", "merge"):
+            mp.setenv(semiring.settings.CPU_UNION.name, strategy)
+            assert cpu_strategies.plan(cpu_strategies.Product(X, Y, semiring.max_absdiff, "dense")).strategy.name != (
+                "extremum"
+            )
+            results[strategy] = ENGINE.pairwise(X, Y, semiring.max_absdiff, np.float64)
+    np.testing.assert_array_equal(results["extremum"], results["merge"])
+
+
 def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypatch):
     """Where Σ|x−y| cancels against the margins Σ|x| + Σ|y| (near-identical rows), or a value is not finite,
     the margins path merges the pair instead: those entries are the merge kernel's to the last bit (an identical
@@ -321,8 +387,9 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
 
 
 def test_union_strategy_follows_row_length_and_the_scratch_budget():
-    """Margins where the split holds (cityblock's plus); else (chebyshev's max) merge on long rows, scatter on
-    short ones with as many workers as the scratch budget holds, merge where none fits."""
+    """Margins where the split holds (cityblock's plus); the extremum kernel for a max monoid (chebyshev's); else
+    (sqeuclidean's (x − y)² on signed values) merge on long rows, scatter on short ones with as many workers as
+    the scratch budget holds, merge where none fits."""
     from semiring.engine import SCRATCH_BUDGET
     from semiring.kernels.cpu import strategies as cpu_strategies
 
@@ -335,13 +402,18 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
 
     short = sp.random(40, 2000, density=0.01, format="csr", random_state=1)
     long = sp.random(40, 2000, density=0.5, format="csr", random_state=1)
-    assert plan(long, semiring.max_absdiff).strategy.name == "merge"
+    short.data -= 0.5  # signed: (x − y)²'s margin split does not hold
+    long.data -= 0.5
+    assert plan(long, semiring.plus_sqdiff).strategy.name == "merge"
     assert plan(long, semiring.plus_absdiff).strategy.name == "margins"
-    chosen = plan(short, semiring.max_absdiff)
+    assert plan(long, semiring.max_absdiff).strategy.name == plan(short, semiring.max_absdiff).strategy.name == (
+        "extremum"
+    )
+    chosen = plan(short, semiring.plus_sqdiff)
     assert chosen.strategy.name == "scatter" and chosen.product.scatter_workers >= 1
     per_worker = cpu_strategies.UNION_SCRATCH_BYTES_PER_COLUMN * 2000
-    assert plan(short, semiring.max_absdiff, per_worker).product.scatter_workers == 1  # one worker's scratch fits
-    assert plan(short, semiring.max_absdiff, per_worker - 1).strategy.name == "merge"  # none fits: no scratch
+    assert plan(short, semiring.plus_sqdiff, per_worker).product.scatter_workers == 1  # one worker's scratch fits
+    assert plan(short, semiring.plus_sqdiff, per_worker - 1).strategy.name == "merge"  # none fits: no scratch
 
 
 def test_settings_choose_in_the_tables_order(monkeypatch):
