@@ -248,13 +248,13 @@ def topk(
             per_entry = bytes_per_entry + engine.topk_extra_bytes(k)
             batches = list(ranges(m, square_step(m, per_entry, budget)))
             selections = _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile, progress)
-            return _finished(engine, selections, batches, (m, k), largest, dtype, on_device)
+            answer = _answer(engine, (m, k), dtype, on_device)
+            for selection, batch in zip(selections, batches):
+                _finish(engine, selection, batch, answer, largest, dtype, on_device)
+            return _checked(answer)
     with scratch_budget(budget):
         row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
-        if on_device:
-            values, indices = engine.empty((m, k), dtype), engine.empty((m, k), np.int64)
-        else:
-            values, indices = np.empty((m, k), dtype), np.empty((m, k), np.int64)
+        answer = _answer(engine, (m, k), dtype, on_device)
         for r0, r1 in ranges(m, row_step):
             prepared = rows(r0, r1)
             selection = engine.topk_init(r1 - r0, k, dtype)
@@ -262,17 +262,10 @@ def topk(
                 block = tile(prepared, c0, c1)
                 engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
                 del block  # freed before the next tile is made
-            best_values, best_indices = engine.topk_finish(selection, largest, dtype)
-            if on_device:
-                values[r0:r1], indices[r0:r1] = best_values, best_indices
-            else:
-                engine.to_host(best_values, out=values[r0:r1])
-                engine.to_host(best_indices, out=indices[r0:r1])
+            _finish(engine, selection, (r0, r1), answer, largest, dtype, on_device)
             if progress is not None:
                 progress.update(r1 - r0)
-        if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
-            raise RuntimeError("internal error: fewer candidates than k were selected")
-        return values, indices
+        return _checked(answer)
 
 
 def square_step(m: int, bytes_per_entry: int, budget: int) -> int:
@@ -320,21 +313,28 @@ def _transposed(block):
     return arrays.array_module(block).ascontiguousarray(block.T)
 
 
-def _finished(engine, selections, batches, shape, largest, dtype, on_device):
-    """The selections of the row batches as two ``shape`` arrays (values, indices), on the engine's device
-    when ``on_device``, else in host memory."""
+def _answer(engine, shape, dtype, on_device: bool):
+    """The two empty ``shape`` arrays of a top-k's answer (values, indices), on the engine's device when
+    ``on_device``, else in host memory."""
     make = engine.empty if on_device else np.empty
-    values, indices = make(shape, dtype), make(shape, np.int64)
-    for selection, (r0, r1) in zip(selections, batches):
-        best_values, best_indices = engine.topk_finish(selection, largest, dtype)
-        if on_device:
-            values[r0:r1], indices[r0:r1] = best_values, best_indices
-        else:
-            engine.to_host(best_values, out=values[r0:r1])
-            engine.to_host(best_indices, out=indices[r0:r1])
-    if bool((indices == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
+    return make(shape, dtype), make(shape, np.int64)
+
+
+def _finish(engine, selection, rows: tuple[int, int], answer, largest: bool, dtype, on_device: bool) -> None:
+    """The finished selection of the answer's ``rows`` written into it."""
+    (r0, r1), (values, indices) = rows, answer
+    best_values, best_indices = engine.topk_finish(selection, largest, dtype)
+    if on_device:
+        values[r0:r1], indices[r0:r1] = best_values, best_indices
+    else:
+        engine.to_host(best_values, out=values[r0:r1])
+        engine.to_host(best_indices, out=indices[r0:r1])
+
+
+def _checked(answer):
+    if bool((answer[1] == TOPK_EMPTY).any()):  # an empty slot left: a driver bug, never a silent answer
         raise RuntimeError("internal error: fewer candidates than k were selected")
-    return values, indices
+    return answer
 
 
 def selected(
