@@ -256,7 +256,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives 
 from semiring import distances
 from semiring.distances import io
 X = sp.random(2000, 300, density=0.05, format="csr", random_state=0)
-distances.pairwise_distances(X[:3], backend="cpu")  # compiled before the signal can come
+distances.pairwise_distances(X, backend="cpu", working_memory=512)  # compiled before the signal can come
 print("ready", flush=True)
 while True:  # the whole result one tile (one kernel call), then its write; until interrupted
     io.write_array(sys.argv[1], distances.pairwise_distances(X, backend="cpu", working_memory=512), "distance")
