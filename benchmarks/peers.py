@@ -353,8 +353,14 @@ class CuvsHarness:
         A.indices.astype(np.int32).tofile(self.workdir / f"{name}.indices")
         A.data.tofile(self.workdir / f"{name}.data")
 
-    def _run(self, *args: str) -> dict[str, dict]:
-        proc = subprocess.run([str(self.binary), *args], capture_output=True, text=True, check=False)
+    def _run(self, *args: str, timeout_s: float | None = None) -> dict[str, dict]:
+        """The harness's result lines by metric; ``_error`` where it failed or gave no answer within ``timeout_s``."""
+        try:
+            proc = subprocess.run(
+                [str(self.binary), *args], capture_output=True, text=True, check=False, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            return {"_error": {"error": f"no answer within {timeout_s:.0f} s"}}
         lines = {}
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
@@ -407,9 +413,7 @@ class CuvsHarness:
             result = dict(lines.get(cuvs_name) or lines.get("_error") or {"error": "no output"})
             result["cuvs_metric"] = cuvs_name
             if "ms" in result:
-                stem = self.workdir / f"knn_{cuvs_name}"
-                result["distances"] = np.fromfile(f"{stem}.f32", np.float32).reshape(X.shape[0], k)
-                result["indices"] = np.fromfile(f"{stem}.i32", np.int32).reshape(X.shape[0], k)
+                result.update(self._neighbors(f"knn_{cuvs_name}", X.shape[0], k))
             out[ours] = result
         return out
 
@@ -419,25 +423,21 @@ class CuvsHarness:
         self._write("q", Q)
         self._write("x", X)
         name = CUVS_METRICS[metric]
-        try:
-            proc = subprocess.run(
-                [str(self.binary), "search", str(self.workdir), str(self.repeats), str(k), str(batch), name],
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired:
-            return {"error": f"no answer within {timeout_s:.0f} s", "cuvs_metric": name}
-        result = next((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), None)
-        if result is None or proc.returncode != 0:
-            return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}", "cuvs_metric": name}
+        args = ("search", str(self.workdir), str(self.repeats), str(k), str(batch), name)
+        lines = self._run(*args, timeout_s=timeout_s)
+        result = dict(lines.get("_error") or lines.get(name) or {"error": "no output"})
         result["cuvs_metric"] = name
         if "ms" in result:
-            stem = self.workdir / f"search_{name}"
-            result["distances"] = np.fromfile(f"{stem}.f32", np.float32).reshape(Q.shape[0], k)
-            result["indices"] = np.fromfile(f"{stem}.i32", np.int32).reshape(Q.shape[0], k)
+            result.update(self._neighbors(f"search_{name}", Q.shape[0], k))
         return result
+
+    def _neighbors(self, stem: str, rows: int, k: int) -> dict:
+        """The distances and indices the harness wrote for ``rows`` queries (``STEM.f32``, ``STEM.i32``)."""
+        path = self.workdir / stem
+        return {
+            "distances": np.fromfile(f"{path}.f32", np.float32).reshape(rows, k),
+            "indices": np.fromfile(f"{path}.i32", np.int32).reshape(rows, k),
+        }
 
 
 def find_cuvs_harness(given: str | None) -> Path | None:
