@@ -104,22 +104,33 @@ def _unknown_format(kind: str) -> str:
     return f"unknown matrix format {kind or '(no extension)'!r}; expected {', '.join(MATRIX_SUFFIXES)}"
 
 
-def read_matrix(path) -> sp.csr_matrix:
-    """A matrix from ``.mtx`` (``.gz``/``.bz2``), ``.npz`` (SciPy sparse, or NumPy with one array) or ``.npy``."""
+def _matrix_file(path) -> tuple[str, str]:
+    """``path`` as a string and its matrix format, the file checked to be one of them and readable."""
     path = os.fspath(path)
     kind = suffix(path)
     if kind not in MATRIX_SUFFIXES:
         raise FileError(path, _unknown_format(kind))
     _check_readable(path)
+    return path, kind
+
+
+def _npy_header(path: str):
+    """A ``.npy`` file's header checked against the file (and memory): its ``_check_array_header`` fields."""
+    if not _starts_with(path, b"\x93NUMPY"):
+        raise FileError(path, "not a NumPy .npy file (its header is missing)")
+    with open(path, "rb") as f:
+        return _check_array_header(path, f, os.path.getsize(path))
+
+
+def read_matrix(path) -> sp.csr_matrix:
+    """A matrix from ``.mtx`` (``.gz``/``.bz2``), ``.npz`` (SciPy sparse, or NumPy with one array) or ``.npy``."""
+    path, kind = _matrix_file(path)
     if kind.startswith(".mtx"):
         M = _read_matrix_market(path, kind)
     elif kind == ".npz":
         M = _read_npz(path)
     else:
-        if not _starts_with(path, b"\x93NUMPY"):
-            raise FileError(path, "not a NumPy .npy file (its header is missing)")
-        with open(path, "rb") as f:
-            _check_array_header(path, f, os.path.getsize(path))
+        _npy_header(path)
         try:
             M = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
@@ -147,20 +158,13 @@ def matrix_size(path) -> MatrixSize:
     """A matrix file's :class:`MatrixSize`, from its headers: no data is read or inflated, so that a command can
     check its whole footprint against memory first.  A header that cannot be read is refused as ``read_matrix``
     refuses it."""
-    path = os.fspath(path)
-    kind = suffix(path)
-    if kind not in MATRIX_SUFFIXES:
-        raise FileError(path, _unknown_format(kind))
-    _check_readable(path)
+    path, kind = _matrix_file(path)
     if kind.startswith(".mtx"):
         h = _matrix_market_header(path, kind)
         mirrored = h.stored if h.symmetry == "general" else 2 * h.stored
         return MatrixSize(h.rows, h.cols, mirrored, 8)  # integer and pattern values are computed in float64
     if kind == ".npy":
-        if not _starts_with(path, b"\x93NUMPY"):
-            raise FileError(path, "not a NumPy .npy file (its header is missing)")
-        with open(path, "rb") as f:
-            return _dense_size(path, *_check_array_header(path, f, os.path.getsize(path)))
+        return _dense_size(path, *_npy_header(path))
     if not _starts_with(path, b"PK"):
         raise FileError(path, "not a NumPy/SciPy .npz file (not a zip archive)")
     _check_npz_members(path)  # every member's header against what holds it, and reading them against memory
