@@ -54,6 +54,13 @@ def max_shared_bytes() -> int:
     return int(cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
 
 
+def free_bytes() -> int:
+    """The device memory free now, counting the blocks CuPy's pool caches unused as free."""
+    import cupy
+
+    return cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()
+
+
 def multiprocessor_count() -> int:
     import cupy
 

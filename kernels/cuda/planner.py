@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from semiring import settings
-from semiring.engine import SCRATCH_BUDGET
+from semiring.engine import CALL_CACHE, SCRATCH_BUDGET, DerivedCache
 from semiring.validation import array_module
 
 from . import launch
@@ -101,10 +101,14 @@ RANGES_WALKS_PER_OUTPUT = 2.0
 # than its scatter-adds (INVERTED_COST per stored pair, about density² × outputs on self-similar queries):
 # density >= sqrt(GEMM_FMA_COST / INVERTED_COST).  GEMM_FMA_COST: one FMA of an H200's FP32 GEMM (about
 # 25 T a second) in the units of the cost model below (1.3 ps).  The dense copy of Y's heavy columns takes at
-# most SPLIT_DENSE_SHARE of the scratch budget (the rest stays light).
+# most SPLIT_DENSE_SHARE of the scratch budget (the rest stays light), or, where a fitted index holds it between
+# its queries (``semiring.engine.DerivedCache``), at most HELD_DENSE_SHARE of the bytes of the rows it copies:
+# it is then part of the index, not one call's scratch.  On the MS MARCO-shaped index (8.8 M rows, ~120 stored
+# a row) a call's share left room for 64 of its 240 heavy columns a tile (docs/scale.md).
 GEMM_FMA_COST = 0.03
 SPLIT_HEAVY_DENSITY = (GEMM_FMA_COST / INVERTED_COST) ** 0.5
 SPLIT_DENSE_SHARE = 0.25
+HELD_DENSE_SHARE = 1.0
 
 # The cost model of the kernels that stream one matrix's stored entries past rows of the other held in
 # shared memory (a union's second pass swaps the roles), in units of one streamed entry looked up in a
@@ -362,18 +366,29 @@ def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None =
     )
 
 
-def heavy_columns(Y: DeviceCSR, itemsize: int, budget: int | None):
+def dense_room(Y: DeviceCSR) -> int | None:
+    """The bytes the split strategy's dense copy of Y's heavy columns may take (None: no bound): where a fitted
+    index holds it between queries, HELD_DENSE_SHARE of Y's stored entries' bytes, and at most a quarter of the
+    device memory free now; else SPLIT_DENSE_SHARE of the scratch budget."""
+    if isinstance(CALL_CACHE.get(), DerivedCache):
+        stored = Y.data.nbytes + Y.indices.nbytes
+        return int(min(HELD_DENSE_SHARE * stored, launch.free_bytes() // 4))
+    budget = SCRATCH_BUDGET.get()
+    return None if budget is None else int(SPLIT_DENSE_SHARE * budget)
+
+
+def heavy_columns(Y: DeviceCSR, itemsize: int, room: int | None):
     """The split strategy's heavy columns of Y: a boolean device array over its columns, and how many.
 
     Those stored in at least SPLIT_HEAVY_DENSITY of Y's rows, the most stored first, as many as a dense
-    ``rows × heavy`` copy of Y in SPLIT_DENSE_SHARE of ``budget`` bytes holds (all of them without a budget).
+    ``rows × heavy`` copy of Y in ``room`` bytes (``dense_room``) holds (all of them where None).
     """
     counts = Y.column_counts()
     xp = array_module(counts)
     p = Y.shape[0]
     heavy = counts >= max(1.0, SPLIT_HEAVY_DENSITY * p)
     count = int(heavy.sum())
-    room = count if budget is None else int(SPLIT_DENSE_SHARE * budget) // max(1, p * itemsize)
+    room = count if room is None else room // max(1, p * itemsize)
     if count > room:  # keep the `room` most stored of them
         heavy = xp.zeros(counts.size, bool)
         if room > 0:
@@ -387,7 +402,7 @@ def split_pays(X: DeviceCSR, Y: DeviceCSR, itemsize: int, work: int) -> bool:
     the inverted kernel's scatter-adds alone and than rowvec's pass over Y per X row (the units above), and
     X's dense copy of those columns fits the scratch budget as Y's does (SPLIT_DENSE_SHARE)."""
     budget = SCRATCH_BUDGET.get()
-    heavy, count = heavy_columns(Y, itemsize, budget)
+    heavy, count = heavy_columns(Y, itemsize, dense_room(Y))
     m, p = X.shape[0], Y.shape[0]
     if count == 0 or budget is not None and m * count * itemsize > SPLIT_DENSE_SHARE * budget:
         return False  # no heavy column, or X's dense copy of them would not fit beside Y's

@@ -364,13 +364,12 @@ def _split_layout(Y: DeviceCSR, value_name: str, T):
     across calls owns the rows it was made from (``NearestNeighbors`` copies what it fits).
     """
     cache = CALL_CACHE.get()
-    budget = SCRATCH_BUDGET.get()
     key = ("split", value_name, Y.shape, Y.indices.size, int(Y.indices.data.ptr), int(Y.data.data.ptr))
     if cache is not None and key in cache:
         held, layout = cache[key]
         if held.indptr is Y.indptr or bool((held.indptr == Y.indptr).all()):
             return layout
-    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, budget)
+    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, planner.dense_room(Y))
     yv = Y.data.astype(T, copy=False)
     light = _columns_of(Y, yv, ~heavy)
     p = Y.shape[0]

@@ -289,3 +289,29 @@ def test_flag_room_and_index_of_listed_entries(monkeypatch):
     monkeypatch.setattr(rowops, "FLAG_ROOM_MIN", 1)
     monkeypatch.setattr(rowops, "FLAG_ROOM_SHARE", 2**62)
     assert rowops.flag_room(2048, 100_000) == 1
+
+
+def test_dense_room_of_the_split_is_the_calls_share_or_the_held_index_rows(monkeypatch):
+    """The split's dense copy of Y's heavy columns: SPLIT_DENSE_SHARE of the call's scratch budget (no bound
+    without one); where a fitted index holds it between queries (``held``), HELD_DENSE_SHARE of the bytes of
+    Y's stored entries, at most a quarter of the device memory free."""
+    import scipy.sparse as sp
+
+    from semiring.engine import SCRATCH_BUDGET, DerivedCache, held
+    from semiring.kernels.cuda import launch
+
+    A = sp.random(50, 30, density=0.2, format="csr", random_state=2, dtype=np.float32)
+    Y = launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+    stored = A.data.nbytes + A.indices.nbytes
+    assert planner.dense_room(Y) is None
+    token = SCRATCH_BUDGET.set(1 << 20)
+    try:
+        assert planner.dense_room(Y) == int(planner.SPLIT_DENSE_SHARE * (1 << 20))
+        monkeypatch.setattr(launch, "free_bytes", lambda: 1 << 40)
+        with held(DerivedCache()):
+            assert planner.dense_room(Y) == int(planner.HELD_DENSE_SHARE * stored)
+        monkeypatch.setattr(launch, "free_bytes", lambda: 400)
+        with held(DerivedCache()):
+            assert planner.dense_room(Y) == 100
+    finally:
+        SCRATCH_BUDGET.reset(token)
