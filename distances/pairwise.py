@@ -112,10 +112,10 @@ def pairwise_distances(
     M = None if mask is None else validation.check_mask(mask, shape)
     _check_out(out, shape, dtype, where.cupy_input or M is not None)
     measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
-    if M is None and out is None and not engine.device_results:
-        _check_host_memory(engine, shape, dtype, measure.bytes_per_entry, working_memory)
     work = shape[0] * shape[1] + X.nnz + (0 if Y is X else Y.nnz)
     with cpu_threads(n_jobs, engine, work), call_density(X, Y):  # one path for every tile (semiring.engine)
+        if M is None and out is None and not engine.device_results:
+            _check_host_memory(engine, X, Y, measure, working_memory)
         Yrows = measure.prepare(Y)
         if M is not None:
             Xrows = Yrows if Y is X else measure.prepare(X)
@@ -145,17 +145,20 @@ def pairwise_distances(
     return where.give(D)
 
 
-def _check_host_memory(engine, shape: tuple[int, int], dtype, bytes_per_entry: int, working_memory) -> None:
-    """The dense result with the tiles it is computed in, refused before either is allocated: one tile of every
-    entry's temporaries where they fit the budget (the result among them), else the result beside a budget's
-    worth of tiles (``driver.dense`` checks the result alone; float32 results take float64 temporaries)."""
-    m, n = shape
-    itemsize = np.dtype(dtype).itemsize
-    budget = driver.budget_bytes(engine, working_memory)
-    whole = m * n * max(bytes_per_entry, itemsize)
-    validation.check_allocation(
-        whole if whole <= budget else m * n * itemsize + budget,
-        f"the dense result ({m:,} x {n:,} {np.dtype(dtype).name}) with its tiles' temporaries",
+def _check_host_memory(engine, X, Y, measure: BoundMeasure, working_memory) -> None:
+    """The dense result with the tiles it is computed in, refused before either is allocated: each tile's
+    temporaries (every entry's terms, float64 for a float32 result) and the rows its terms' dense path densifies
+    (one term at a time), beside the result unless one tile is the whole result (``driver.dense`` checks the
+    result alone)."""
+    shape = (X.shape[0], Y.shape[0])
+    tile = driver.tile_shape(*shape, measure.bytes_per_entry, driver.budget_bytes(engine, working_memory))
+    blocks = max(engine.dense_block_bytes(X, Y, sr, measure.acc, *tile) for sr in measure.terms)
+    validation.check_tiled_result(
+        shape,
+        measure.dtype,
+        tile,
+        measure.bytes_per_entry,
+        blocks,
         "compute fewer rows at a time, or the k nearest (kneighbors), or give a smaller working_memory",
     )
 

@@ -106,6 +106,16 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
 
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
         with call_density(X, Y):  # every tile takes the path the whole call's inputs choose (semiring.engine)
+            if not engine.device_results:  # the result with a tile and the rows it densifies, checked before either
+                tile_shape = driver.tile_shape(*shape, per_entry, driver.budget_bytes(engine, working_memory))
+                validation.check_tiled_result(
+                    shape,
+                    dtype,
+                    tile_shape,
+                    per_entry,
+                    engine.dense_block_bytes(X, Y, sr, dtype, *tile_shape),
+                    "compute fewer rows at a time, or give a smaller working_memory, mask= or sparse=True",
+                )
             D = driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile)
         return where.give(D)
     Xd = Yd if Y is X else engine.to_device(X)

@@ -256,6 +256,11 @@ class PairwiseEngine(Protocol):
     def topk_extra_bytes(self, k: int) -> int:
         """Temporary bytes ``topk_push`` takes per block entry beyond the block itself."""
 
+    def dense_block_bytes(self, X, Y, sr, dtype, rows: int, cols: int) -> int:
+        """Host bytes a tile of ``rows`` rows of X against ``cols`` rows of Y (the call's whole checked inputs,
+        within its ``call_density``) takes beyond its entries' own buffers, where the engine densifies rows on
+        the host for it; computing ``pairwise(..., sr, dtype)``; 0 where it densifies none."""
+
 
 @runtime_checkable
 class GraphEngine(Protocol):

@@ -411,3 +411,27 @@ def check_dense_result(shape: tuple[int, int], dtype, hint: str = "") -> None:
     m, n = shape
     nbytes = int(m) * int(n) * np.dtype(dtype).itemsize
     check_allocation(nbytes, f"the dense result ({m:,} x {n:,} {np.dtype(dtype).name})", hint)
+
+
+def check_tiled_result(
+    shape: tuple[int, int], dtype, tile: tuple[int, int], bytes_per_entry: int, block_bytes: int, hint: str = ""
+) -> None:
+    """A dense host result computed in tiles of ``tile`` (rows, columns) must fit the memory available with one
+    tile's temporaries beside it, refused before either is allocated: ``bytes_per_entry`` of every tile entry
+    (the tile's own buffers) and ``block_bytes`` an engine makes for the tile beyond them (densified rows).  A
+    tile that is the whole result is the result, its buffers among its temporaries.
+
+    >>> check_tiled_result((10**5, 10**5), "float64", (10**4, 10**5), 8, 10**12)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    MemoryError: the dense result (100,000 x 100,000 float64) with its tiles' temporaries (931.3 GiB densified ...
+    """
+    (m, n), (rows, cols) = shape, tile
+    itemsize = np.dtype(dtype).itemsize
+    whole = rows >= m and cols >= n
+    entries = int(rows) * int(cols) * (max(bytes_per_entry, itemsize) if whole else bytes_per_entry)
+    nbytes = entries + block_bytes + (0 if whole else int(m) * int(n) * itemsize)
+    densified = f" ({format_bytes(block_bytes)} densified rows a tile)" if block_bytes else ""
+    check_allocation(
+        nbytes, f"the dense result ({m:,} x {n:,} {np.dtype(dtype).name}) with its tiles' temporaries{densified}", hint
+    )

@@ -47,7 +47,7 @@ from semiring.engine import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
-__all__ = ["applies", "pays", "product", "runs"]
+__all__ = ["applies", "block_bytes", "pays", "product", "runs"]
 
 DENSE_ENV = settings.CPU_DENSE.name
 # Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
@@ -120,6 +120,40 @@ def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> np.ndarray:
         Xd, YT, float(sr.start(X.shape[1])), sr.params, TILE, out
     )
     return out
+
+
+def block_bytes(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, rows: int, cols: int) -> int:
+    """Host bytes ``product`` makes for a tile of ``rows`` rows of X against ``cols`` rows of Y (the call's whole
+    inputs, within its ``CALL_DENSITY``) beyond the tile's result, where the call's tiles take a dense path
+    (``applies`` on the whole inputs, as each tile asks it), else 0.
+
+    BLAS: both blocks in float64, one block at a time also in its own type while converted, and the float64
+    product of a result of another type; the union kernel: X's block, Y's and its transposed copy.  A block of
+    every column: these are what ``working_memory`` does not bound (the tiles are cut by result entries).
+
+    >>> import numpy as np, scipy.sparse as sp, semiring
+    >>> from semiring.engine import call_density
+    >>> X = sp.csr_matrix(np.ones((4, 1000)))
+    >>> with call_density(X, X):
+    ...     block_bytes(X, X, semiring.plus_times, np.float64, 4, 4)  # X's 4 rows densified once, in float64
+    32000
+    """
+    stored = (int(X.indptr[-1]), int(Y.indptr[-1]))
+    if (stored == (0, 0) if sr.is_union else 0 in stored) or not applies(X, Y, sr):
+        return 0  # nothing to combine: the strategies' "constant" entry, no block
+    width = X.shape[1]
+    if not _is_dot(sr):
+        return width * (rows * X.dtype.itemsize + 2 * cols * Y.dtype.itemsize)
+    shared = Y is X and rows >= X.shape[0] and cols >= Y.shape[0]  # X against itself in one tile: one block
+    blocks = 8 * width * (rows + (0 if shared else cols))
+    converted = width * max(rows * _narrower(X), cols * _narrower(Y))
+    product = 8 * rows * cols if np.dtype(out_dtype) != np.float64 else 0
+    return blocks + max(converted, product)
+
+
+def _narrower(A) -> int:
+    """Bytes a value of A's densified block takes in its own type before it is widened to float64 (0: none)."""
+    return 0 if A.dtype == np.float64 else A.dtype.itemsize
 
 
 @cache

@@ -20,6 +20,7 @@ from semiring import arrays, validation
 from semiring.engine import Entries, LastDerived
 
 from . import checks as _checks
+from . import dense as _dense
 from . import graph as _graph
 from . import rowops as _rowops
 from . import strategies as _strategies
@@ -169,6 +170,10 @@ class CpuEngine:
     def topk_extra_bytes(self, k: int) -> int:
         """None: the heaps are m × k, pushed into in place."""
         return 0
+
+    def dense_block_bytes(self, X, Y, sr, dtype, rows: int, cols: int) -> int:
+        """The dense path's densified rows where the call's tiles take it (``dense.block_bytes``), else 0."""
+        return _dense.block_bytes(X, Y, sr, dtype, rows, cols)
 
 
 _ORIENTED = LastDerived()  # the oriented graph of the graph whose parts are being counted (Dask)

@@ -130,6 +130,10 @@ class CudaEngine:
     def topk_extra_bytes(self, k: int) -> int:
         return topk.topk_extra_bytes(k)
 
+    def dense_block_bytes(self, X, Y, sr, dtype, rows: int, cols: int) -> int:
+        """None on the host: what a tile densifies is device memory, within the call's device budget."""
+        return 0
+
 
 class CudaGraphEngine:
     """The graph measures on the GPU (:mod:`.graph`); methods documented in ``semiring.engine.GraphEngine``."""

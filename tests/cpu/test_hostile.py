@@ -76,7 +76,8 @@ def test_a_dense_result_larger_than_memory_is_refused_before_allocating(monkeypa
     ):
         with pytest.raises(
             MemoryError,
-            match=r"the dense result \(101 x 101 float64\).* needs 79\.7 KiB of memory; 7\.8 KiB is available",
+            # the result, 79.7 KiB, and the rows BLAS densifies (dense enough inputs), 3.2 KiB
+            match=r"the dense result \(101 x 101 float64\).* needs 82\.9 KiB of memory; 7\.8 KiB is available",
         ):
             call()
     np.testing.assert_allclose(pairwise_distances(X[:10], backend="cpu"), cdist(X[:10].toarray(), X[:10].toarray()))
@@ -95,8 +96,33 @@ def test_a_dense_result_is_checked_with_its_tiles(monkeypatch, dtype, metric, wo
     X = (np.random.default_rng(4).random((300, 5)) - 0.5).astype(dtype)  # signed: braycurtis keeps two terms
     result = 300 * 300 * np.dtype(dtype).itemsize
     monkeypatch.setattr(validation, "available_memory_bytes", lambda: result + 1000)
-    with pytest.raises(MemoryError, match=f"with its tiles' temporaries needs {need} of memory"):
+    with pytest.raises(MemoryError, match=f"with its tiles' temporaries.* needs {need} of memory"):
         pairwise_distances(X, metric=metric, backend="cpu", working_memory=working_memory)
+
+
+@pytest.mark.parametrize(
+    "call, oracle",
+    [
+        (lambda X: semiring.pairwise(X, None, "plus_times", backend="cpu"), lambda A: A @ A.T),  # BLAS
+        (lambda X: semiring.pairwise(X, None, "plus_absdiff", backend="cpu"), lambda A: cdist(A, A, "cityblock")),
+        (lambda X: pairwise_distances(X, metric="cosine", backend="cpu"), lambda A: cdist(A, A, "cosine")),
+    ],
+    ids=["blas", "union", "measure"],
+)
+def test_the_rows_a_dense_path_densifies_are_checked_with_the_result(monkeypatch, call, oracle):
+    """Wide rows dense enough for the dense path: its densified blocks (60 x 3,000 values, 1.4 MiB in float64)
+    dwarf the result (60 x 60) and are no tile entries' temporaries; refused where they do not fit, computed on
+    the sparse kernels (which make none) in the same memory."""
+    X = sp.random(60, 3000, density=0.5, format="csr", random_state=7)
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 3 * 60 * 60 * 8 + 1000)
+    with pytest.raises(
+        MemoryError,
+        match=r"the dense result \(60 x 60 float64\) with its tiles' temporaries \(.* "
+        r"densified rows a tile\) needs .* of memory",
+    ):
+        call(X)
+    monkeypatch.setenv("SEMIRING_CPU_DENSE", "never")
+    np.testing.assert_allclose(call(X), oracle(X.toarray()), rtol=1e-9, atol=1e-9)
 
 
 def test_the_k_nearest_are_checked_against_memory_before_any_tile(monkeypatch):
