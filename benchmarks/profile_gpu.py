@@ -64,7 +64,12 @@ STAGES = {
         "merge",
         "rowvec_compact",
         "rowvec",
+        "split",
+        "_split_layout",
+        "_dense_columns",
+        "_columns_of",
     ),
+    "cupy.cublas": ("gemm",),
     "semiring.kernels.cuda.rowops": ("row_norm", "expand", "select", "scatter"),
     "semiring.kernels.cuda.topk": ("topk_init", "topk_push", "topk_finish"),
 }
@@ -130,11 +135,25 @@ def instrument(memory: StageMemory, table: dict):
     return restore
 
 
-def job_call(dataset: str, metric: str, job: str, seed: int, queries: int):
+def job_call(dataset: str, metric: str, job: str, seed: int, queries: int, rows: int | None = None):
+    """The public call of a job: ``pairwise`` (the first ``queries`` rows against all), ``knn`` (all rows' kNN),
+    or ``search`` (dataset ``retrieval``: a batch of ``queries`` against a fitted index of ``rows`` rows, its
+    layout made by an untimed first batch, as ``python -m benchmarks retrieval`` times it)."""
     import cupyx.scipy.sparse as cusp
 
     from semiring import distances
 
+    if job == "search":
+        import cupy
+
+        from .synthetic import RETRIEVAL, retrieval_index, retrieval_queries
+
+        index = retrieval_index(rows or RETRIEVAL["rows"], seed, xp=cupy)
+        batch = retrieval_queries(queries, seed, xp=cupy)
+        nn = distances.NearestNeighbors(n_neighbors=10, metric=metric).fit(index)
+        del index
+        nn.kneighbors(batch)
+        return lambda: nn.kneighbors(batch)
     X = make_dataset(dataset, 1.0, seed).astype(np.float32)
     Xc = cusp.csr_matrix(X)
     if job == "knn":
@@ -177,8 +196,11 @@ def host_profile(call, n: int, top: int = 40) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise or knn)")
+    parser.add_argument(
+        "--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise, knn, or search)"
+    )
     parser.add_argument("--queries", type=int, default=2048)
+    parser.add_argument("--rows", type=int, default=None, help="the retrieval index's rows (job search)")
     parser.add_argument("--pool", action="store_true", help="stages timed with CuPy's pool, no memory figures")
     parser.add_argument("--kernels", type=int, default=0, help="only run each call this many times (for ncu)")
     parser.add_argument("--allocations", type=float, default=0.0, help="list allocations of at least this many MiB")
@@ -188,7 +210,7 @@ def main() -> None:
     results = []
     for spec in args.jobs.split(","):
         dataset, metric, job = spec.split(":")
-        call = job_call(dataset, metric, job, args.seed, args.queries)
+        call = job_call(dataset, metric, job, args.seed, args.queries, args.rows)
         if args.kernels:
             for _ in range(args.kernels):
                 call()
