@@ -519,7 +519,8 @@ class NearestNeighbors:
             return self._entries_graph(rows, cols, dist.astype(dtype), Q.shape[0], mode, sort_results)
         if self._is_precomputed():
             D = self._query_distances(X)
-            rows, cols, dist = _precomputed.within(D, radius, X is None, self.working_memory)
+            found = _FoundPairs(_backend.engine("cpu"), D.dtype, False, D.shape[0])
+            rows, cols, dist = _precomputed.within(D, radius, X is None, self.working_memory, found.add)
             return self._entries_graph(rows, cols, dist, D.shape[0], mode, sort_results)
         (rows, cols, dist), where, measure, n_queries = self._search(X, _within, radius)
         dist = dist.astype(measure.dtype, copy=False)
@@ -835,14 +836,16 @@ def _within(
     tree = expression(WITHIN[measure.spec.similarity], (*EXPANSION_VARIABLES, "radius"))
     bound = np.array([radius])
     rows, tile = _query_tiles(measure, Q, index, queries_are_index)
+    found = _FoundPairs(engine, measure.dtype, on_device, Q.shape[0])
 
     def select(block, r0: int, c0: int):
         kept = engine.select(tree, ("radius",), bound, [block], [], [], 0, block.shape)
         # query r0 + r is candidate c0 + c where c - r = r0 - c0: in the tile only when that difference fits it
-        if not exclude_self or not -block.shape[0] < r0 - c0 < block.shape[1]:
-            return kept
-        other = kept.cols - kept.rows != r0 - c0  # in the tile's own small coordinates (int32 on the GPU)
-        return Entries(kept.rows[other], kept.cols[other])
+        if exclude_self and -block.shape[0] < r0 - c0 < block.shape[1]:
+            other = kept.cols - kept.rows != r0 - c0  # in the tile's own small coordinates (int32 on the GPU)
+            kept = Entries(kept.rows[other], kept.cols[other])
+        found.add(len(kept.rows), r0 + block.shape[0])
+        return kept
 
     shape = (Q.shape[0], index.matrix.shape[0])
     with _progress(shape[0], verbose, "radius_neighbors") as bar:
@@ -858,6 +861,38 @@ def _within(
             min_rows=MIN_QUERY_ROWS,
             progress=bar,
         )
+
+
+class _FoundPairs:
+    """The pairs a radius query has found, counted as each tile's are kept: refused (``MemoryError``) before a
+    tile's pairs are kept where the pairs found could not be put in order, so a radius that takes in most of
+    the index fails in a moment, naming the count, not half-way by the system's out-of-memory killer."""
+
+    def __init__(self, engine, dtype, on_device: bool, n_queries: int):
+        self.engine, self.on_device, self.n_queries, self.pairs = engine, on_device, n_queries, 0
+        # A pair as ``driver.selected`` keeps it (int64 row and column, its value); at the end, beside those, it
+        # concatenates them, sorts a key by row and column (the key and its order) and gathers them in order.
+        self.held = 16 + np.dtype(dtype).itemsize
+        self.to_finish = 2 * self.held + 8
+
+    def add(self, new: int, r1: int) -> None:
+        """``new`` pairs found in a tile of the queries up to ``r1``, before they are kept."""
+        self.pairs += new
+        need = self.pairs * self.to_finish + new * self.held  # those kept hold memory the system no longer counts
+        what = (
+            f"putting in order the {self.pairs:,} pairs within the radius of the first {r1:,} of "
+            f"{self.n_queries:,} queries"
+        )
+        hint = "give a smaller radius, or fewer queries a call (radius_neighbors on row slices of X)"
+        if not self.on_device:
+            validation.check_allocation(need, what, hint)
+            return
+        limit = self.engine.memory_limit_bytes()  # half of the device memory free now
+        if limit is not None and need > 2 * limit:
+            raise MemoryError(
+                f"{what} needs {validation.format_bytes(need)} of GPU memory; "
+                f"{validation.format_bytes(2 * limit)} is free; {hint}"
+            )
 
 
 class _NoProgress:

@@ -141,10 +141,14 @@ def _graph_kneighbors(D: sp.csr_matrix, k: int, exclude_self: bool):
     return values[kept].reshape(-1, k), cols[kept].reshape(-1, k)
 
 
-def within(D, radius: float, exclude_self: bool, working_memory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def within(
+    D, radius: float, exclude_self: bool, working_memory, found=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entries of D (checked) of at most ``radius``: ``(rows, cols, values)``, by row then column.
 
-    A dense D is read a band of rows at a time (``working_memory`` MiB of it compared at once).
+    A dense D is read a band of rows at a time (``working_memory`` MiB of it compared at once); ``found(new,
+    r1)``, where given, is told each band's count of pairs (rows up to ``r1``) before they are kept (it may
+    refuse them).
     """
     if sp.issparse(D):
         rows = np.repeat(np.arange(D.shape[0], dtype=np.int64), np.diff(D.indptr))
@@ -155,7 +159,7 @@ def within(D, radius: float, exclude_self: bool, working_memory) -> tuple[np.nda
         return rows[kept], cols[kept], values[kept]
     budget = driver.budget_bytes(_backend.engine("cpu"), working_memory)
     step = max(1, budget // max(1, D.shape[1] * (D.dtype.itemsize + 1)))
-    found = []
+    kept = []
     for r0, r1 in driver.ranges(D.shape[0], step):
         band = D[r0:r1] <= radius
         if exclude_self:
@@ -163,7 +167,9 @@ def within(D, radius: float, exclude_self: bool, working_memory) -> tuple[np.nda
             in_band = diagonal < D.shape[1]
             band[(diagonal - r0)[in_band], diagonal[in_band]] = False
         r, c = np.nonzero(band)
-        found.append((r.astype(np.int64) + r0, c.astype(np.int64), D[r0:r1][r, c]))
-    if not found:
+        if found is not None:
+            found(r.size, r1)
+        kept.append((r.astype(np.int64) + r0, c.astype(np.int64), D[r0:r1][r, c]))
+    if not kept:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, D.dtype)
-    return tuple(np.concatenate(parts) for parts in zip(*found))
+    return tuple(np.concatenate(parts) for parts in zip(*kept))

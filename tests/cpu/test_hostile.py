@@ -133,6 +133,27 @@ def test_the_k_nearest_are_checked_against_memory_before_any_tile(monkeypatch):
         nn.kneighbors(X)
 
 
+@pytest.mark.parametrize("precomputed", [False, True], ids=["measure", "precomputed"])
+def test_the_pairs_a_radius_finds_are_checked_against_memory(monkeypatch, precomputed):
+    """Every pair within a radius taking in the whole index (300 x 300, 24 bytes each and their sort beside
+    them) is refused with the count before it is kept; a radius finding few is answered in the same memory."""
+    X = np.random.default_rng(5).random((300, 3))
+    D = cdist(X, X)
+    nn = semiring.distances.NearestNeighbors(metric="precomputed" if precomputed else "euclidean", backend="cpu")
+    nn.fit(D if precomputed else X)
+    queries = D if precomputed else X
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 2 * 2**20)
+    with pytest.raises(
+        MemoryError, match=r"putting in order the 90,000 pairs within the radius of the first 300 of 300 queries needs"
+    ):
+        nn.radius_neighbors(queries, radius=10.0)
+    dist, ind = nn.radius_neighbors(queries, radius=0.1)
+    for i in range(300):
+        expected = np.flatnonzero(D[i] <= 0.1)
+        np.testing.assert_array_equal(ind[i], expected)
+        np.testing.assert_allclose(dist[i], D[i, expected], atol=1e-12)
+
+
 # IEEE magnitudes: the expanded forms must not hide an overflow (SciPy's cdist is the oracle)
 
 HUGE_ROWS = {
