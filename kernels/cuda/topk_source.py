@@ -15,6 +15,11 @@ the lane that owned it drops it) and writes the row's new selection in place:
 the block itself is never sorted or copied, and only ``m × k`` pairs persist
 between tiles.
 
+A row of a block far longer than the GPU has warps for its rows (a few hundred queries against millions of
+index rows: 256 warps on 132 multiprocessors) is cut into segments, a warp each (``mode="segment"``): each
+writes its segment's best ``k`` with their indices to a scratch row, and a second kernel
+(``mode="merge"``) merges those lists, read with their indices (``cand_i``), into the running selection.
+
 Order (the same as the CPU engine's top-k): ascending, or
 descending for a similarity (``largest``); equal values by the smaller index;
 NaN after every number, NaNs by index.  Empty slots are ``(NaN, TOPK_EMPTY)``,
@@ -37,6 +42,9 @@ CAPACITIES = (8, 16, 32, 64, 128)
 WARPS_PER_BLOCK = 4
 
 
+MODES = ("tile", "segment", "merge")
+
+
 def capacity_for(k: int) -> int | None:
     """The smallest rendered list capacity holding ``k`` pairs, or None when k is too large for registers."""
     return next((c for c in CAPACITIES if c >= k), None)
@@ -49,6 +57,7 @@ def render_topk(
     expansion: _expr.Node = BLOCK,
     param_names: tuple[str, ...] = (),
     label: str = "block",
+    mode: str = "tile",
 ) -> KernelSource:
     """Merge a block into each row's running top-k: ``run[r] = best k of run[r] ∪ block[r]``, the block's
     entries being ``expansion`` (a tree of the expansion variables and ``param_names``; ``label`` names it).
@@ -59,7 +68,12 @@ def render_topk(
     (double), ``col0`` (global index of the block's column 0), ``self0`` (global
     index of row 0 when a query must not select itself, else -1), ``k``
     (≤ capacity), then the running selection ``run_v``, ``run_i`` (m × k,
-    sorted, updated in place).
+    sorted, updated in place), then ``seg`` (the candidates of one segment), ``part_v``, ``part_i`` and
+    ``cand_i``.  ``mode``: ``tile`` merges the block's row (``seg`` >= p) into the running selection;
+    ``segment`` writes segment ``blockIdx.y``'s best k of row r (its candidates ``[y·seg, (y+1)·seg)``) to
+    ``part_*[r, y·k : (y+1)·k]`` and does not read the running selection; ``merge`` merges the block (the
+    segments' lists, each candidate's index in ``cand_i``, laid out as the block) into the running selection.
+    Pointers a mode does not read may be any.
     """
     try:
         T = VALUE_TYPES[value_type]
@@ -67,8 +81,11 @@ def render_topk(
         raise ValueError(f"value_type must be one of {list(VALUE_TYPES)}, got {value_type!r}") from None
     if capacity not in CAPACITIES:
         raise ValueError(f"capacity must be one of {CAPACITIES}, got {capacity}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     order = "largest" if largest else "smallest"
-    name = f"sr_topk_{order}_c{capacity}_{label}_{value_type}"
+    name = f"sr_topk_{order}_c{capacity}_{label}_{value_type}" + ("" if mode == "tile" else f"_{mode}")
+    segment, merge = mode == "segment", mode == "merge"
     names = dict(EXPANSION_ARGS)  # the expansion kernel's operands: entry t of row i, candidate j
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
     f = _expr.render_cuda(expansion, names, "T")
@@ -107,7 +124,8 @@ extern "C" __global__ void {name}(
     const T* __restrict__ c0, const T* __restrict__ c1,
     const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
     long long m, long long p, long long n, const double* __restrict__ params, long long col0, long long self0,
-    int k, T* __restrict__ run_v, long long* __restrict__ run_i)
+    int k, T* __restrict__ run_v, long long* __restrict__ run_i,
+    long long seg, T* __restrict__ part_v, long long* __restrict__ part_i, const long long* __restrict__ cand_i)
 {{
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
@@ -119,15 +137,17 @@ extern "C" __global__ void {name}(
         v[s] = sr_nan();
         id[s] = SR_EMPTY;
     }}
-    T* rv = run_v + row * k;
-    long long* ri = run_i + row * k;
-    for (int s = lane; s < k; s += 32)
+    T* rv = {"part_v + (row * gridDim.y + blockIdx.y) * k" if segment else "run_v + row * k"};
+    long long* ri = {"part_i + (row * gridDim.y + blockIdx.y) * k" if segment else "run_i + row * k"};
+    {"// a segment starts from empty lists: the merge reads the running selection" if segment else ""}
+    for (int s = lane; s < {"0" if segment else "k"}; s += 32)
         if (sr_before(rv[s], ri[s], v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, rv[s], ri[s]);
     const long long skip = self0 >= 0 ? self0 + row - col0 : -1;  // the query's own column, if in this tile
-    for (long long j = lane; j < p; j += 32) {{
+    const long long j1 = min(p, (blockIdx.y + 1) * seg);
+    for (long long j = blockIdx.y * seg + lane; j < j1; j += 32) {{
         const long long i = row, t = row * p + j;
         const T x = {f};
-        const long long g = col0 + j;
+        const long long g = {"cand_i[t]" if merge else "col0 + j"};
         if (j != skip && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, x, g);
     }}
     // k rounds: the best head among the 32 lists wins (lane number breaks the tie of two empty slots).

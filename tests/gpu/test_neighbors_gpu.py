@@ -48,6 +48,50 @@ def test_topk_push_over_tiles_equals_the_stable_sort(k, dtype, largest, exclude_
         np.testing.assert_array_equal(got_d, want_d.astype(dtype))
 
 
+@pytest.mark.parametrize("k", [1, 9, 33, 128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("largest", [False, True])
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_rows_cut_into_segments_equal_the_stable_sort(monkeypatch, k, dtype, largest, exclude_self):
+    """Few rows of many candidates: each row cut into segments (a warp each, here forced on small blocks, as
+    many as 2 to 300 a row), their lists merged into the running selection, over tiles of every width."""
+    import cupy
+
+    from semiring.kernels.cuda import ENGINE as cuda
+    from semiring.kernels.cuda import topk
+
+    monkeypatch.setattr(topk, "SEGMENT_MIN_ENTRIES", 1)
+    monkeypatch.setattr(topk, "SEGMENT_WARPS_PER_SM", 10**6)
+    rng = np.random.default_rng(k + 1)
+    m, n = 5, 300
+    D = rng.choice(np.array([0.0, 1.0, 2.0, -1.0, np.nan, np.inf, -np.inf, 0.5]), size=(m, n)).astype(dtype)
+    D[3] = np.nan
+    want_d, want_i = reference_knn(D, k, largest=largest, exclude_self=exclude_self)
+    for width in (2, 64, n):
+        assert topk.segments(m, width) == width
+        selection = cuda.topk_init(m, k, dtype)
+        for c0 in range(0, n, width):
+            cuda.topk_push(cupy.asarray(D[:, c0 : c0 + width]), c0, 0 if exclude_self else -1, largest, selection)
+        got_d, got_i = (a.get() for a in cuda.topk_finish(selection, largest, dtype))
+        np.testing.assert_array_equal(got_i, want_i, err_msg=f"width {width}")
+        np.testing.assert_array_equal(got_d, want_d.astype(dtype))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "inner_product", "euclidean"])
+def test_segmented_selection_of_fused_measures_matches_the_oracle(monkeypatch, metric):
+    """A few queries against many rows, each row's candidates in segments (forced): the fused expansion
+    evaluated in the segment kernel, the answers as the float64 reference's up to ties."""
+    from semiring.kernels.cuda import topk
+
+    monkeypatch.setattr(topk, "SEGMENT_MIN_ENTRIES", 64)
+    X = sp.random(3000, 40, density=0.1, format="csr", random_state=3, dtype=np.float64)
+    Q = X[:7].copy()
+    assert topk.segments(7, 3000) > 1
+    dist, ind = gpu_knn(X, Q, 10, metric)
+    D = oracle(metric, Q.toarray(), X.toarray())
+    assert_neighbors_up_to_ties(dist, ind, D, 10, largest=distances.get_metric(metric).similarity, rtol=1e-6)
+
+
 def test_indices_beyond_int32():
     import cupy
 

@@ -45,3 +45,17 @@ def test_fused_expansion_kernels_compile(name, value_type):
     kernel = cuda_topk_source.render_topk(value_type, 16, spec.similarity, spec.expansion_tree, spec.param_names, name)
     assert "c0[t]" in kernel.source or "nx0[i]" in kernel.source  # the candidate is read from the operands
     assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
+@pytest.mark.parametrize("mode", ["segment", "merge"])
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+def test_segmented_selection_kernels_compile(mode, value_type):
+    """A long row's segments, a warp each, and the merge of their lists into the running selection."""
+    spec = get_metric("cosine")
+    tree = spec.expansion_tree if mode == "segment" else cuda_topk_source.BLOCK
+    kernel = cuda_topk_source.render_topk(value_type, 16, False, tree, spec.param_names, "cosine", mode=mode)
+    assert kernel.name.endswith(f"_{mode}")
+    assert ("cand_i[t]" in kernel.source) == (mode == "merge")  # the merge reads each candidate's index
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+    with pytest.raises(ValueError, match="mode must be one of"):
+        cuda_topk_source.render_topk(value_type, 16, mode="rows")
