@@ -19,6 +19,13 @@ labels.
 ``second``, ``jaccard_coeff``; ``vertex``, ``counts``), each edge once: pandas
 (optional, imported only then), or cuDF for CuPy input where it is installed.
 
+A Dask array of A's row blocks (or ``hold``'s held graph) is computed in
+row blocks on the workers (``docs/dask.md``): by default the result is the
+single-machine one, gathered; ``compute=False`` leaves a per-edge result there,
+a Dask array of CSR row blocks (or with ``as_frame=True`` a Dask DataFrame of
+cuGraph's columns, as cuGraph's ``dask`` functions return), and the triangle
+total and per-vertex counts are summed on the workers.
+
 Pair results: ``as_pairs=True`` gives the similarities as three arrays
 ``(first, second, value)``, the way cuGraph's ``jaccard`` returns its
 ``first``, ``second`` and coefficient columns; ``two_hop_similarity`` gives
@@ -86,6 +93,7 @@ array([[0, 3, 3, 0],
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -403,16 +411,25 @@ def _pairs(pairs, n: int, xp):
 
 
 def _similarity(
-    name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_pairs=False, weight="weight", as_frame=False
+    name: str,
+    A,
+    pairs,
+    weighted: bool,
+    backend: str,
+    normalize: bool,
+    as_pairs=False,
+    weight="weight",
+    as_frame=False,
+    compute=True,
 ):
     _check_forms(as_pairs, as_frame)
     if _at_scale(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
-        if as_pairs or as_frame:
+        if as_pairs or (as_frame and pairs is not None):
             raise NotImplementedError(
-                "as_pairs=True and as_frame=True are not available for Dask input: take the sparse result's upper "
-                "triangle instead"
+                "as_pairs=True, and as_frame=True with pairs, are not available for Dask input: without pairs, "
+                "as_frame=True gives the (first, second, value) DataFrame (compute=False: a Dask DataFrame)"
             )
-        return _similarity_by_blocks(name, A, pairs, weighted, backend, normalize)
+        return _similarity_by_blocks(name, A, pairs, weighted, backend, normalize, as_frame, compute)
     s = _similarity_row(name, weighted)
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=name, weight=weight)
     eng = g.engine
@@ -493,31 +510,71 @@ def _similarity_doc(name: str, formula: str, column: str) -> str:
     ``weighted=True`` uses sums of edge weights instead of counts (see the
     module docstring), read from a networkx graph's edge attribute ``weight``;
     ``normalize=True`` removes self-loops and symmetrises A first.
+    For a Dask array of A's row blocks (``docs/dask.md``), ``compute=False``
+    leaves the result at every edge on the workers: a Dask array of CSR row
+    blocks, or with ``as_frame=True`` a Dask DataFrame; by default it is
+    gathered into the single-machine result.
     """
 
 
 def jaccard(
-    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A,
+    pairs=None,
+    *,
+    weighted=False,
+    normalize=False,
+    as_pairs=False,
+    as_frame=False,
+    weight="weight",
+    backend="auto",
+    compute=True,
 ):
-    return _similarity("jaccard", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("jaccard", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 def sorensen(
-    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A,
+    pairs=None,
+    *,
+    weighted=False,
+    normalize=False,
+    as_pairs=False,
+    as_frame=False,
+    weight="weight",
+    backend="auto",
+    compute=True,
 ):
-    return _similarity("sorensen", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("sorensen", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 def overlap(
-    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A,
+    pairs=None,
+    *,
+    weighted=False,
+    normalize=False,
+    as_pairs=False,
+    as_frame=False,
+    weight="weight",
+    backend="auto",
+    compute=True,
 ):
-    return _similarity("overlap", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("overlap", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 def cosine(
-    A, pairs=None, *, weighted=False, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A,
+    pairs=None,
+    *,
+    weighted=False,
+    normalize=False,
+    as_pairs=False,
+    as_frame=False,
+    weight="weight",
+    backend="auto",
+    compute=True,
 ):
-    return _similarity("cosine", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("cosine", A, pairs, weighted, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 jaccard.__doc__ = _similarity_doc("jaccard", "|N(u) ∩ N(v)| / |N(u) ∪ N(v)|", "jaccard_coeff")
@@ -527,7 +584,7 @@ cosine.__doc__ = _similarity_doc("cosine (Salton)", "|N(u) ∩ N(v)| / sqrt(d(u)
 
 
 def adamic_adar_index(
-    A, pairs=None, *, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A, pairs=None, *, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto", compute=True
 ):
     """Adamic-Adar index of vertex pairs: Σ over their common neighbours w of 1 / log d(w), as networkx's
     ``adamic_adar_index`` (each common neighbour weighs less the more neighbours it has).
@@ -535,7 +592,7 @@ def adamic_adar_index(
     Without ``pairs``: at every edge of A, a sparse matrix with A's pattern; with ``pairs`` (a k × 2 array of
     vertex ids, edges or not): an array of k values.  ``as_pairs``, ``as_frame`` (column ``adamic_adar_coeff``),
     networkx graphs and ``normalize`` as in :func:`jaccard`; no weighted form.  A pair (u, u) sums over N(u),
-    where a neighbour of degree 1 adds 1 / log 1 = inf.
+    where a neighbour of degree 1 adds 1 / log 1 = inf.  ``compute=False`` on Dask input as in :func:`jaccard`.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> from semiring.distances import graph
@@ -543,16 +600,17 @@ def adamic_adar_index(
     >>> graph.adamic_adar_index(A, pairs=[(0, 1), (0, 2), (0, 3)], backend="cpu").round(4)  # 1/log 3, 1/log 2
     array([0.9102, 1.4427, 0.9102])
     """
-    return _similarity("adamic_adar", A, pairs, False, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("adamic_adar", A, pairs, False, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 def resource_allocation_index(
-    A, pairs=None, *, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto"
+    A, pairs=None, *, normalize=False, as_pairs=False, as_frame=False, weight="weight", backend="auto", compute=True
 ):
     """Resource allocation index of vertex pairs: Σ over their common neighbours w of 1 / d(w), as networkx's
     ``resource_allocation_index`` (each common neighbour shares one unit among its neighbours).
 
-    Forms and arguments as :func:`adamic_adar_index` (column ``resource_allocation_coeff``); no weighted form.
+    Forms and arguments as :func:`adamic_adar_index` (column ``resource_allocation_coeff``, ``compute``); no
+    weighted form.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> from semiring.distances import graph
@@ -560,7 +618,7 @@ def resource_allocation_index(
     >>> graph.resource_allocation_index(A, pairs=[(0, 1), (0, 2), (0, 3)], backend="cpu").round(4)  # 1/3, 1/2
     array([0.3333, 0.5   , 0.3333])
     """
-    return _similarity("resource_allocation", A, pairs, False, backend, normalize, as_pairs, weight, as_frame)
+    return _similarity("resource_allocation", A, pairs, False, backend, normalize, as_pairs, weight, as_frame, compute)
 
 
 TWO_HOP_MEASURES = tuple(s.name for s in SIMILARITIES.values() if s.any_pair)
@@ -648,38 +706,38 @@ def _best(rows, cols, values, k: int) -> list:
     return [rows[order], cols[order], values[order]]
 
 
-def scan_similarity(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
+def scan_similarity(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto", compute: bool = True):
     """SCAN structural similarity at every edge: (|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1)).
 
     Closed neighbourhoods (each vertex counts itself), so adjacent u and v share
     at least themselves.  A sparse matrix with A's pattern; for a networkx
     graph, ``(u, v, value)`` triples, each edge once; ``as_frame=True``: a
-    DataFrame ``(first, second, scan_coeff)``, each edge once.
+    DataFrame ``(first, second, scan_coeff)``, each edge once.  ``compute=False`` on Dask input as in
+    :func:`jaccard`.
     """
-    return _similarity("scan", A, None, False, backend, normalize, as_frame=as_frame)
+    return _similarity("scan", A, None, False, backend, normalize, as_frame=as_frame, compute=compute)
 
 
-def common_neighbors(A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto"):
+def common_neighbors(
+    A, *, normalize: bool = False, as_frame: bool = False, backend: str = "auto", compute: bool = True
+):
     """|N(u) ∩ N(v)| at every edge, a sparse matrix with A's pattern (int64 values; float64 for CuPy).
 
     For a networkx graph, ``{(u, v): count}``, each edge once (u before v in
     the graph's node order, as ``G.edges()``); ``as_frame=True``: a DataFrame
-    ``(first, second, counts)``, each edge once.
+    ``(first, second, counts)``, each edge once.  ``compute=False`` on Dask
+    input as in :func:`jaccard`.
 
     An edge's common neighbours are its triangles: each triangle is found once,
     on the degree-oriented graph, and counted at its three edges, so a hub's
     neighbour list is not walked once per neighbour.
     """
     if _at_scale(A):  # row blocks on the workers, the graph held by each (docs/dask.md)
-        _not_framed(as_frame)
-        return _common_neighbors_by_blocks(A, normalize, backend)
+        _sdask.check_call(backend, None)
+        counts = functools.partial(_block_counts, backend=backend)
+        return _per_edge_by_blocks(A, counts, "counts", np.int64, as_frame, compute, normalize=normalize)
     g = _graph(A, backend, normalize=normalize)
     return g.per_edge(g.engine.common_neighbor_counts(g.G), "counts", as_frame)
-
-
-def _not_framed(as_frame: bool) -> None:
-    if as_frame:
-        raise NotImplementedError("as_frame=True is not available for Dask input: compute the result, then frame it")
 
 
 # --------------------------------------------------------------------------- triangles and trusses
@@ -693,6 +751,7 @@ def triangle_count(
     normalize: bool = False,
     as_frame: bool = False,
     backend: str = "auto",
+    compute: bool = True,
 ):
     """Triangles of the graph: ``per="total"`` an int, ``"vertex"`` a length-n array (triangles at each
     vertex), ``"edge"`` a sparse matrix with A's pattern (triangles through each edge, its support).
@@ -700,7 +759,9 @@ def triangle_count(
     For a networkx graph, per vertex ``{node: count}`` (as ``networkx.triangles``)
     and per edge ``{(u, v): count}``, each edge once.  ``as_frame=True``: cuGraph's
     DataFrame ``(vertex, counts)`` per vertex, ``(first, second, counts)`` per edge
-    (each edge once); the total stays an int.
+    (each edge once); the total stays an int.  On Dask input the total is summed on the workers and the
+    per-vertex counts on the worker of each block; ``compute=False`` leaves the per-edge result there, as in
+    :func:`jaccard`.
 
     Each triangle is found once, at its two lowest vertices in the total order
     ``order`` (``"degree"``: by degree, ties by vertex id — it bounds every
@@ -710,8 +771,7 @@ def triangle_count(
     thread owns the entry).
     """
     if _at_scale(A):  # row blocks of the oriented graph on the workers (docs/dask.md)
-        _not_framed(as_frame and per != "total")
-        return _triangle_count_by_blocks(A, per, order, normalize, backend)
+        return _triangle_count_by_blocks(A, per, order, normalize, backend, as_frame, compute)
     if per not in PER:
         raise ValueError(f"per must be one of {PER}, got {per!r}")
     by_degree = _order(order)
@@ -785,10 +845,13 @@ def truss_decomposition(A, *, normalize: bool = False, as_frame: bool = False, b
 
 # --------------------------------------------------------------------------- row blocks, for the Dask layer
 #
-# A Dask adjacency matrix is given to ``semiring.dask.by_blocks`` with the functions below: ``_made`` assembles
-# and checks the graph once (the single-machine checks), each ``_block_*`` computes one row block of a measure
-# on the worker holding the graph (a ``semiring.dask.Held`` of ``(G, kind)``, its device copies kept beside it),
-# and each ``_as_*`` assembles the blocks' values into the single-machine call's result.
+# A Dask adjacency matrix is given to ``semiring.dask`` with the functions below: ``_made`` assembles and checks
+# the graph once (the single-machine checks), each ``_block_*`` computes one row block of a measure on the worker
+# holding the graph (a ``semiring.dask.Held`` of ``(G, kind)``, its device copies kept beside it).  Then either
+# ``by_blocks`` gathers the blocks' values and an ``_as_*`` assembles them into the single-machine call's result,
+# or ``kept_blocks`` leaves them on the workers: ``_kept_*`` makes a block's value a block of the result (CSR
+# rows, a DataFrame), ``_layout`` gives the client their shapes, and the layer makes them one Dask collection
+# (``compute=False``), or reduces them there (the triangle total).
 
 
 def _made(matrix, weighted: bool, normalize: bool, measure: str) -> tuple:
@@ -857,24 +920,63 @@ def _block_pairs(held, b: int, nblocks: int, pairs, name: str, weighted: bool, b
     return _similarity(name, held.value[0], part, weighted=weighted, backend=backend, normalize=False)
 
 
-def _as_sparse(made, *values):
-    G, kind = made
-    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
+def _block_vertex_triangles(held, b: int, nblocks: int, backend: str) -> np.ndarray:
+    """The triangles at each vertex of block b's rows: half the sum of its entries' common-neighbour counts,
+    summed on the worker (only the block's vector leaves it)."""
+    counts = _block_counts(held, b, nblocks, backend)
+    G = held.value[0]
+    r0, r1 = _block_rows(G, b, nblocks)
+    local = (G.indptr[r0 : r1 + 1] - G.indptr[r0]).astype(np.int64)
+    running = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    return (running[local[1:]] - running[local[:-1]]) // 2
 
 
-def _as_vertex_counts(made, *counts):
-    G, kind = made
-    running = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
-    per_vertex = running[G.indptr[1:]] - running[G.indptr[:-1]]  # each vertex's sum over its edges
-    return _Graph(_backend.graph_engine("cpu"), G, kind).dense(per_vertex // 2)
+def _block_csr(G, r0: int, r1: int, values):
+    """Rows r0 to r1 - 1 of G's pattern holding ``values`` (host CSR of shape (r1 - r0, n), G's index types)."""
+    s0, s1 = int(G.indptr[r0]), int(G.indptr[r1])
+    indptr = (G.indptr[r0 : r1 + 1] - s0).astype(G.indptr.dtype)
+    B = sp.csr_matrix((values, G.indices[s0:s1], indptr), shape=(r1 - r0, G.shape[1]))
+    B.indices, B.indptr = G.indices[s0:s1], indptr  # SciPy would narrow int64 indices that fit
+    return B
 
 
-def _as_concatenated(made, *values) -> np.ndarray:
-    return np.concatenate(values)
+def _kept_sparse(held, b: int, nblocks: int, values):
+    """Block b of a per-edge result kept on its worker: ``values`` at the entries of its rows, as a CSR matrix
+    of those rows and every column in the input's form (SciPy matrix or array, CuPy)."""
+    G, kind = held.value
+    r0, r1 = _block_rows(G, b, nblocks)
+    B = _block_csr(G, r0, r1, np.zeros(int(G.indptr[r1] - G.indptr[r0])))
+    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(values(held, b, nblocks), B)
 
 
-def _as_total(made, *counts) -> int:
-    return sum(counts)
+def _kept_frame(held, b: int, nblocks: int, values, column: str, starts):
+    """Block b of a per-edge result kept on its worker as a DataFrame ``(first, second, column)``: each edge of
+    its rows once (first < second), in row order, indexed from ``starts[b]`` (the edges of the blocks before),
+    so the blocks together are the single-machine frame."""
+    G, kind = held.value
+    r0, r1 = _block_rows(G, b, nblocks)
+    B = _block_csr(G, r0, r1, np.asarray(values(held, b, nblocks)))
+    rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(B.indptr))
+    upper = rows < B.indices
+    frame = _Graph(_backend.graph_engine("cpu"), G, kind).frame(rows[upper], B.indices[upper], column, B.data[upper])
+    frame.index = frame.index + int(starts[b])
+    return frame
+
+
+def _layout(H, nblocks: int, edges: bool) -> tuple:
+    """``(kind, n, rows a block, edges before each block)`` of a held graph: what the client needs to put the
+    kept blocks together (their shapes, their frames' index), computed where the graph is; the edges (a pass
+    over the graph) only where asked, else None."""
+    G, kind = H.value
+    bounds = _sdask.row_blocks(G.indptr, nblocks)
+    if not edges:
+        return kind, G.shape[0], np.diff(bounds).tolist(), None
+    upper = []
+    for r0, r1 in itertools.pairwise(bounds):  # each edge once (u < v), block by block: memory of one block
+        cols = G.indices[G.indptr[r0] : G.indptr[r1]]
+        rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(G.indptr[r0 : r1 + 1]))
+        upper.append(int(np.count_nonzero(rows < cols)))
+    return kind, G.shape[0], np.diff(bounds).tolist(), np.concatenate([[0], np.cumsum(upper)]).tolist()
 
 
 def hold(A, *, weighted: bool = False, normalize: bool = False):
@@ -916,33 +1018,92 @@ def _not_at_scale(name: str):
     )
 
 
-def _similarity_by_blocks(name: str, A, pairs, weighted: bool, backend: str, normalize: bool):
+def _kept(A, block, *, weighted: bool = False, normalize: bool = False, measure: str = ""):
+    """A measure's blocks of a Dask adjacency matrix (or a held one) left on the workers
+    (``semiring.dask.KeptBlocks``)."""
+    make = functools.partial(_made, weighted=weighted, normalize=normalize, measure=measure)
+    return _sdask.kept_blocks(A, make, (weighted, normalize), block)
+
+
+def _per_edge_by_blocks(
+    A, values, column: str, dtype, as_frame: bool, compute: bool, *, weighted=False, normalize=False, measure=""
+):
+    """A per-edge measure of a Dask adjacency matrix, ``values(held, b, nblocks)`` at the entries of block b's
+    rows, in the form asked.  ``compute=True`` without ``as_frame``: the single-machine result (the blocks'
+    values gathered into one sparse matrix on the client).  Otherwise the blocks stay on the workers: CSR row
+    blocks as a Dask array, or DataFrames ``(first, second, column)`` as a Dask DataFrame (cuGraph's ``dask``
+    form); ``as_frame=True`` with ``compute=True`` computes that frame, the single-machine one."""
+    if compute and not as_frame:
+        return _by_blocks(A, values, _as_sparse, weighted=weighted, normalize=normalize, measure=measure)
+    make = functools.partial(_made, weighted=weighted, normalize=normalize, measure=measure)
+    held, (kind, n, rows, starts) = _sdask.ask_held(A, make, (weighted, normalize), _layout_of(A, as_frame))
+    dtype = np.dtype(np.float64 if kind == "cupy" else dtype)  # CuPy's sparse matrices hold floats only
+    engine = _backend.graph_engine("cpu")
+    if as_frame:
+        block = functools.partial(_kept_frame, values=values, column=column, starts=starts)
+        empty = np.zeros(0, np.int64)
+        meta = _Graph(engine, None, kind).frame(empty, empty, column, np.zeros(0, dtype))
+        frame = _kept(held, block, weighted=weighted, normalize=normalize, measure=measure).frame(meta)
+        return frame.compute() if compute else frame
+    block = functools.partial(_kept_sparse, values=values)
+    meta = _Graph(engine, sp.csr_matrix((0, n)), kind).sparse(np.zeros(0, dtype))
+    kept = _kept(held, block, weighted=weighted, normalize=normalize, measure=measure)
+    return kept.array([(r, n) for r in rows], dtype, meta)
+
+
+def _layout_of(A, edges: bool):
+    """``_layout`` for A's blocks (a Dask array's row blocks, or a held graph's)."""
+    nblocks = A.nblocks if isinstance(A, _sdask.HeldGraph) else _sdask.as_row_blocks(A, "A").numblocks[0]
+    return functools.partial(_layout, nblocks=nblocks, edges=edges)
+
+
+def _as_sparse(made, *values):
+    G, kind = made
+    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(np.concatenate(values))
+
+
+def _as_concatenated(made, *values) -> np.ndarray:
+    return np.concatenate(values)
+
+
+def _similarity_by_blocks(
+    name: str, A, pairs, weighted: bool, backend: str, normalize: bool, as_frame: bool, compute: bool
+):
     _sdask.check_call(backend, None)
     if pairs is None:
         block = functools.partial(_block_similarity, name=name, weighted=weighted, backend=backend)
-        return _by_blocks(A, block, _as_sparse, weighted=weighted, normalize=normalize, measure=name)
+        column = f"{name}_coeff"
+        return _per_edge_by_blocks(
+            A, block, column, np.float64, as_frame, compute, weighted=weighted, normalize=normalize, measure=name
+        )
     block = functools.partial(_block_pairs, pairs=np.asarray(pairs), name=name, weighted=weighted, backend=backend)
     return _by_blocks(A, block, _as_concatenated, weighted=weighted, normalize=normalize, measure=name)
 
 
-def _common_neighbors_by_blocks(A, normalize: bool, backend: str):
-    _sdask.check_call(backend, None)
-    return _by_blocks(A, functools.partial(_block_counts, backend=backend), _as_sparse, normalize=normalize)
-
-
-def _triangle_count_by_blocks(A, per: str, order: str, normalize: bool, backend: str):
-    """``per="total"``: the masked products of row blocks of the oriented graph L, summed.  ``"edge"`` and
-    ``"vertex"``: an edge's support is its common-neighbour count, a vertex's triangles half the sum over its
-    edges."""
+def _triangle_count_by_blocks(A, per: str, order: str, normalize: bool, backend: str, as_frame: bool, compute: bool):
+    """``per="total"``: the triangles of the parts of the oriented graph's work, summed on the workers (a tree).
+    ``"vertex"``: half the sum of each vertex's entries' common-neighbour counts, summed on the worker of its
+    block, the blocks' vectors put together on the client.  ``"edge"``: an edge's support is its
+    common-neighbour count, in the per-edge measures' forms."""
     if per not in PER:
         raise ValueError(f"per must be one of {PER}, got {per!r}")
     by_degree = _order(order)
     _sdask.check_call(backend, None)
+    if per == "edge":
+        counts = functools.partial(_block_counts, backend=backend)
+        return _per_edge_by_blocks(A, counts, "counts", np.int64, as_frame, compute, normalize=normalize)
     if per == "total":
         block = functools.partial(_block_triangles, by_degree=by_degree, backend=backend)
-        return _by_blocks(A, block, _as_total, normalize=normalize)
-    counts = functools.partial(_block_counts, backend=backend)
-    return _by_blocks(A, counts, _as_sparse if per == "edge" else _as_vertex_counts, normalize=normalize)
+        return _kept(A, block, normalize=normalize).reduce(sum)
+    make = functools.partial(_made, weighted=False, normalize=normalize, measure="")
+    held, (kind, n, _, _) = _sdask.ask_held(A, make, (False, normalize), _layout_of(A, edges=False))
+    counts = np.concatenate(_kept(held, functools.partial(_block_vertex_triangles, backend=backend)).gather())
+    g = _Graph(_backend.graph_engine("cpu"), None, kind)
+    if as_frame:
+        return labelled.frame(
+            {"vertex": g.ids(np.arange(n, dtype=np.int64)), "counts": g.dense(counts)}, kind == "cupy"
+        )
+    return g.dense(counts)
 
 
 __all__ = [

@@ -17,7 +17,10 @@ measure and writes no caller's state (see ``docs/dask.md``):
   (``NearestNeighbors``);
 * :func:`by_blocks` — a graph assembled and checked once by the caller's
   function, held by every worker (a broadcast), and the caller's per-block
-  function run on each row block (the graph measures).
+  function run on each row block, the values gathered (the graph measures);
+  :func:`kept_blocks` leaves the values on the workers instead
+  (:class:`KeptBlocks`: reduced there as a tree, or made one Dask array or
+  DataFrame that stays there until computed).
 
 Nothing here imports Dask until a Dask array is passed: :func:`is_dask` reads
 the type's module, so ``import semiring`` loads no Dask.
@@ -433,44 +436,122 @@ def hold(A, make, checks) -> HeldGraph:
     return HeldGraph(A, make, checks, distributed_client())
 
 
-def by_blocks(A, make, checks, block, assemble):
-    """``assemble(made, *[block(H, b, nblocks) for each block b])``, computed: ``made = make(matrix)`` is A's row
-    blocks assembled into one matrix and checked by the caller, ``H`` a :class:`Held` of it on every worker.
-
-    ``A`` is a Dask array, held for this call only, or a :class:`HeldGraph` the caller holds (made by
-    :func:`hold` under the same ``checks``, on the same cluster), used as it is.  On a ``distributed`` cluster
-    the blocks are dealt to the workers in turn, their values gathered and assembled on the client; otherwise
-    Dask's local scheduler runs them on its threads, sharing the graph.  There are as many blocks as A has row
-    blocks.
-    """
-    import dask
-
-    client = distributed_client()
+def _held(A, make, checks, client) -> HeldGraph:
+    """A's graph held for this call: the caller's :class:`HeldGraph` (checked for this call) or A made anew."""
     if isinstance(A, HeldGraph):
         if A.checks != checks:
             raise ValueError(f"the held graph was checked for {A.checks}, this call asks for {checks}: hold it again")
         if A.client_id != (None if client is None else client.id):
             raise ValueError("the held graph is held by another cluster (or none): hold it again on this one")
-        held = A
-    else:
-        held = hold(A, make, checks)
-    nblocks = held.nblocks
+        return A
+    return hold(A, make, checks)
+
+
+class KeptBlocks:
+    """The values of ``block(H, b, nblocks)`` for each block b of a held graph, left where they were computed:
+    futures (submitted at once, block b on worker b mod the number of workers) on a ``distributed`` cluster,
+    Delayed objects on Dask's local schedulers.  Nothing comes to the client until asked: :meth:`gather` (every
+    value), :meth:`reduce` (one value, combined on the workers), or a Dask collection of them (:meth:`array`,
+    :meth:`frame`) that the caller computes when it wants."""
+
+    def __init__(self, held: HeldGraph, block, client):
+        import dask
+
+        self.held, self.client = held, client
+        nblocks = held.nblocks
+        if client is None:
+            self.parts = [dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)]
+        else:
+            workers = _worker_addresses(client)
+            self.parts = [
+                client.submit(
+                    block, held.H, b, nblocks, pure=False, workers=[workers[b % len(workers)]], allow_other_workers=True
+                )
+                for b in range(nblocks)
+            ]
+
+    def gather(self) -> list:
+        """Every block's value, on the client."""
+        return list(compute(*self.parts)) if self.client is None else self.client.gather(self.parts)
+
+    def reduce(self, combine, fan_in: int = 8):
+        """``combine(values)`` over every block's value, as a tree on the workers (``fan_in`` values a task):
+        only the last value comes to the client.  ``combine`` must be associative."""
+        import dask
+
+        parts = self.parts
+        while len(parts) > 1:
+            groups = [parts[i : i + fan_in] for i in range(0, len(parts), fan_in)]
+            if self.client is None:
+                parts = [dask.delayed(combine, pure=False)(g) for g in groups]
+            else:
+                parts = [self.client.submit(combine, g, pure=False) for g in groups]
+        return compute(parts[0])[0] if self.client is None else parts[0].result()
+
+    def array(self, shapes: list, dtype, meta):
+        """The blocks' values (arrays or sparse matrices of ``shapes``) as one Dask array, stacked along rows."""
+        import dask.array as da
+
+        pieces = [da.from_delayed(p, shape, dtype=dtype, meta=meta) for p, shape in zip(self.parts, shapes)]
+        return da.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+    def frame(self, meta):
+        """The blocks' values (DataFrames of ``meta``'s columns) as the partitions of one Dask DataFrame.
+
+        Needs Dask's DataFrames (``pip install "dask[dataframe]"``: pandas and pyarrow)."""
+        try:
+            import dask.dataframe as dd
+        except ImportError as exc:
+            raise ImportError(
+                f'a Dask DataFrame result needs dask\'s dataframe module ({exc}): pip install "dask[dataframe]"'
+            ) from None
+        import dask
+
+        # Each future wrapped in a Delayed: the frame's graph then holds the futures themselves (``futures_of``
+        # finds them, and they live as long as the frame), where Dask's expressions would hold only their keys.
+        return dd.from_delayed([dask.delayed(p) for p in self.parts], meta=meta, verify_meta=False)
+
+
+def kept_blocks(A, make, checks, block) -> KeptBlocks:
+    """``block(H, b, nblocks)`` for each row block b of the graph, left on the workers (:class:`KeptBlocks`).
+
+    ``A`` is a Dask array, made into the graph for this call by ``make`` (the caller's assembly and checks; see
+    :func:`hold`), or a :class:`HeldGraph` the caller holds (made under the same ``checks``, on the same
+    cluster), used as it is.  There are as many blocks as A has row blocks."""
+    client = distributed_client()
+    return KeptBlocks(_held(A, make, checks, client), block, client)
+
+
+def ask_held(A, make, checks, question):
+    """``(held, question(H))``: A's graph held (as :func:`kept_blocks` holds it) and the value of ``question`` of
+    it, computed where the graph is (a worker) and brought to the client: a small fact of the graph (its size,
+    its blocks' bounds) that the caller needs before it puts the blocks' values together."""
+    client = distributed_client()
+    held = _held(A, make, checks, client)
     if client is None:
-        values = dask.compute(*[dask.delayed(block, pure=False)(held.H, b, nblocks) for b in range(nblocks)])
-    else:
-        workers = _worker_addresses(client)
-        where = [{"workers": [workers[b % len(workers)]], "allow_other_workers": True} for b in range(nblocks)]
-        values = client.gather(
-            [client.submit(block, held.H, b, nblocks, pure=False, **where[b]) for b in range(nblocks)]
-        )
-    return assemble(held.made(), *values)
+        return held, question(held.H)
+    return held, client.submit(question, held.H, pure=False).result()
+
+
+def by_blocks(A, make, checks, block, assemble):
+    """``assemble(made, *[block(H, b, nblocks) for each block b])``, computed: ``made = make(matrix)`` is A's row
+    blocks assembled into one matrix and checked by the caller, ``H`` a :class:`Held` of it on every worker.
+
+    ``A`` as in :func:`kept_blocks`.  On a ``distributed`` cluster the blocks are dealt to the workers in turn,
+    their values gathered and assembled on the client; otherwise Dask's local scheduler runs them on its
+    threads, sharing the graph.
+    """
+    kept = kept_blocks(A, make, checks, block)
+    return assemble(kept.held.made(), *kept.gather())
 
 
 __all__ = [
     "Held",
     "HeldGraph",
+    "KeptBlocks",
     "ShardedIndex",
     "as_row_blocks",
+    "ask_held",
     "block_pairs",
     "by_blocks",
     "check_call",
@@ -478,6 +559,7 @@ __all__ = [
     "distributed_client",
     "hold",
     "is_dask",
+    "kept_blocks",
     "known_rows",
     "merge",
     "meta",

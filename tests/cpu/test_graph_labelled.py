@@ -153,8 +153,16 @@ def test_forms_and_their_errors(monkeypatch):
     assert graph.jaccard(A, backend="cpu").nnz == A.nnz  # nothing else needs it
 
 
-def test_dask_input_refuses_frames():
+def test_dask_input_frames_and_the_forms_it_refuses():
+    """On Dask's local scheduler (the cluster's form: tests/cpu/test_dask_graph.py): the frame of a Dask array
+    is the single-machine frame; pairs as arrays, or pairs as a frame, have no Dask form."""
     da = pytest.importorskip("dask.array")
-    A = da.from_array(random_graph(10, 20, seed=1).toarray(), chunks=5)
-    with pytest.raises(NotImplementedError, match="as_frame=True is not available for Dask input"):
-        graph.common_neighbors(A, as_frame=True, backend="cpu")
+    pd = pytest.importorskip("pandas")
+    B = random_graph(10, 20, seed=1)
+    A = da.from_array(B.toarray(), chunks=5)
+    want = graph.common_neighbors(B, as_frame=True, backend="cpu")
+    pd.testing.assert_frame_equal(graph.common_neighbors(A, as_frame=True, backend="cpu"), want)
+    with pytest.raises(NotImplementedError, match="as_pairs=True, and as_frame=True with pairs, are not available"):
+        graph.jaccard(A, as_pairs=True, backend="cpu")
+    with pytest.raises(NotImplementedError, match="as_frame=True gives the"):
+        graph.jaccard(A, pairs=[(0, 1)], as_frame=True, backend="cpu")
