@@ -19,7 +19,7 @@ import numpy as np
 
 from semiring import expr as _expr
 from semiring import validation
-from semiring.engine import CALL_CACHE, EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
+from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from . import hash_source, launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
@@ -355,37 +355,31 @@ SPLIT_BAND_ROWS = 32_768
 def _split_layout(Y: DeviceCSR, value_name: str, T):
     """Y's heavy columns (a boolean device array over its columns, and how many), their dense copy, and the
     postings of Y's other columns as ``(first row, (column pointers, rows, values))`` bands of SPLIT_BAND_ROWS
-    rows (int32; the light entries' row-major copy is dropped once they are made): from the cache
-    (``CALL_CACHE``) when a tile, or an earlier query of the same index, made them already.
-
-    The key is where Y's entries live and its shape (a tile of a held index is a new view of the same memory
-    at each query), with its row pointers compared on a hit: the same memory and structure are the same
-    matrix, since the cache holds Y (its memory cannot be reused while it is there), and what holds a cache
-    across calls owns the rows it was made from (``NearestNeighbors`` copies what it fits).
+    rows (int32; the light entries' row-major copy is dropped once they are made): made once per call, or once
+    for every query of a fitted index (``launch.derived``).
     """
-    cache = CALL_CACHE.get()
-    key = ("split", value_name, Y.shape, Y.indices.size, int(Y.indices.data.ptr), int(Y.data.data.ptr))
-    if cache is not None and key in cache:
-        held, layout = cache[key]
-        if held.indptr is Y.indptr or bool((held.indptr == Y.indptr).all()):
-            return layout
-    heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, planner.dense_room(Y))
-    yv = Y.data.astype(T, copy=False)
-    light = _columns_of(Y, yv, ~heavy)
-    p = Y.shape[0]
-    bands = []
-    for j0 in range(0, p, SPLIT_BAND_ROWS):
-        band = launch.row_slice(light, j0, min(p, j0 + SPLIT_BAND_ROWS))
-        band = DeviceCSR(
-            band.indptr.astype(np.int32, copy=False), band.indices.astype(np.int32, copy=False), band.data, band.shape
-        )
-        colptr = _column_pointers(band, np.int32)
-        bands.append((j0, _postings(band, value_name, "int32", (0, band.shape[1], 0, band.indices.size), colptr)))
-    del light
-    layout = (heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, bands)
-    if cache is not None:
-        cache[key] = (Y, layout)  # Y held with it, so its memory names no other matrix while it is kept
-    return layout
+
+    def make():
+        heavy, count = planner.heavy_columns(Y, np.dtype(T).itemsize, planner.dense_room(Y))
+        yv = Y.data.astype(T, copy=False)
+        light = _columns_of(Y, yv, ~heavy)
+        p = Y.shape[0]
+        bands = []
+        for j0 in range(0, p, SPLIT_BAND_ROWS):
+            band = launch.row_slice(light, j0, min(p, j0 + SPLIT_BAND_ROWS))
+            band = DeviceCSR(
+                band.indptr.astype(np.int32, copy=False),
+                band.indices.astype(np.int32, copy=False),
+                band.data,
+                band.shape,
+            )
+            colptr = _column_pointers(band, np.int32)
+            postings = _postings(band, value_name, "int32", (0, band.shape[1], 0, band.indices.size), colptr)
+            bands.append((j0, postings))
+        del light
+        return heavy, count, _dense_columns(Y, yv, heavy, count, T) if count else None, bands
+
+    return launch.derived(Y, ("split", value_name), make)
 
 
 def _entry_rows(indptr, e0: int, e1: int):
