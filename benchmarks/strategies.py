@@ -27,7 +27,7 @@ import numpy as np
 
 from semiring.distances.measure import BoundMeasure
 from semiring.distances.specs import get_metric
-from semiring.kernels.cuda import ENGINE, planner
+from semiring.kernels.cuda import ENGINE, planner, strategies
 
 from .record import commit
 from .reference import compare, pairwise_reference, sample
@@ -41,11 +41,14 @@ STRATEGIES = ("auto", "merge", "rowvec", "coo", "hash")
 def plan_of(spec, Qr, Xr, strategy: str) -> str:
     sr = spec.terms[0]
     settings = planner.Settings(strategy)
-    chosen = planner.plan(sr, Qr.matrix, Xr.matrix, settings=settings)
+    product = strategies.Product(Qr.matrix, Xr.matrix, sr, np.float32, settings=settings)
+    chosen = strategies.plan(product).strategy.name
     if chosen == "margins":
-        split = sr.margin_split(planner.all_nonnegative(Qr.matrix.data, Xr.matrix.data))
-        cross = planner.plan(split.cross, Qr.matrix, Xr.matrix, margins=False, settings=settings, split_of=(sr, split))
-        chosen += " + " + cross
+        split = product.margin_split
+        cross = strategies.Product(
+            Qr.matrix, Xr.matrix, split.cross, np.float32, settings=settings, split_of=(sr, split)
+        )
+        chosen += " + " + strategies.plan(cross).strategy.name
     return chosen
 
 

@@ -152,15 +152,13 @@ class BoundMeasure:
         """The measure for the rows of X against all of Y, an ``m × p`` array on the engine's device."""
         engine, spec = self.engine, self.spec
         (m, n), p = X.matrix.shape, Y.matrix.shape[0]
-        if len(self.terms) == 1:  # the engine's own pass of product and expansion, where it has one for this
+        if len(self.terms) == 1:  # the engine's product and expansion, planned once (in one pass where it can)
             when = None if spec.refine is None else expression(spec.refine.when, EXPANSION_VARIABLES)
             expansion = (spec.expansion_tree, tuple(spec.param_names), self.param_array, X.norms, Y.norms, n, when)
-            done = engine.pairwise_expanded(X.matrix, Y.matrix, self.terms[0], self.dtype, expansion)
-            if done is not None:
-                out, flagged = done
-                if flagged is not None and len(flagged.rows):
-                    self._refine(X.matrix, Y.matrix, flagged, out)
-                return out
+            out, flagged = engine.pairwise_expanded(X.matrix, Y.matrix, self.terms[0], self.dtype, expansion)
+            if flagged is not None and len(flagged.rows):
+                self._refine(X.matrix, Y.matrix, flagged, out)
+            return out
         terms = [engine.pairwise(X.matrix, Y.matrix, sr, self.acc) for sr in self.terms]
         flagged = None
         if spec.refine is not None and m and p:

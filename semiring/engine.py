@@ -202,10 +202,10 @@ class PairwiseEngine(Protocol):
         entries, in its order (a 1-D array).
         """
 
-    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[Any, Entries | None] | None:
-        """A one-term measure's block written expanded as the product is, in one pass: ``(out, flagged)``, the
-        ``m × p`` result of ``dtype`` and the entries its refinement recomputes (None: none to), or None where
-        this product does not run so (the caller then takes ``pairwise`` and ``expand``).
+    def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[Any, Entries | None]:
+        """A one-term measure's block, its product planned once: ``(out, flagged)``, the ``m × p`` result of
+        ``dtype`` and the entries its refinement recomputes (None: none to).  Written expanded as the product is,
+        in one pass, where the plan's kernel can; else the plan's product expanded apart, as ``expand`` does.
 
         ``expansion`` is ``(tree, param_names, params, xnorms, ynorms, ncols, when)``: the measure's expression
         and operands as ``expand`` takes them, and ``when`` (an expression over the same variables, or None)

@@ -11,11 +11,13 @@ One concern a module:
 * :mod:`.launch` — loading compiled kernels with CuPy and launching them,
   shared-memory opt-in, device queries, :class:`.launch.DeviceCSR` and moving
   data to and from the device;
-* :mod:`.planner` — every strategy choice of a dense product, its tuning
-  constants and the measurements behind them; the engine settings
-  (``$SEMIRING_GPU_STRATEGY``), read once per call;
-* :mod:`.strategies` — the executors (rowvec, rowvec-compact, merge, inverted,
-  ranges, dense-gemm, margins, coo, hash) and the dispatch to them;
+* :mod:`.planner` — what the strategy choice reads: a product's facts, the
+  cost model, its tuning constants and the measurements behind them; the
+  engine settings (``$SEMIRING_GPU_STRATEGY``), read once per call;
+* :mod:`.strategies` — the table of strategies (``STRATEGIES``: when each
+  applies, when ``auto`` takes it, what it costs, how it runs), the choice
+  made once a tile (``plan``), and the executors (margins, dense-gemm, ranges,
+  split, inverted, hash, coo, merge, rowvec, rowvec-compact);
 * :mod:`.rowops` — row norms, expansions, entry selection, scattering;
 * :mod:`.topk` — the running top-k selection of k-nearest neighbours;
 * :mod:`.graph` — the graph measures' device work;

@@ -96,9 +96,10 @@ class CudaEngine:
     def pairwise(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, mask: Entries | None = None) -> Any:
         return strategies.product(X, Y, sr, dtype, mask, Settings.from_env())
 
-    def pairwise_expanded(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, expansion) -> tuple[Any, Entries | None] | None:
-        """A one-term measure expanded as the row-range kernel writes it, with the entries its refinement
-        recomputes; or None: expand apart (``strategies.product_expanded``)."""
+    def pairwise_expanded(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, expansion) -> tuple[Any, Entries | None]:
+        """Planned once (``strategies.product_expanded``): expanded as the row-range kernel writes each entry,
+        with the entries its refinement recomputes, where the plan is the row ranges; else the plan's product is
+        expanded apart.  Never None."""
         return strategies.product_expanded(X, Y, sr, dtype, expansion, Settings.from_env())
 
     def pairwise_sparse(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype) -> tuple[Any, Any, Any]:

@@ -1,13 +1,15 @@
-"""Every strategy choice of a dense product on the GPU, and the measurements behind them.
+"""What the GPU engine's strategy choice reads: a product's facts and the measurements behind each rule.
 
-Two layers:
+The choice itself is the table ``strategies.STRATEGIES`` (each entry: when it applies, when ``auto`` takes it,
+what it costs, how it runs) and ``strategies.choose``; its rules and costs are the functions here, each
+constant annotated with the measurement behind it:
 
-* :func:`decide` — the decision itself, a pure function of :class:`Settings`
-  and the product's :class:`Facts` (shapes, densities, what the semiring is):
-  no GPU needed, so it is unit-tested on the CPU;
-* :func:`plan` — the facts of two device matrices, the costly ones (a sign
-  check, a finiteness check, the inverted kernel's work) computed only when the
-  decision asks for them, and :func:`decide` on them.
+* :class:`Facts` — what a choice depends on (shapes, densities, what the semiring is), the costly ones
+  (a sign check, a finiteness check, the inverted kernel's work) left as callables asked only when a rule
+  needs them; so the choice is a pure function of :class:`Settings` and facts, unit-tested without a GPU;
+* :func:`facts` — the facts of two device matrices;
+* the cost model of the kernels (:func:`family_costs`) and the postings kernels' rules (:func:`ranges_pay`,
+  :func:`split_pays`).
 
 The setting ``$SEMIRING_GPU_STRATEGY`` is read once per engine call
 (:meth:`Settings.from_env`, at the engine's public entry) and passed down.
@@ -18,7 +20,7 @@ Monoids and ops are recognised by what they compute (``Monoid.kind``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 
 from semiring import settings
@@ -38,10 +40,10 @@ STRATEGIES = settings.GPU_STRATEGY.choices
 class Settings:
     """The engine's settings for one call.
 
-    ``strategy``: ``"auto"`` lets :func:`decide` choose; any other of
+    ``strategy``: ``"auto"`` lets ``strategies.choose`` choose; any other of
     ``STRATEGIES`` forces that strategy where it applies (and turns off the
-    choices only ``auto`` makes: margins, dense GEMM, the inverted kernel by
-    its cost, the cheapest kernel by the cost model); where it does not apply
+    choices only ``auto`` makes: margins, dense GEMM, the postings kernels by
+    their cost, the cheapest kernel by the cost model); where it does not apply
     the product runs as for ``"rowvec"`` (``"coo"`` as ``"hash"`` when a dense
     row does not fit).
     """
@@ -56,12 +58,6 @@ class Settings:
         """The settings ``$SEMIRING_GPU_STRATEGY`` says (``auto`` when unset); read at each engine call."""
         return cls(settings.GPU_STRATEGY.read())
 
-
-# A union's second pass holds each Y row in shared memory; when rows are short
-# (EDGAR-like, ~6 stored values) filling shared memory per row costs more than
-# merging the pairs: measured on an H200, merge 8.1 ms against 17.3 ms there,
-# while at ~100 values per row the shared-memory kernel is 2.6x faster.
-UNION_MERGE_BELOW_DEGREE = 32
 
 # plus_times on dense-ish rows is a dense matrix product: cuBLAS's GEMM (float32
 # without TF32, so products are exact as in the sparse kernels) beats looking each
@@ -138,10 +134,10 @@ MERGE_COST = 2.9
 # pair, its margins once per stored entry, where the others evaluate it three times a pair
 # (nytimes-like Jensen–Shannon: margins + hash 131.8 ms, margins + rowvec-compact 140.4 ms).
 
-Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the decision needs it)
+Lazy = bool | Callable[[], bool]  # a fact, or how to find it out (asked only when the choice needs it)
 
 
-def _known(fact: Lazy) -> bool:
+def known(fact: Lazy) -> bool:
     return bool(fact() if callable(fact) else fact)
 
 
@@ -149,9 +145,9 @@ def _known(fact: Lazy) -> bool:
 class Facts:
     """What the choice of a dense product's strategy depends on.
 
-    ``margins``, ``finite``, ``rowvec_fits`` and ``inverted_pays`` may be
+    ``margins``, ``finite``, ``rowvec_fits`` and the ``*_pays`` facts may be
     callables: they cost a pass over the data (or a device query) and are
-    asked only when the decision reaches them.
+    asked only when the choice reaches them.
     """
 
     ncols: int  # columns of X and Y
@@ -165,7 +161,7 @@ class Facts:
     x_rows: int = 0
     x_stored: int = 0  # stored entries of X
     costly_split: bool = False  # the cross op of a margin split whose union op is costly (logs, divisions)
-    margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data)
+    margins: Lazy = False  # a margin split applies (``Semiring.margin_split`` on this data) and its margins are finite
     finite: Lazy = True  # every value of X and Y is finite
     rowvec_fits: Lazy = True  # a dense row of the column space fits the block's shared memory
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
@@ -173,95 +169,49 @@ class Facts:
     split_pays: Lazy = False  # heavy columns as a dense product and the rest scatter-added cost the least
 
 
-def family_costs(facts: Facts) -> dict[str, float]:
-    """The cost model's estimate for each kernel that applies (``rowvec`` where a dense row fits,
-    ``rowvec-compact`` where it does not; ``coo``, ``hash`` and ``merge`` always), in the units above."""
+def _passes(facts: Facts, entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
+    """The streaming kernels' work: per block of held X rows every streamed entry and row of Y, and for a union
+    its second pass, the roles swapped."""
+    held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
+    held_y = facts.y_rows / rows_per_block * (entry_cost * facts.x_stored + row_cost * facts.x_rows)
+    return held_x + (held_y if facts.union else 0.0)
 
-    def passes(entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
-        held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
-        held_y = facts.y_rows / rows_per_block * (entry_cost * facts.x_stored + row_cost * facts.x_rows)
-        return held_x + (held_y if facts.union else 0.0)
 
+def rowvec_cost(facts: Facts) -> float:
+    return _passes(facts, 1.0, ROWVEC_ROW_COST)
+
+
+def rowvec_compact_cost(facts: Facts) -> float:
+    return _passes(facts, COMPACT_COST, ROWVEC_ROW_COST)
+
+
+def coo_cost(facts: Facts) -> float:
+    return _passes(facts, COO_COST, COO_ROW_COST)
+
+
+def hash_cost(facts: Facts) -> float:
+    return _passes(facts, HASH_STREAM_COST, 0.0, HASH_ROWS) + _passes(facts, HASH_PROBE_COST, ROWVEC_ROW_COST)
+
+
+def merge_cost(facts: Facts) -> float:
     outputs = facts.x_rows * facts.y_rows
-    costs = {
-        "hash": passes(HASH_STREAM_COST, 0.0, HASH_ROWS) + passes(HASH_PROBE_COST, ROWVEC_ROW_COST),
-        "coo": passes(COO_COST, COO_ROW_COST),
-        "merge": MERGE_COST * outputs * (facts.mean_degree or 0.0),
-    }
-    if _known(facts.rowvec_fits):
-        costs["rowvec"] = passes(1.0, ROWVEC_ROW_COST)
+    return MERGE_COST * outputs * (facts.mean_degree or 0.0)
+
+
+def family_costs(facts: Facts) -> dict[str, float]:
+    """The cost model's estimate for each kernel that ``auto`` weighs (``rowvec`` where a dense row fits,
+    ``rowvec-compact`` where it does not; ``coo``, ``hash`` and ``merge`` always), in the units above."""
+    costs = {"hash": hash_cost(facts), "coo": coo_cost(facts), "merge": merge_cost(facts)}
+    if known(facts.rowvec_fits):
+        costs["rowvec"] = rowvec_cost(facts)
     else:
-        costs["rowvec-compact"] = passes(COMPACT_COST, ROWVEC_ROW_COST)
+        costs["rowvec-compact"] = rowvec_compact_cost(facts)
     return costs
 
 
-def choose_family(settings: Settings, facts: Facts) -> str:
-    """The kernel that streams one matrix past rows of the other held in shared memory, or merge.
-
-    Forced: ``"merge"``, ``"hash"``, ``"coo"`` (its rows dense where a
-    dense row fits, else hashed), ``"rowvec-compact"``; anything else
-    ``"rowvec"`` where a dense row fits, else ``"rowvec-compact"``.  Under ``auto`` the cheapest
-    by :func:`family_costs` (merge also when there are no columns).
-    """
-    forced = settings.strategy
-    if forced == "merge" or facts.ncols == 0:
-        return "merge"
-    if forced in ("hash", "coo"):
-        return forced
-    if forced == "auto":
-        if facts.costly_split and not _known(facts.rowvec_fits):
-            return "hash"  # its margins once per stored entry: f once a pair, not three times (COSTLY_SPLIT_TO_HASH)
-        costs = family_costs(facts)
-        return min(costs, key=costs.get)
-    if forced == "rowvec-compact":
-        return "rowvec-compact"
-    return "rowvec" if _known(facts.rowvec_fits) else "rowvec-compact"
-
-
-def decide(settings: Settings, facts: Facts) -> str:
-    """The strategy of a dense product, all choices in one place (``docs/cuda.md`` explains each).
-
-    ``"margins"`` (a plus-monoid union split into row margins and one
-    intersection), ``"dense-gemm"``, ``"split"`` (heavy columns dense, the rest scatter-added), ``"inverted"``
-    or ``"ranges"`` (the postings kernels), or :func:`choose_family`'s kernel.  A forced setting other than
-    ``auto`` turns the first four off except the one it names, which then runs wherever it applies.
-
-    >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
-    ...               annihilates=True, plus=True, plus_times=True, x_rows=10, x_stored=500)
-    >>> decide(Settings(), facts), decide(Settings("merge"), facts), decide(Settings("hash"), facts)
-    ('dense-gemm', 'merge', 'hash')
-    """
-    forced = settings.strategy
-    auto = forced == "auto"
-    if facts.union and (auto or forced == "margins") and _known(facts.margins):
-        return "margins"
-    strategy = choose_family(settings, facts)
-    if facts.annihilates and strategy != "hash" and not _known(facts.finite):
-        return "merge"  # a dense row's missing entry reads 0: exact only where 0 ⊗ y is 0 (hash looks up)
-    if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and _dense_pays(facts, auto):
-        return "dense-gemm"
-    if not inverted_applies(facts):
-        return strategy
-    if forced in ("inverted", "ranges") or forced == "split" and facts.plus_times:
-        return forced
-    if auto and _known(facts.inverted_pays) and _known(facts.ranges_pays):
-        return "ranges"  # each output entry written once, the measure with it (RANGES_WALKS_PER_OUTPUT)
-    if auto and facts.plus_times and _known(facts.split_pays):
-        return "split"
-    if auto and _known(facts.inverted_pays):
-        return "inverted"
-    return strategy
-
-
-def decide_masked(settings: Settings) -> str:
-    """The kernel of a masked product: ``"merge"`` (one thread per mask entry), or, forced, ``"hash"`` or
-    ``"coo"`` (rows in hash tables, or dense where they fit) walking each held row's mask entries."""
-    return settings.strategy if settings.strategy in ("hash", "coo") else "merge"
-
-
-def _dense_pays(facts: Facts, auto: bool) -> bool:
-    cells = DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
-    return facts.y_stored >= cells > 0 if auto else cells > 0
+def dense_pays(facts: Facts) -> bool:
+    """Whether Y stores at least DENSE_GEMM_DENSITY of its cells: a dense matrix product pays."""
+    return facts.y_stored >= DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
 
 
 def inverted_applies(facts: Facts) -> bool:
@@ -271,41 +221,16 @@ def inverted_applies(facts: Facts) -> bool:
 # --------------------------------------------------------------------------- the facts of device matrices
 
 
-def plan(
-    sr,
-    X: DeviceCSR,
-    Y: DeviceCSR,
-    xv=None,
-    yv=None,
-    margins: bool = True,
-    nonnegative=None,
-    settings=None,
-    split_of=None,
-):
-    """The strategy of the dense product of device matrices X and Y (see :func:`decide`).
+def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: Lazy = False, split_of=None) -> Facts:
+    """The :class:`Facts` of a product of X and Y, the costly ones left to compute on demand.
 
-    ``xv``/``yv`` are their values in the accumulation type (by default their
-    own); ``margins=False`` rules the margin split out; ``nonnegative``
-    (whether all values are), when the caller knows it, spares looking again;
-    ``settings`` default to :meth:`Settings.from_env`; ``split_of``: ``sr`` is
-    the cross op of this (union semiring, margin split).
+    ``xv``/``yv`` are their values in the accumulation type (by default their own); ``margins``: whether a
+    margin split applies, or how to find out (``strategies.Product`` answers it with the margins themselves);
+    ``split_of``: ``sr`` is the cross op of this (union semiring, margin split).
     """
-    settings = Settings.from_env() if settings is None else settings
-    known = facts(sr, X, Y, xv, yv, margins, nonnegative)
-    if split_of is not None:
-        known = replace(known, costly_split=_costly(split_of[0].mult.tree))
-    return decide(settings, known)
-
-
-def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True, nonnegative=None) -> Facts:
-    """The :class:`Facts` of a product of X and Y, the costly ones left to compute on demand."""
     xv = X.data if xv is None else xv
     yv = Y.data if yv is None else yv
     value_type = launch.value_type(yv.dtype)[0]
-
-    def margin_split_applies() -> bool:
-        known = all_nonnegative(xv, yv) if nonnegative is None else nonnegative
-        return sr.margin_split(known) is not None
 
     @cache
     def work() -> int:  # the stored pairs X's entries meet in Y's columns: both postings kernels' products
@@ -323,47 +248,20 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: bool = True
         plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
         x_rows=X.shape[0],
         x_stored=X.indices.size,
-        margins=margin_split_applies if margins else False,
+        costly_split=split_of is not None and _costly(split_of[0].mult.tree),
+        margins=margins,
         finite=lambda: all_finite(xv, yv),
-        rowvec_fits=lambda: _rowvec_fits(sr, X.shape[1], value_type),
+        rowvec_fits=lambda: rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size,
         ranges_pays=lambda: ranges_pay(work(), X.shape[0], Y.shape[0], range_width(Y.shape[0], itemsize)),
         split_pays=lambda: split_pays(X, Y, itemsize, work()),
     )
 
 
-def _rowvec_fits(sr, ncols: int, value_type: str) -> bool:
+def rowvec_fits(sr, ncols: int, value_type: str) -> bool:
+    """Whether a dense row of ``ncols`` columns of ``value_type`` (and a union's bitmap) fits this device's
+    shared memory."""
     return rowvec_shared_bytes(ncols, value_type, sr, sr.is_union) <= launch.max_shared_bytes()
-
-
-def choose_strategy(ncols: int, value_type: str, sr, mean_degree: float | None = None, settings=None) -> str:
-    """The shared-memory family by shape alone (no cost model): ``rowvec`` where a dense row of ``ncols``
-    columns of ``value_type`` fits this device's shared memory, else ``rowvec-compact``; ``merge`` for no
-    columns or a union of rows shorter than ``UNION_MERGE_BELOW_DEGREE`` on average."""
-    settings = Settings.from_env() if settings is None else settings
-    if settings.strategy == "merge" or ncols == 0:
-        return "merge"
-    if (
-        settings.strategy == "auto"
-        and sr.is_union
-        and mean_degree is not None
-        and mean_degree < UNION_MERGE_BELOW_DEGREE
-    ):
-        return "merge"
-    return choose_family(
-        Settings("rowvec-compact" if settings.strategy == "rowvec-compact" else "rowvec"),
-        Facts(
-            ncols=ncols,
-            y_rows=0,
-            y_stored=0,
-            mean_degree=mean_degree,
-            union=sr.is_union,
-            annihilates=sr.annihilates,
-            plus=sr.add.kind == "plus",
-            plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
-            rowvec_fits=lambda: _rowvec_fits(sr, ncols, value_type),
-        ),
-    )
 
 
 def dense_room(Y: DeviceCSR) -> int | None:

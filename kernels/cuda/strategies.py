@@ -1,19 +1,41 @@
-"""The executors of a product on the GPU, one per strategy, and the dispatch to them.
+"""The GPU engine's strategies: one entry a way of computing a product (when it applies, when ``auto`` takes it,
+what it costs, how it runs), the choice among them made once a tile, and their executors.
 
-:func:`product` asks :mod:`.planner` which strategy runs a product and
-runs it: ``rowvec`` (a row held in shared memory), ``rowvec-compact`` (rowvec
-over columns renumbered per batch of rows), ``coo`` and ``hash`` (the paper's
-load-balanced CSR + COO kernel, rows held dense or in hash tables), ``merge``
-(one thread per output entry), ``inverted`` and ``ranges`` (Y's postings walked
-per stored entry of X), ``dense-gemm`` (cuBLAS over densified chunks of columns), ``split`` (cuBLAS over
-Y's heavy columns, the inverted kernel over the rest) and
-``margins`` (a plus-monoid union as row margins and one intersection).
-Masked products merge, or run the ``hash``/``coo`` kernel over the mask's entries.
+``STRATEGIES`` is the whole of the choice.  Each entry's name is the value of ``$SEMIRING_GPU_STRATEGY`` that
+forces it (``semiring.settings.GPU_STRATEGY``); its rules read the product's :class:`~.planner.Facts`, whose
+costly ones are found only when a rule asks.  :func:`choose` takes the entries in three stages, in the
+table's order within each:
+
+1. a **rewrite** of the product (``margins``: a plus-monoid union as row margins and one intersection product),
+   where it applies and the setting forces it or is ``auto``;
+2. the **kernel** that computes any product (``hash``, ``coo``, ``merge``, ``rowvec``, ``rowvec-compact``): the
+   one the setting forces (``FORCED_KERNEL``, rowvec, under a setting that names no kernel), or where it does
+   not apply the one it names ``instead``, in turn (``rowvec`` where a dense row fits, else ``rowvec-compact``;
+   ``merge`` without columns); under ``auto`` one whose measured rule takes it outright (``takes``), else the
+   cheapest of those that apply and pay by the cost model (``cost``; ties: the earlier entry).  Where the op
+   annihilates and a value is not finite, a kernel that reads a missing entry as a stored 0 would form
+   ``0 ⊗ inf``: unless the kernel looks stored entries up (``looks_up``: ``hash``), the product merges, and
+   nothing replaces it;
+3. a **replacement** of the kernel by a path for plus-monoid intersections (``dense-gemm``, ``ranges``,
+   ``split``, ``inverted``), the first that applies (and ``replaces`` that kernel) where the setting forces
+   it, or, under ``auto``, where it ``pays``; none: the kernel.
+
+Masked products run an entry's ``masked`` form: the forced entry's where it has one (``coo``, ``hash``), else
+``merge``'s (their cost follows the mask).  The :class:`Plan` (the entry and the :class:`Product` with the facts
+and operands found for the choice: the margins whose finiteness was asked are the ones the split adds) is
+executed as is.  Adding a strategy is one entry here and its executor, its renderer (``source``), its rules'
+measurements where they have constants (``planner``), and its name in ``semiring.settings.GPU_STRATEGY``.
+
+Figures behind the rules: docs/cuda.md, "Strategy choice".
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +45,7 @@ from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from . import hash_source, launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
-from .planner import Settings
+from .planner import Facts, Settings, known
 
 ROWVEC_THREADS = 1024
 # Dense copies are made a chunk of columns at a time, X's and Y's together within this.
@@ -40,6 +62,366 @@ RANGE_THREADS = 512
 RANGE_BLOCKS_PER_SM = 8
 
 
+class Product:
+    """One tile's product ``X ⊕.⊗ Yᵀ`` under ``sr`` on the device, of ``out_dtype`` (dense, or at ``mask``'s
+    entries), the settings of its call, and the facts and operands its strategies ask, each found once.
+
+    ``split_of``: ``sr`` is the ``cross`` of this (union semiring, ``MarginSplit``), so the hash kernel may
+    evaluate the margins once per stored entry.
+    """
+
+    def __init__(
+        self, X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, mask: Entries | None = None, settings=None, split_of=None
+    ):
+        self.X, self.Y, self.sr, self.out_dtype, self.mask, self.split_of = X, Y, sr, out_dtype, mask, split_of
+        self.settings = Settings.from_env() if settings is None else settings
+        self.value_name, self.T = value_type(out_dtype)
+        self.xv, self.yv = X.data.astype(self.T, copy=False), Y.data.astype(self.T, copy=False)
+        self.start = self.T(sr.start(X.shape[1]))
+        self.shape = (X.shape[0], Y.shape[0])
+
+    @cached_property
+    def facts(self) -> Facts:
+        return planner.facts(self.sr, self.X, self.Y, self.xv, self.yv, lambda: self.margins is not None, self.split_of)
+
+    @cached_property
+    def operands(self):
+        """``(index type, X's (indptr, indices, values), Y's)`` in one index type."""
+        X, Y = self.X, self.Y
+        index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
+        return index_type, (xp, xi, self.xv), (yp, yi, self.yv)
+
+    @cached_property
+    def margin_split(self):
+        """``Semiring.margin_split`` on these data's signs (a union's; one scan of both for the sign), or None."""
+        return self.sr.margin_split(planner.all_nonnegative(self.xv, self.yv)) if self.sr.is_union else None
+
+    @cached_property
+    def margins(self):
+        """The split's row margins of X and of Y, each ``[Σ f, Σ |f|]``, or None where there is no split or a
+        margin is not finite (the union then runs another strategy: the one plan's choice)."""
+        split = self.margin_split
+        if split is None:
+            return None
+        norms = []
+        for A, tree in ((self.X, split.x_margin), (self.Y, split.y_margin)):
+            abs_tree = _expr.Node("call", ("abs", tree))
+            norms.append([rowops.row_norm(A, tree, self.T), rowops.row_norm(A, abs_tree, self.T)])
+        return norms if planner.all_finite(norms[0][1], norms[1][1]) else None
+
+
+def _always(facts: Facts) -> bool:
+    return True
+
+
+def _never(facts: Facts) -> bool:
+    return False
+
+
+def _free(facts: Facts) -> float:
+    return 0.0
+
+
+def _any_kernel(kernel: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of computing a dense product on the GPU.
+
+    ``name``: the value of ``$SEMIRING_GPU_STRATEGY`` forcing it; ``stage``: ``"rewrite"``, ``"kernel"`` or
+    ``"replacement"`` (the module docstring); ``run(product, expansion=None)``: the result (with an
+    ``expansion``, an entry that ``expands`` gives ``(result, flagged entries or None)``); ``applies``: whether
+    it can compute a product of these facts; ``pays``: whether ``auto`` may take it (its measured rule);
+    ``cost``: a kernel's cost by the model, in ``planner``'s units; ``takes``: a kernel ``auto`` takes outright
+    where this holds; ``looks_up``: a kernel that never reads a missing entry as a stored 0; ``instead``: the
+    kernel that runs where this one is forced and does not apply (merge applies everywhere); ``replaces``: which
+    kernels a replacement may stand in for; ``masked(product)``: its form for a masked product, if it has one.
+    """
+
+    name: str
+    stage: str
+    run: Callable[..., Any]
+    applies: Callable[[Facts], bool] = _always
+    pays: Callable[[Facts], bool] = _always
+    cost: Callable[[Facts], float] = _free
+    takes: Callable[[Facts], bool] = _never
+    looks_up: bool = False
+    instead: str | None = None
+    replaces: Callable[[str], bool] = _any_kernel
+    masked: Callable[[Product], Any] | None = None
+    expands: bool = False
+
+
+# --------------------------------------------------------------------------- how the entries run
+
+
+def _out(product: Product):
+    import cupy
+
+    return cupy.empty(product.shape, dtype=product.T)
+
+
+def _margins(product: Product, expansion=None):
+    return union_by_margins(product)
+
+
+def _dense_gemm(product: Product, expansion=None):
+    out = _out(product)
+    dense_gemm(product.value_name, *product.operands, product.X.shape[1], out)
+    return out
+
+
+def _split(product: Product, expansion=None):
+    out = _out(product)
+    split(product.sr, product.value_name, product.X, product.xv, product.Y, out)
+    return out
+
+
+def _by_postings(in_ranges: bool):
+    def run(product: Product, expansion=None):
+        out, index_type = _out(product), product.operands[0]
+        flagged = inverted(
+            product.sr, product.value_name, index_type, product.X, product.xv, product.Y, out, in_ranges, expansion
+        )
+        return out if expansion is None else (out, flagged)
+
+    return run
+
+
+def _rowvec(product: Product, expansion=None):
+    out = _out(product)
+    rowvec(product.sr, product.value_name, *product.operands, product.X.shape[1], product.start, out)
+    return out
+
+
+def _rowvec_compact(product: Product, expansion=None):
+    out = _out(product)
+    rowvec_compact(product.sr, product.value_name, *product.operands, product.X.shape[1], product.start, out)
+    return out
+
+
+def _tables(kind: str):
+    """``coo`` or ``hash``: ``render_pairwise_coo`` with X's rows in the tables ``layout`` gives the strategy."""
+
+    def run(product: Product, expansion=None):
+        sr, value_name, ncols, split_of = product.sr, product.value_name, product.X.shape[1], product.split_of
+        tab, stream = layout(kind, sr, value_name, ncols)
+        margins = entry_margins(split_of, value_name, product.xv, product.yv) if split_of and tab == "hash" else None
+        out = _out(product)
+        coo(sr, value_name, *product.operands, ncols, product.start, out, tab, stream, margins)
+        return out
+
+    return run
+
+
+def _merge(product: Product, expansion=None):
+    out = _out(product)
+    merge(product.sr, product.value_name, *product.operands, product.start, out)
+    return out
+
+
+def _masked_operands(product: Product):
+    X, Y = product.X, product.Y
+    rows, cols = product.mask
+    index_type, (xp, xi, yp, yi, rows, cols) = common_index(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
+    return index_type, (xp, xi, product.xv), (yp, yi, product.yv), (rows, cols)
+
+
+def _tables_masked(kind: str):
+    def run(product: Product):
+        import cupy
+
+        sr, value_name, ncols = product.sr, product.value_name, product.X.shape[1]
+        index_type, held, streamed, (rows, cols) = _masked_operands(product)
+        out = cupy.empty(rows.size, dtype=product.T)
+        tab = layout(kind, sr, value_name, ncols)[0]
+        coo_masked(sr, value_name, index_type, held, streamed, (rows, cols), ncols, product.start, out, tab)
+        return out
+
+    return run
+
+
+def _merge_masked(product: Product):
+    import cupy
+
+    sr = product.sr
+    index_type, held, streamed, (rows, cols) = _masked_operands(product)
+    out = cupy.empty(rows.size, dtype=product.T)
+    kernel = source.render_pairwise_merge(sr, product.value_name, index_type, masked=True)
+    launch.launch(
+        kernel,
+        rows.size,
+        (*held, *streamed, rows, cols, np.int64(rows.size), product.start, device_params(sr.params), out),
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- when they apply and pay
+
+
+def _margins_apply(facts: Facts) -> bool:
+    return facts.union and known(facts.margins)
+
+
+def _dense_gemm_applies(facts: Facts) -> bool:
+    return facts.plus_times and planner.DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols > 0
+
+
+def _ranges_pay(facts: Facts) -> bool:
+    return known(facts.inverted_pays) and known(facts.ranges_pays)
+
+
+def _split_applies(facts: Facts) -> bool:
+    return planner.inverted_applies(facts) and facts.plus_times
+
+
+def _has_columns(facts: Facts) -> bool:
+    return facts.ncols > 0
+
+
+def _rowvec_applies(facts: Facts) -> bool:
+    return facts.ncols > 0 and known(facts.rowvec_fits)
+
+
+def _no_dense_row_fits(facts: Facts) -> bool:
+    return not known(facts.rowvec_fits)
+
+
+def _costly_split_wide(facts: Facts) -> bool:
+    """A margin split's cross op of a costly union op over a space no dense row fits: ``hash`` evaluates the op
+    once a pair and the margins once per stored entry, where the others evaluate it three times a pair
+    (nytimes-like Jensen–Shannon: margins + hash 131.8 ms, margins + rowvec-compact 140.4 ms)."""
+    return facts.costly_split and not known(facts.rowvec_fits)
+
+
+def _not_merge(kernel: str) -> bool:
+    return kernel != "merge"
+
+
+# --------------------------------------------------------------------------- the table
+
+STRATEGIES: tuple[Strategy, ...] = (
+    # A plus-monoid union whose op never exceeds its margins, with finite margins: row margins and one
+    # intersection product (any strategy below), the cancelling entries recomputed by merging.
+    Strategy("margins", "rewrite", _margins, applies=_margins_apply),
+    # Plus-monoid intersections, in place of the kernel: cuBLAS where Y is dense enough (DENSE_GEMM_DENSITY; a
+    # product the cost model merges is left to merge); the postings kernels where their work is the smaller
+    # (INVERTED_COST): the row ranges where they walk the postings few times an output entry, the split where
+    # Y's heavy columns as a GEMM and the rest scatter-added cost less, else the inverted kernel.
+    Strategy("dense-gemm", "replacement", _dense_gemm, _dense_gemm_applies, planner.dense_pays, replaces=_not_merge),
+    Strategy("ranges", "replacement", _by_postings(True), planner.inverted_applies, _ranges_pay, expands=True),
+    Strategy("split", "replacement", _split, _split_applies, lambda facts: known(facts.split_pays)),
+    Strategy(
+        "inverted", "replacement", _by_postings(False), planner.inverted_applies, lambda f: known(f.inverted_pays)
+    ),
+    # The kernels: one matrix's entries streamed past rows of the other held in shared memory (hash tables, a
+    # dense row, renumbered columns), or one thread an output entry (merge, exact on any values).  In the order
+    # that breaks the cost model's ties (Y rows of 2 entries cost coo and rowvec-compact alike).
+    Strategy(
+        "hash",
+        "kernel",
+        _tables("hash"),
+        _has_columns,
+        cost=planner.hash_cost,
+        takes=_costly_split_wide,
+        looks_up=True,
+        instead="merge",
+        masked=_tables_masked("hash"),
+    ),
+    Strategy(
+        "coo",
+        "kernel",
+        _tables("coo"),
+        _has_columns,
+        cost=planner.coo_cost,
+        instead="merge",
+        masked=_tables_masked("coo"),
+    ),
+    Strategy("merge", "kernel", _merge, cost=planner.merge_cost, masked=_merge_masked),
+    Strategy("rowvec", "kernel", _rowvec, _rowvec_applies, cost=planner.rowvec_cost, instead="rowvec-compact"),
+    Strategy(
+        "rowvec-compact",
+        "kernel",
+        _rowvec_compact,
+        _has_columns,
+        _no_dense_row_fits,
+        planner.rowvec_compact_cost,
+        instead="merge",
+    ),
+)
+_BY_NAME = {s.name: s for s in STRATEGIES}
+# The kernel under a forced setting that names a rewrite or a replacement (the setting's docs: "as for rowvec").
+FORCED_KERNEL = "rowvec"
+
+
+# --------------------------------------------------------------------------- the choice
+
+
+def choose(settings: Settings, facts: Facts) -> Strategy:
+    """The entry of ``STRATEGIES`` that computes a dense product of these facts (the module docstring).
+
+    >>> facts = Facts(ncols=100, y_rows=10, y_stored=500, mean_degree=100.0, union=False,
+    ...               annihilates=True, plus=True, plus_times=True, x_rows=10, x_stored=500)
+    >>> [choose(Settings(s), facts).name for s in ("auto", "merge", "hash")]
+    ['dense-gemm', 'merge', 'hash']
+    """
+    forced = settings.strategy
+    auto = forced == "auto"
+
+    def taken(s: Strategy) -> bool:  # a rewrite or replacement: forced, or auto and its rule pays, where it applies
+        return (auto or forced == s.name) and s.applies(facts) and (forced == s.name or s.pays(facts))
+
+    for s in STRATEGIES:
+        if s.stage == "rewrite" and taken(s):
+            return s
+    if auto:
+        candidates = [s for s in STRATEGIES if s.stage == "kernel" and s.applies(facts) and s.pays(facts)]
+        kernel = next((s for s in candidates if s.takes(facts)), None) or min(candidates, key=lambda s: s.cost(facts))
+    else:
+        named = _BY_NAME[forced]
+        kernel = named if named.stage == "kernel" else _BY_NAME[FORCED_KERNEL]
+        while not kernel.applies(facts):
+            kernel = _BY_NAME[kernel.instead]
+    if facts.annihilates and not kernel.looks_up and not known(facts.finite):
+        return _BY_NAME["merge"]
+    for s in STRATEGIES:
+        if s.stage == "replacement" and s.replaces(kernel.name) and taken(s):
+            return s
+    return kernel
+
+
+def choose_masked(settings: Settings) -> Strategy:
+    """The entry whose masked form computes a masked product: the forced one where it has a masked form, else
+    ``merge`` (one thread a mask entry)."""
+    named = _BY_NAME.get(settings.strategy)
+    return named if named is not None and named.masked is not None else _BY_NAME["merge"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A strategy chosen for a product: ``run`` executes it as is."""
+
+    strategy: Strategy
+    product: Product
+
+    def run(self, expansion=None):
+        if self.product.mask is not None:
+            return self.strategy.masked(self.product)
+        return self.strategy.run(self.product, expansion)
+
+
+def plan(product: Product) -> Plan:
+    """The strategy of ``STRATEGIES`` that computes ``product``, chosen once."""
+    if product.mask is not None:
+        return Plan(choose_masked(product.settings), product)
+    return Plan(choose(product.settings, product.facts), product)
+
+
+# --------------------------------------------------------------------------- the engine's products
+
+
 def product(
     X: DeviceCSR,
     Y: DeviceCSR,
@@ -52,70 +434,38 @@ def product(
     """Dense ``(m, p)`` result, or the values at ``mask`` on the device, in its order.
 
     ``settings`` (read once by the engine's entry; by default from the
-    environment) choose the strategy of a dense product.  ``split_of``: ``sr``
-    is the ``cross`` of this (union semiring, ``MarginSplit``), so the hash
-    kernel may evaluate the margins once per stored entry.
+    environment) choose the strategy.  ``split_of``: ``sr`` is the ``cross`` of
+    this (union semiring, ``MarginSplit``), so the hash kernel may evaluate the
+    margins once per stored entry.
     """
-    import cupy
+    work = Product(X, Y, sr, out_dtype, mask, settings, split_of)
+    if mask is None and 0 in work.shape:  # nothing to compute: no plan, no kernel
+        return _out(work)
+    return plan(work).run()
 
-    value_name, T = value_type(out_dtype)
-    xv, yv = X.data.astype(T, copy=False), Y.data.astype(T, copy=False)
-    start = T(sr.start(X.shape[1]))
-    if mask is None:
-        settings = Settings.from_env() if settings is None else settings
-        index_type, (xp, xi, yp, yi) = common_index(X.indptr, X.indices, Y.indptr, Y.indices)
-        m, p = X.shape[0], Y.shape[0]
-        nonnegative = sr.is_union and planner.all_nonnegative(xv, yv)  # only a union's margin split asks
-        strategy = planner.plan(sr, X, Y, xv, yv, nonnegative=nonnegative, settings=settings, split_of=split_of)
-        if strategy == "margins":
-            done = union_by_margins(sr.margin_split(nonnegative), sr, X, Y, out_dtype, settings)
-            if done is not None:
-                return done
-            strategy = planner.plan(sr, X, Y, xv, yv, margins=False, settings=settings)  # a margin is not finite
-        out = cupy.empty((m, p), dtype=T)
-        if strategy in ("inverted", "ranges"):
-            inverted(sr, value_name, index_type, X, xv, Y, out, in_ranges=strategy == "ranges")
-        elif strategy == "dense-gemm":
-            dense_gemm(value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], out)
-        elif strategy == "split":
-            split(sr, value_name, X, xv, Y, out)
-        elif strategy == "rowvec":
-            rowvec(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
-        elif strategy == "rowvec-compact":
-            rowvec_compact(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out)
-        elif strategy in ("coo", "hash"):
-            tab, stream = layout(strategy, sr, value_name, X.shape[1])
-            margins = entry_margins(split_of, value_name, xv, yv) if split_of and tab == "hash" else None
-            coo(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), X.shape[1], start, out, tab, stream, margins)
-        else:
-            merge(sr, value_name, index_type, (xp, xi, xv), (yp, yi, yv), start, out)
-        return out
-    rows, cols = mask
-    index_type, (xp, xi, yp, yi, rows, cols) = common_index(X.indptr, X.indices, Y.indptr, Y.indices, rows, cols)
-    out = cupy.empty(rows.size, dtype=T)
-    settings = Settings.from_env() if settings is None else settings
-    strategy = planner.decide_masked(settings)
-    if strategy != "merge":
-        coo_masked(
-            sr,
-            value_name,
-            index_type,
-            (xp, xi, xv),
-            (yp, yi, yv),
-            (rows, cols),
-            X.shape[1],
-            start,
-            out,
-            layout(strategy, sr, value_name, X.shape[1])[0],
-        )
-        return out
-    kernel = source.render_pairwise_merge(sr, value_name, index_type, masked=True)
-    launch.launch(
-        kernel,
-        rows.size,
-        (xp, xi, xv, yp, yi, yv, rows, cols, np.int64(rows.size), start, device_params(sr.params), out),
-    )
-    return out
+
+def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, settings: Settings | None = None):
+    """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``: ``(result, entries where its
+    refinement test holds, or None where it has none)``, as ``semiring.engine.PairwiseEngine.pairwise_expanded``.
+
+    Planned once: where the strategy ``expands`` (the row ranges) its kernel applies the measure as it writes
+    each entry (no second pass over the ``m × p`` sums, 0.65-1.36 ms of an EDGAR-like call on an H200) and
+    lists the flagged entries; else the plan writes the product, and the selection and the expansion follow
+    apart (``rowops``), in place.
+
+    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
+    them, ``when`` None or the measure's refinement test.
+    """
+    work = Product(X, Y, sr, out_dtype, settings=settings)
+    if 0 in work.shape:
+        return _out(work), None
+    chosen = plan(work)
+    if chosen.strategy.expands:
+        return chosen.run(expansion)
+    tree, names, params, xnorms, ynorms, ncols, when = expansion
+    c = chosen.run()
+    flagged = None if when is None else rowops.select(when, (), params, [c], xnorms, ynorms, ncols, c.shape)
+    return rowops.expand(tree, names, params, [c], xnorms, ynorms, ncols, c), flagged
 
 
 # A union split into margins (see Semiring.margin_split): the sum, and where it
@@ -125,16 +475,11 @@ _MARGIN_SUM = _expr.parse("c0 + nx0 + ny0", EXPANSION_VARIABLES)[0]
 _MARGIN_CANCELS = _expr.parse("abs(c0) <= 0.125 * (nx1 + ny1) and nx1 + ny1 > 0.0", EXPANSION_VARIABLES)[0]
 
 
-def union_by_margins(split, sr, X: DeviceCSR, Y: DeviceCSR, out_dtype, settings: Settings):
-    """A plus-monoid union in one intersection pass; None where a margin is not finite."""
-
-    T = value_type(out_dtype)[1]
-    norms = []
-    for A, tree in ((X, split.x_margin), (Y, split.y_margin)):
-        norms.append([rowops.row_norm(A, tree, T), rowops.row_norm(A, _expr.Node("call", ("abs", tree)), T)])
-    (nx, ax), (ny, ay) = norms
-    if not planner.all_finite(ax, ay):
-        return None
+def union_by_margins(work: Product):
+    """A plus-monoid union in one intersection pass, on the margins its plan found finite."""
+    split, sr, X, Y, settings = work.margin_split, work.sr, work.X, work.Y, work.settings
+    (nx, ax), (ny, ay) = work.margins
+    out_dtype = work.out_dtype
     out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
     none = np.zeros(0)
     rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
@@ -467,30 +812,6 @@ class ExpandedWrite:
 
     def flagged(self) -> Entries | None:
         return None if self.when is None else Entries(self.rows[: self.hits], self.cols[: self.hits])
-
-
-def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, settings: Settings | None = None):
-    """``(result, flagged entries or None)``: a one-term measure of the product expanded as the row-range
-    kernel writes each entry (no second pass over the ``m × p`` sums, 0.65-1.36 ms of an EDGAR-like call on
-    an H200); None where the product runs another strategy, whose kernels write the product only: the caller
-    then expands apart (``semiring.distances.measure.BoundMeasure.block``).
-
-    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
-    them, ``when`` None or the measure's refinement test, evaluated on each entry's sum as it is written.
-    """
-    import cupy
-
-    if sr.is_union or sr.add.kind != "plus":  # the postings kernels' semirings only; no planning for others
-        return None
-    value_name, T = value_type(out_dtype)
-    xv, yv = X.data.astype(T, copy=False), Y.data.astype(T, copy=False)
-    settings = Settings.from_env() if settings is None else settings
-    if planner.plan(sr, X, Y, xv, yv, settings=settings) != "ranges":
-        return None
-    index_type = common_index(X.indptr, X.indices, Y.indptr, Y.indices)[0]
-    out = cupy.empty((X.shape[0], Y.shape[0]), dtype=T)
-    flagged = inverted(sr, value_name, index_type, X, xv, Y, out, in_ranges=True, expansion=expansion)
-    return out, flagged
 
 
 def _shared_capacity(value_name: str, sr) -> int:

@@ -135,16 +135,26 @@ def test_gpu_batches_give_the_one_pass_result():
         np.testing.assert_allclose(batched, whole, rtol=1e-13, atol=1e-15)  # cosine's diagonal: 0 or 1e-16
 
 
+def planned(sr, X, Y, settings) -> str:
+    """The strategy the table chooses for the product of device matrices X and Y (of X's value type)."""
+    from semiring.kernels.cuda import strategies
+
+    return strategies.plan(strategies.Product(X, Y, sr, X.data.dtype, settings=settings)).strategy.name
+
+
 def test_strategy_choice_follows_shared_memory():
-    from semiring.kernels.cuda import launch, planner
+    """A dense row of the column space fits this device's shared memory or not, a union's with its bitmap; forced
+    rowvec runs rowvec-compact where it does not (merge without columns: tests/unit/test_cuda_planner.py)."""
+    from semiring.kernels.cuda import ENGINE, launch, planner, strategies
 
     limit = launch.max_shared_bytes()
-    assert planner.choose_strategy(20_000, "float32", semiring.plus_times) == "rowvec"
-    assert planner.choose_strategy(limit // 4 + 1, "float32", semiring.plus_times) == "rowvec-compact"
-    assert planner.choose_strategy(limit // 8, "float64", semiring.plus_absdiff) == "rowvec-compact"  # + a bitmap
-    assert planner.choose_strategy(0, "float32", semiring.plus_times) == "merge"
-    assert planner.choose_strategy(20_000, "float32", semiring.plus_absdiff, mean_degree=12) == "merge"
-    assert planner.choose_strategy(20_000, "float32", semiring.plus_times, mean_degree=12) == "rowvec"
+    assert planner.rowvec_fits(semiring.plus_times, 20_000, "float32")
+    assert not planner.rowvec_fits(semiring.plus_times, limit // 4 + 1, "float32")
+    assert not planner.rowvec_fits(semiring.plus_absdiff, limit // 8, "float64")  # + a bitmap
+    for ncols, want in ((20_000, "rowvec"), (limit // 4 + 1, "rowvec-compact")):
+        X = ENGINE.to_device(sp.random(6, ncols, density=0.01, format="csr", random_state=1, dtype=np.float32))
+        product = strategies.Product(X, X, semiring.plus_times, np.float32, settings=planner.Settings("rowvec"))
+        assert strategies.plan(product).strategy.name == want
 
 
 @pytest.mark.parametrize("forced", STRATEGIES[1:])
@@ -154,7 +164,7 @@ def test_each_forced_strategy_is_the_plan_where_it_applies(forced):
 
     X = ENGINE.to_device(sp.random(6, 9, density=0.4, format="csr", random_state=1))
     sr = semiring.plus_absdiff if forced == "margins" else semiring.plus_times
-    assert planner.plan(sr, X, X, settings=planner.Settings(forced)) == forced
+    assert planned(sr, X, X, planner.Settings(forced)) == forced
 
 
 def test_plus_written_y_plus_x_gets_the_same_plan_and_result():
@@ -166,14 +176,14 @@ def test_plus_written_y_plus_x_gets_the_same_plan_and_result():
     wide_short = sp.random(200, 400_000, density=0.00002, format="csr", random_state=3)
     for A in (dense_ish, wide_short):
         X = ENGINE.to_device(A)
-        want = planner.plan(semiring.plus_times, X, X, settings=planner.Settings())
-        assert planner.plan(flipped, X, X, settings=planner.Settings()) == want
+        want = planned(semiring.plus_times, X, X, planner.Settings())
+        assert planned(flipped, X, X, planner.Settings()) == want
         np.testing.assert_allclose(
             semiring.pairwise(A, A, flipped, backend="cuda"),
             semiring.pairwise(A, A, semiring.plus_times, backend="cpu"),
             rtol=1e-12,
         )
-    assert planner.plan(flipped, ENGINE.to_device(dense_ish), ENGINE.to_device(dense_ish)) == "dense-gemm"
+    assert planned(flipped, ENGINE.to_device(dense_ish), ENGINE.to_device(dense_ish), None) == "dense-gemm"
 
 
 @pytest.mark.parametrize("metric", ["cosine", "cityblock", "jaccard", "chebyshev"])
@@ -209,7 +219,7 @@ def test_compacted_batches_and_oversized_rows(name, monkeypatch):
     )
     X = sp.vstack([X[:30], heavy, X[30:]], format="csr")  # one row with more columns than 2 KiB holds
     sr = getattr(semiring, name)
-    assert planner.choose_strategy(X.shape[1], "float64", sr) == "rowvec-compact"
+    assert not planner.rowvec_fits(sr, X.shape[1], "float64")  # forced rowvec, or auto's kernels: rowvec-compact
     np.testing.assert_allclose(
         semiring.pairwise(X, X, sr, backend="cuda"), semiring.pairwise(X, X, sr, backend="cpu"), rtol=1e-12
     )

@@ -74,6 +74,11 @@ def small_shared(monkeypatch):
     monkeypatch.setattr(launch, "max_shared_bytes", lambda: 4096)
 
 
+def planned(sr, X, Y, settings) -> str:
+    """The strategy the table chooses for the product of device matrices X and Y (of X's value type)."""
+    return strategies.plan(strategies.Product(X, Y, sr, X.data.dtype, settings=settings)).strategy.name
+
+
 def _rtol(dtype) -> float:
     return 2e-4 if dtype == np.float32 else 1e-11
 
@@ -142,8 +147,8 @@ def test_forced_setting_is_the_plan_where_it_applies(strategy):
     """On a 5,000-column product each setting is the plan where it applies."""
     X = launch.to_device(skewed(20, 5000, 8, heavy=300, nonnegative=True))
     sr = semiring.plus_absdiff if strategy == "margins" else semiring.plus_times
-    assert planner.plan(sr, X, X, settings=planner.Settings(strategy)) == strategy
-    assert planner.plan(semiring.max_absdiff, X, X, settings=planner.Settings("hash")) == "hash"
+    assert planned(sr, X, X, planner.Settings(strategy)) == strategy
+    assert planned(semiring.max_absdiff, X, X, planner.Settings("hash")) == "hash"
 
 
 def edgar_like(m: int, n: int, seed: int) -> sp.csr_matrix:
@@ -162,9 +167,7 @@ def test_auto_runs_the_row_ranges_on_short_rows_over_a_wide_space():
     streamed entries) and two ranges walk them 1.1 times an output entry, so ``auto`` runs the row ranges;
     the product against SciPy's."""
     X, Y = edgar_like(64, 200_000, 2), edgar_like(20_000, 200_000, 1)
-    assert planner.plan(semiring.plus_times, launch.to_device(X), launch.to_device(Y), settings=planner.Settings()) == (
-        "ranges"
-    )
+    assert planned(semiring.plus_times, launch.to_device(X), launch.to_device(Y), planner.Settings()) == "ranges"
     got = semiring.pairwise(X, Y, semiring.plus_times, backend="cuda")
     np.testing.assert_allclose(got, (X @ Y.T).toarray(), rtol=1e-5, atol=1e-6)
 
@@ -181,6 +184,20 @@ def spy_expanded(monkeypatch) -> list:
     return seen
 
 
+def spy_plans(monkeypatch) -> list:
+    """The strategy of each dense product planned (``strategies.plan``; masked products left out), collected."""
+    seen, real = [], strategies.plan
+
+    def spy(product):
+        chosen = real(product)
+        if product.mask is None:
+            seen.append(chosen.strategy.name)
+        return chosen
+
+    monkeypatch.setattr(strategies, "plan", spy)
+    return seen
+
+
 @pytest.mark.parametrize("metric", EXPANDED)
 def test_row_ranges_write_the_measure_under_auto(metric, monkeypatch):
     """EDGAR-shaped rows (``auto`` runs the row ranges): the measure applied as the kernel writes each entry,
@@ -190,12 +207,12 @@ def test_row_ranges_write_the_measure_under_auto(metric, monkeypatch):
 
     Y = edgar_like(20_000, 200_000, 1)
     Q = sp.vstack([edgar_like(60, 200_000, 2), Y[COPIES]]).tocsr()
-    seen = spy_expanded(monkeypatch)
+    seen = spy_plans(monkeypatch)
     got = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(Y), metric=metric).get()
-    assert seen and all(done is not None for done in seen)  # every block written by the row ranges
+    assert seen and set(seen) == {"ranges"}  # every block written by the row ranges, which expand as they write
     monkeypatch.setenv(planner.STRATEGY_ENV, "inverted")
     apart = distances.pairwise_distances(csp.csr_matrix(Q), csp.csr_matrix(Y), metric=metric).get()
-    assert seen[-1] is None  # the inverted kernel: expanded apart
+    assert seen[-1] == "inverted"  # the inverted kernel: expanded apart
     np.testing.assert_allclose(got, apart, rtol=1e-5, atol=1e-6)
     sample = np.unique(np.concatenate([COPIES, np.random.default_rng(0).choice(Y.shape[0], 100, replace=False)]))
     want = oracle(metric, Q.toarray().astype(np.float64), Y[sample].toarray().astype(np.float64))
@@ -234,14 +251,14 @@ def test_row_ranges_write_the_measure_after_the_last_slab(metric, monkeypatch):
     monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", 128 * 4)  # ranges of 128 rows: several a row
     bound = BoundMeasure(ENGINE, get_metric(metric), {}, np.float32)
     Xr, Yr = bound.prepare(X), bound.prepare(Y)
-    seen, outs = spy_expanded(monkeypatch), []
+    seen, outs = spy_plans(monkeypatch), []
     for budget in (None, 40 * 8):
         token = SCRATCH_BUDGET.set(budget)
         try:
             outs.append(bound.block(Xr, Yr).get())
         finally:
             SCRATCH_BUDGET.reset(token)
-    assert len(seen) == 2 and all(done is not None for done in seen)
+    assert seen == ["ranges", "ranges"]  # each block planned once, written by the row ranges
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
     want = oracle(metric, X.toarray().astype(np.float64), Y.toarray().astype(np.float64))
     # a copy's float32 correlation with itself is 1 - (1 ± an ulp): up to 1.2e-7 where SciPy has 2e-16
@@ -386,4 +403,4 @@ def test_auto_takes_split_on_text_like_rows():
     from semiring.kernels.cuda import ENGINE
 
     A = ENGINE.to_device(zipf_rows(2000, 20_000, 4, np.float32, np.int32, mean_degree=100))
-    assert planner.plan(semiring.plus_times, A, A, settings=planner.Settings()) == "split"
+    assert planned(semiring.plus_times, A, A, planner.Settings()) == "split"

@@ -1,8 +1,10 @@
-"""The GPU planner's decision, without a GPU: ``planner.decide`` is a pure function of settings and facts.
+"""The GPU engine's strategy choice, without a GPU: ``strategies.choose`` reads the table ``STRATEGIES`` and is a
+pure function of settings and facts (``planner.Facts``).
 
 The device-side facts (``planner.facts``) and the executors are checked on a GPU
 by ``tests/gpu/test_pairwise_gpu.py``; here every branch of the choice, the setting's
-validation, and that ops are recognised by what they compute, not their spelling.
+validation, that ops are recognised by what they compute, not their spelling, and
+that the table chooses as the ladder it replaced did.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 
 import semiring
 from semiring import Monoid, Semiring, binary_op
-from semiring.kernels.cuda import planner
+from semiring.kernels.cuda import planner, strategies
 from semiring.kernels.cuda.planner import (
     DENSE_GEMM_DENSITY,
     INVERTED_MAX_COLUMNS,
@@ -22,8 +24,12 @@ from semiring.kernels.cuda.planner import (
     STRATEGY_ENV,
     Facts,
     Settings,
-    decide,
 )
+
+
+def decide(settings: Settings, facts: Facts) -> str:
+    """The name of the entry the table chooses."""
+    return strategies.choose(settings, facts).name
 
 
 def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=None, x_rows=100, x_stored=1000, **lazy) -> Facts:
@@ -223,10 +229,10 @@ def test_forced_coo_and_hash_run_whether_or_not_a_dense_row_fits():
 
 
 def test_masked_products_merge_unless_a_table_is_forced():
-    assert planner.decide_masked(Settings()) == "merge"
-    assert planner.decide_masked(Settings("rowvec")) == "merge"
-    assert planner.decide_masked(Settings("hash")) == "hash"
-    assert planner.decide_masked(Settings("coo")) == "coo"
+    assert strategies.choose_masked(Settings()).name == "merge"
+    assert strategies.choose_masked(Settings("rowvec")).name == "merge"
+    assert strategies.choose_masked(Settings("hash")).name == "hash"
+    assert strategies.choose_masked(Settings("coo")).name == "coo"
 
 
 def test_every_gpu_strategy_can_be_forced():
@@ -257,23 +263,28 @@ def test_setting_is_validated_and_read_per_call(monkeypatch):
     monkeypatch.setenv(STRATEGY_ENV, "fastest")
     with pytest.raises(ValueError, match=f"{STRATEGY_ENV} must be one of .*'rowvec'.*got 'fastest'"):
         Settings.from_env()
-    assert planner.choose_family(Settings("merge"), facts_of(semiring.plus_times)) == "merge"
+    assert decide(Settings("merge"), facts_of(semiring.plus_times)) == "merge"
 
 
-def test_facts_of_matrices_answer_the_margin_question_without_a_gpu():
-    """``facts`` over host arrays in a DeviceCSR (the facts read only sizes, signs and values): the margin split's
-    fact, computed on demand, asks whether the data are nonnegative when the caller did not say."""
+def test_a_product_answers_the_margin_split_question_without_a_gpu():
+    """``strategies.Product`` over host arrays in a DeviceCSR (the split reads only the semiring and the data's
+    signs): a union's split is asked of the data's signs, an intersection has none; the facts of the matrices
+    take the margins fact they are given (the product's, which also needs the margins finite: a GPU's row norms)."""
     import scipy.sparse as sp
 
     from semiring.kernels.cuda import launch
 
     A = sp.random(6, 9, density=0.4, format="csr", random_state=1)
     X = launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
-    assert planner.facts(semiring.plus_absdiff, X, X).margins() is True
-    assert planner.decide(planner.Settings("margins"), planner.facts(semiring.plus_absdiff, X, X)) == "margins"
     signed = launch.DeviceCSR(A.indptr, A.indices, -A.data, A.shape)
-    assert planner.facts(semiring.plus_sqdiff, signed, signed).margins() is False  # (x − y)² on signed data: refused
-    assert planner.facts(semiring.plus_sqdiff, X, X).margins() is True
+    settings = Settings("margins")
+    assert strategies.Product(X, X, semiring.plus_absdiff, np.float64, settings=settings).margin_split is not None
+    assert strategies.Product(signed, signed, semiring.plus_sqdiff, np.float64).margin_split is None  # (x − y)²
+    assert strategies.Product(X, X, semiring.plus_sqdiff, np.float32).margin_split is not None
+    assert strategies.Product(X, X, semiring.plus_times, np.float64).margin_split is None  # an intersection
+    assert decide(settings, planner.facts(semiring.plus_absdiff, X, X, margins=lambda: True)) == "margins"
+    no_split = replace(planner.facts(semiring.plus_absdiff, X, X, margins=lambda: False), rowvec_fits=True)
+    assert decide(settings, no_split) == "rowvec"  # forced where it does not apply: as for rowvec
 
 
 def test_flag_room_and_index_of_listed_entries(monkeypatch):
@@ -315,3 +326,123 @@ def test_dense_room_of_the_split_is_the_calls_share_or_the_held_index_rows(monke
             assert planner.dense_room(Y) == 100
     finally:
         SCRATCH_BUDGET.reset(token)
+
+
+# --------------------------------------------------------------------------- the ladder the table replaced
+# ``planner.decide`` as it stood at 68a07a5, before the strategies became a table: the reference the table's
+# choice is held to over random facts below.  A new strategy that changes what a setting chooses updates it.
+
+
+def _ladder_costs(facts: Facts) -> dict[str, float]:
+    def passes(entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
+        held_x = facts.x_rows / rows_per_block * (entry_cost * facts.y_stored + row_cost * facts.y_rows)
+        held_y = facts.y_rows / rows_per_block * (entry_cost * facts.x_stored + row_cost * facts.x_rows)
+        return held_x + (held_y if facts.union else 0.0)
+
+    outputs = facts.x_rows * facts.y_rows
+    costs = {
+        "hash": passes(planner.HASH_STREAM_COST, 0.0, planner.HASH_ROWS)
+        + passes(planner.HASH_PROBE_COST, planner.ROWVEC_ROW_COST),
+        "coo": passes(planner.COO_COST, planner.COO_ROW_COST),
+        "merge": planner.MERGE_COST * outputs * (facts.mean_degree or 0.0),
+    }
+    if planner.known(facts.rowvec_fits):
+        costs["rowvec"] = passes(1.0, planner.ROWVEC_ROW_COST)
+    else:
+        costs["rowvec-compact"] = passes(planner.COMPACT_COST, planner.ROWVEC_ROW_COST)
+    return costs
+
+
+def _ladder_family(forced: str, facts: Facts) -> str:
+    known = planner.known
+    if forced == "merge" or facts.ncols == 0:
+        return "merge"
+    if forced in ("hash", "coo"):
+        return forced
+    if forced == "auto":
+        if facts.costly_split and not known(facts.rowvec_fits):
+            return "hash"
+        costs = _ladder_costs(facts)
+        return min(costs, key=costs.get)
+    if forced == "rowvec-compact":
+        return "rowvec-compact"
+    return "rowvec" if known(facts.rowvec_fits) else "rowvec-compact"
+
+
+def _ladder(forced: str, facts: Facts) -> str:
+    known, auto = planner.known, forced == "auto"
+    if facts.union and (auto or forced == "margins") and known(facts.margins):
+        return "margins"
+    strategy = _ladder_family(forced, facts)
+    if facts.annihilates and strategy != "hash" and not known(facts.finite):
+        return "merge"
+    cells = DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
+    dense_pays = facts.y_stored >= cells > 0 if auto else cells > 0
+    if strategy != "merge" and facts.plus_times and (forced == "dense-gemm" or auto) and dense_pays:
+        return "dense-gemm"
+    if not planner.inverted_applies(facts):
+        return strategy
+    if forced in ("inverted", "ranges") or forced == "split" and facts.plus_times:
+        return forced
+    if auto and known(facts.inverted_pays) and known(facts.ranges_pays):
+        return "ranges"
+    if auto and facts.plus_times and known(facts.split_pays):
+        return "split"
+    if auto and known(facts.inverted_pays):
+        return "inverted"
+    return strategy
+
+
+LAZY = ("margins", "finite", "rowvec_fits", "inverted_pays", "ranges_pays", "split_pays")
+
+
+def _random_facts(rng: np.random.Generator) -> tuple[Facts, dict[str, bool]]:
+    """Facts of a nonempty product (an empty one is not planned: ``strategies.product``) of a real semiring's
+    kind, sizes log-uniform, the lazy facts drawn; with the drawn values of the lazy ones."""
+    sr = rng.choice(SEMIRINGS_BY_KIND)
+    ncols = int(rng.choice([0, 1, int(10 ** rng.uniform(0, 6)), INVERTED_MAX_COLUMNS + 1]))
+    x_rows, y_rows = (int(10 ** rng.uniform(0, 5)) for _ in range(2))
+    x_stored, y_stored = (rows * int(min(ncols, 10 ** rng.uniform(-0.5, 3.5))) for rows in (x_rows, y_rows))
+    drawn = {name: bool(rng.random() < 0.5) for name in LAZY}
+    facts = facts_of(
+        sr,
+        ncols=ncols,
+        x_rows=x_rows,
+        y_rows=y_rows,
+        x_stored=x_stored,
+        y_stored=y_stored,
+        costly_split=bool(rng.random() < 0.3),
+    )
+    return facts, drawn
+
+
+SEMIRINGS_BY_KIND = [
+    semiring.plus_times,
+    semiring.plus_pair,
+    semiring.plus_absdiff,
+    semiring.max_absdiff,
+    semiring.min_plus,
+    semiring.plus_min,
+    Semiring(Monoid(binary_op("y + x"), 0.0), binary_op("y * x")),
+]
+
+
+def _asking(facts: Facts, drawn: dict[str, bool], asked: set) -> Facts:
+    """The facts with each lazy one its drawn value, noting in ``asked`` the ones a choice asks."""
+    return replace(facts, **{name: (lambda name=name: asked.add(name) or drawn[name]) for name in LAZY})
+
+
+def test_the_table_chooses_as_the_ladder_it_replaced():
+    """Over 1,500 random products and every setting, the table's choice is the old ladder's, and it asks no
+    costly fact the ladder did not."""
+    rng = np.random.default_rng(28)
+    reached = set()
+    for _ in range(1500):
+        base, drawn = _random_facts(rng)
+        for forced in STRATEGIES:
+            by_table, by_ladder = set(), set()
+            table = decide(Settings(forced), _asking(base, drawn, by_table))
+            assert table == _ladder(forced, _asking(base, drawn, by_ladder)), (forced, base, drawn)
+            assert by_table <= by_ladder, (forced, base, drawn, by_table, by_ladder)
+            reached.add(table)
+    assert reached == set(STRATEGIES[1:])  # every entry chosen somewhere
