@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -137,6 +138,10 @@ class Similarity:
     weighted_norm: str = "x"  # d(u) for weighted=True, an expression of a stored weight x
     weighted_rule: str = ""  # what weighted=True computes, in words (the command's --weighted)
     neighbour_weight: str | None = None  # what each common neighbour w adds to c, of its degree d; None: 1
+    # The weights' exact rescale where weighted sums could leave float64's range (``_summable``): "graph", one
+    # power of two for every weight (c and the norms are sums of weights: the measure is unchanged by one
+    # factor), or "rows", one for each vertex's row (c is bilinear in two rows, each norm quadratic in one).
+    weighted_scale: str = "graph"
     any_pair: bool = True  # defined for any vertex pair (``pairs=``, ``two_hop_similarity``), not only at edges
     function: str = ""  # the public function's name, where it is not ``name``
 
@@ -174,7 +179,7 @@ SIMILARITIES = {
         Similarity(
             "cosine", "cosine (Salton) similarity", "|N(u) ∩ N(v)| / sqrt(d(u) d(v))",
             f"q = nu * nv; c / {root_of_product('q', 'nu', 'nv')} if nu > 0.0 and nv > 0.0 else 0.0",
-            _plus_times, "x * x", "Σ w(u,k) w(v,k) / norms",
+            _plus_times, "x * x", "Σ w(u,k) w(v,k) / norms", weighted_scale="rows",
         ),
         Similarity(
             "scan", "SCAN structural similarity", "(|N(u) ∩ N(v)| + 2) / sqrt((d(u) + 1)(d(v) + 1))",
@@ -436,10 +441,10 @@ def _similarity(
     if pairs is None and not weighted and s.neighbour_weight is None:
         values = eng.edge_measure(g.G, s.tree)  # the specialised kernel: each edge once, mirrored
     elif pairs is None:
-        values = _values_at(g, s, weighted, g.G, _norms(g, s, weighted))
+        values = _values_at(eng, *_operands(eng, g.G, s, weighted), g.G, s, weighted)
     else:
         rows, cols, inverse = _pairs(g.vertex_ids(pairs), g.n, eng.xp)
-        values = _values_at(g, s, weighted, _pattern(g, rows, cols), _norms(g, s, weighted))[inverse]
+        values = _values_at(eng, *_operands(eng, g.G, s, weighted), _pattern(g, rows, cols), s, weighted)[inverse]
         listed = g.pair_list(rows[inverse], cols[inverse], values, f"{name}_coeff", as_pairs, as_frame)
         return g.dense(values) if listed is None else listed
     listed = g.pair_list(*g.edges_once(values), f"{name}_coeff", as_pairs, as_frame)
@@ -469,15 +474,52 @@ def _pattern(g: _Graph, rows, cols):
     return g.engine.to_device(csr((xp.ones(cols.size), cols, indptr), shape=(g.n, g.n)))
 
 
-def _norms(g: _Graph, s: Similarity, weighted: bool):
-    return g.engine.row_norm(g.G, s.norm_tree if weighted else DEGREE_TREE)
+def _operands(eng: GraphEngine, G, s: Similarity, weighted: bool) -> tuple:
+    """``(G, norms)``: the graph the measure's sums read (weighted: G with its weights rescaled where their sums
+    could leave float64's range, ``_summable``) and each vertex's d."""
+    if weighted:
+        G = _summable(eng, G, s)
+    return G, eng.row_norm(G, s.norm_tree if weighted else DEGREE_TREE)
 
 
-def _values_at(g: _Graph, s: Similarity, weighted: bool, P, norms):
-    """The similarity at each stored entry of the engine matrix P (in P's CSR order)."""
-    eng = g.engine
-    c = _intersection(eng, g.G, P, s, weighted) if eng.nnz(P) else eng.xp.zeros(0)
+def _values_at(eng: GraphEngine, G, norms, P, s: Similarity, weighted: bool):
+    """The similarity at each stored entry of the engine matrix P (in P's CSR order), of ``_operands``."""
+    c = _intersection(eng, G, P, s, weighted) if eng.nnz(P) else eng.xp.zeros(0)
     return eng.expand(s.tree, eng.edge_rows(P), P.indices, c, norms)
+
+
+# Weighted sums keep float64's accuracy while every sum and product stays in its normal range: jaccard's,
+# sorensen's and overlap's sums of up to 2 d(u) weights overflowed from weights near 1e308 / (2 d) (jaccard 0,
+# sorensen NaN), cosine's squares and products from 1e154 / √d (NaN) and lost bits below 2^-511 (1.5e-154; 0 from
+# 1e-162).  Where they could, the weights are scaled by powers of two (exact, as long as a scaled weight stays
+# normal), which leaves each measure as it is: by the least one factor for every weight (``weighted_scale``
+# "graph"), or for cosine each row by its own, its largest weight in [0.5, 1).
+SQUARES_LOWEST = 2.0**-511
+
+
+def _summable(eng: GraphEngine, G, s: Similarity):
+    """G, or a copy with its weights scaled exactly so that the measure's weighted sums cannot over- or
+    underflow (see above); the rare case where they could is found from the largest and smallest weights."""
+    if not eng.nnz(G):
+        return G
+    xp = eng.xp
+    top = math.frexp(float(G.data.max()))[1]  # every weight below 2**top
+    grow = math.ceil(math.log2(2 * int(xp.diff(G.indptr).max())))  # bits a sum of 2 d(u) weights adds
+    if s.weighted_scale == "graph":
+        shift = top + grow - 1022
+        if shift <= 0:
+            return G
+        data = G.data * 2.0**-shift
+        return eng.to_device(arrays.csr_matrix_class(xp)((data, G.indices, G.indptr), shape=G.shape))
+    low = float(xp.where(G.data > 0, G.data, xp.inf).min())
+    if 2 * top + grow < 1022 and low >= SQUARES_LOWEST:
+        return G
+    indptr, indices, data = (eng.to_host(a) for a in (G.indptr, G.indices, G.data))
+    counts = np.diff(indptr)
+    row_max = np.zeros(G.shape[0])
+    row_max[counts > 0] = np.maximum.reduceat(data, indptr[:-1][counts > 0])
+    data = np.ldexp(data, -np.repeat(np.frexp(row_max)[1], counts))  # each row's largest in [0.5, 1)
+    return eng.to_device(sp.csr_matrix((data, indices, indptr), shape=G.shape))
 
 
 def _intersection(eng: GraphEngine, G, P, s: Similarity, weighted: bool):
@@ -674,7 +716,7 @@ def two_hop_similarity(
     S = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(g.n, g.n))  # the pattern, on the host
     degree = np.diff(indptr)
     candidates = S.astype(np.int64) @ degree + degree  # per row: two-hop paths + edges, a bound on its pairs
-    norms = _norms(g, s, weighted)
+    G, norms = _operands(eng, g.G, s, weighted)
     per_block = max(1, int(budget * 2**20 / _TWO_HOP_BYTES))
     found = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)]
     ends = np.cumsum(candidates)
@@ -688,7 +730,7 @@ def two_hop_similarity(
         rows, cols = rows[upper], cols[upper]
         order = np.lexsort((cols, rows))
         rows, cols = rows[order], cols[order]
-        values = eng.to_host(_values_at(g, s, weighted, _pattern(g, rows, cols), norms)).astype(np.float64)
+        values = eng.to_host(_values_at(eng, G, norms, _pattern(g, rows, cols), s, weighted)).astype(np.float64)
         found = [np.concatenate([a, b]) for a, b in zip(found, (rows, cols, values))]
         if topk is not None and found[0].size > topk:
             found = _best(*found, topk)
@@ -895,9 +937,7 @@ def _block_similarity(held, b: int, nblocks: int, name: str, weighted: bool, bac
         rows = _block_rows(held.value[0], b, nblocks)
         return engine.to_host(engine.edge_measure(_on_device(engine, held), s.tree, rows=rows))
     engine, Gd, P = _block_pattern(held, b, nblocks, backend)
-    c = _intersection(engine, Gd, P, s, weighted)
-    norms = engine.row_norm(Gd, s.norm_tree if weighted else DEGREE_TREE)
-    return engine.to_host(engine.expand(s.tree, engine.edge_rows(P), P.indices, c, norms))
+    return engine.to_host(_values_at(engine, *_operands(engine, Gd, s, weighted), P, s, weighted))
 
 
 def _block_counts(held, b: int, nblocks: int, backend: str) -> np.ndarray:

@@ -11,12 +11,16 @@ through ``main(argv)``.
 from __future__ import annotations
 
 import argparse
+import math
+from fractions import Fraction
 from io import StringIO
 
 import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 
 import semiring
@@ -197,6 +201,57 @@ def test_weighted_graph_cosine_at_extreme_weights(scale):
     ref = (dense @ dense.T) / np.outer(norms, norms)
     got = graph.cosine(unit * scale, weighted=True, backend="cpu").toarray()
     np.testing.assert_allclose(got[dense != 0], ref[dense != 0], rtol=1e-12)
+
+
+GRAPH_MAGNITUDES = [1e-300, 1e-170, 1.0, 1e160, 1e300, 1.79e308]
+
+
+def _exact_weighted_similarity(name: str, D: np.ndarray, u: int, v: int) -> float:
+    """The weighted similarity of u and v in exact rational arithmetic on the float weights (sqrt last)."""
+    x, y = [Fraction(float(a)) for a in D[u]], [Fraction(float(b)) for b in D[v]]
+    common = [k for k in range(D.shape[0]) if D[u, k] and D[v, k]]
+    if name == "cosine":
+        c, nu, nv = sum(x[k] * y[k] for k in common), sum(a * a for a in x), sum(b * b for b in y)
+        if not (nu and nv and c):
+            return 0.0
+        square = c * c / (nu * nv)  # its root taken at a scale where the float is normal, then scaled back
+        k = (square.denominator.bit_length() - square.numerator.bit_length()) // 2
+        return math.ldexp(math.sqrt(float(square * 4**k)), -k)
+    c, nu, nv = sum(min(x[k], y[k]) for k in common), sum(x), sum(y)
+    denominator = {"jaccard": nu + nv - c, "sorensen": nu + nv, "overlap": min(nu, nv)}[name]
+    numerator = 2 * c if name == "sorensen" else c
+    return float(numerator / denominator) if denominator else 0.0
+
+
+@pytest.mark.parametrize("magnitude", [*GRAPH_MAGNITUDES, "mixed"])
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_weighted_graph_similarities_at_any_magnitude_are_the_exact_sums(magnitude, data):
+    """Weighted jaccard, sorensen, overlap and cosine at every vertex pair against exact rational sums: weights
+    near 1e308 overflowed the sums (jaccard 0, sorensen NaN), near 1e160 cosine's squares (NaN), and from 1e-162
+    they vanished (cosine 0); "mixed": each edge of its own magnitude, within a row too."""
+    from semiring.distances import graph
+
+    n = data.draw(st.integers(2, 7), label="n")
+    pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
+    edges = data.draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=len(pairs), unique=True), label="edges")
+    scales = data.draw(
+        st.lists(
+            st.sampled_from(GRAPH_MAGNITUDES) if magnitude == "mixed" else st.just(magnitude),
+            min_size=len(edges),
+            max_size=len(edges),
+        )
+    )
+    mantissas = data.draw(st.lists(st.floats(0.5, 1.0), min_size=len(edges), max_size=len(edges)), label="mantissas")
+    D = np.zeros((n, n))
+    for (u, v), scale, mantissa in zip(edges, scales, mantissas):
+        D[u, v] = D[v, u] = mantissa * scale
+    A = sp.csr_matrix(D)
+    everyone = [(u, v) for u in range(n) for v in range(u, n)]
+    for name in ("jaccard", "sorensen", "overlap", "cosine"):
+        got = getattr(graph, name)(A, pairs=everyone, weighted=True, backend="cpu")
+        want = [_exact_weighted_similarity(name, D, u, v) for u, v in everyone]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-290, err_msg=name)
 
 
 def test_huge_magnitudes_in_kneighbors():
