@@ -394,7 +394,7 @@ def test_split_layout_held_by_the_fitted_index_across_queries(dtype, index, forc
         np.testing.assert_allclose(dist, kth, rtol=_rtol(dtype), atol=1e-4 if dtype == np.float32 else 1e-10)
         picked = np.take_along_axis(want, ind, axis=1)
         np.testing.assert_allclose(picked, dist, rtol=_rtol(dtype), atol=1e-4 if dtype == np.float32 else 1e-10)
-        layouts = [key for key in nn._index.derived if key[0] == "split"]
+        layouts = [key for key in nn._index.derived if key[0][0] == "split"]  # keys (("split", type), ...)
         assert len(layouts) == 1 if tiles == 1 else len(layouts) >= tiles, (working_memory, layouts)
 
 
