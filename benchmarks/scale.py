@@ -256,10 +256,21 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--distances-max-rows", type=int, default=0, help="also time all the distances, up to this many rows"
     )
+    ap.add_argument(
+        "--all-pairs-once",
+        choices=("default", "on", "off"),
+        default="default",
+        help="the GPU engine's all_pairs_once for this run (each pair of a symmetric all-pairs kNN computed once)",
+    )
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
 
     import cupy
+
+    from semiring.kernels.cuda import ENGINE
+
+    if args.all_pairs_once != "default":  # an experiment's switch: the engine's declaration, for this process
+        type(ENGINE).all_pairs_once = args.all_pairs_once == "on"
 
     harness = None
     if args.cuvs:
@@ -282,6 +293,7 @@ def main(argv=None) -> int:
         "seed": args.seed,
         "strategy": os.environ.get("SEMIRING_GPU_STRATEGY", "auto"),
         "working_memory": args.working_memory,
+        "all_pairs_once": type(ENGINE).all_pairs_once,
         "results": [],
     }
     for name in args.datasets.split(","):
