@@ -102,7 +102,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import Semiring, arrays, binary_op, interop, monoid, validation
+from semiring import Semiring, arrays, binary_op, driver, interop, monoid, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
@@ -708,7 +708,7 @@ def two_hop_similarity(
         raise ValueError(f"measure must be one of {TWO_HOP_MEASURES}, got {measure!r}")
     if topk is not None and (isinstance(topk, bool) or not isinstance(topk, numbers.Integral) or topk < 1):
         raise ValueError(f"topk must be a positive integer (the number of best pairs kept) or None, got {topk!r}")
-    budget = validation.check_positive(1024.0 if working_memory is None else working_memory, "working_memory")
+    budget = driver.check_working_memory(working_memory) or driver.DEFAULT_WORKING_MEMORY_MIB  # > 0 and finite
     s = _similarity_row(measure, weighted)
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure, weight=weight)
     eng = g.engine
@@ -717,7 +717,7 @@ def two_hop_similarity(
     degree = np.diff(indptr)
     candidates = S.astype(np.int64) @ degree + degree  # per row: two-hop paths + edges, a bound on its pairs
     G, norms = _operands(eng, g.G, s, weighted)
-    per_block = max(1, int(budget * 2**20 / _TWO_HOP_BYTES))
+    per_block = max(1, int(min(budget * 2**20 / _TWO_HOP_BYTES, 2**62)))  # 1e308 MiB: every row in one block
     found = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)]
     ends = np.cumsum(candidates)
     r0 = 0

@@ -7,6 +7,7 @@ norms, expansion) is the spec's business (``semiring.distances.specs``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,14 +70,23 @@ def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
         for e0, e1 in validation.entry_chunks(nnz):
             yield e0, e1, xp.searchsorted(indptr, xp.arange(e0, e1), side="right") - 1
 
-    sums = xp.zeros(nrows, np.float64)
-    for e0, e1, rows in chunks():
-        sums += xp.bincount(rows, weights=values[e0:e1], minlength=nrows)
-    sums = sums.astype(dtype)
+    def row_sums(scale):
+        sums = xp.zeros(nrows, np.float64)
+        for e0, e1, rows in chunks():
+            weights = values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
+            sums += xp.bincount(rows, weights=weights, minlength=nrows)
+        return sums.astype(dtype)
+
+    sums, scale = row_sums(None), None
+    overflowed = xp.isinf(sums)  # values finite, so the sum left the type's range (near 1e308; 3.4e38 in float32)
+    if bool(overflowed.any()):  # those rows scaled by a power of two first (exact), so their sums fit
+        longest = int(xp.diff(indptr).max())
+        scale = xp.where(overflowed, dtype.type(2.0 ** -(1 + math.ceil(math.log2(longest)))), dtype.type(1))
+        sums = row_sums(scale)
     data = xp.empty(nnz, dtype)
     for e0, e1, rows in chunks():
-        s = sums[rows]
-        data[e0:e1] = xp.where(s != 0, values[e0:e1] / xp.where(s != 0, s, 1), 0)
+        s, v = sums[rows], values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
+        data[e0:e1] = xp.where(s != 0, v / xp.where(s != 0, s, 1), 0)
     return data
 
 

@@ -203,6 +203,27 @@ def test_weighted_graph_cosine_at_extreme_weights(scale):
     np.testing.assert_allclose(got[dense != 0], ref[dense != 0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype, magnitude", [(np.float64, 1.7e308), (np.float32, 3e38)])
+def test_rows_whose_sums_overflow_are_normalised_exactly(dtype, magnitude):
+    """jensenshannon and hellinger divide each row by its sum: a row summing beyond the type's range gave an
+    infinite sum, zeros and NaN (SciPy's jensenshannon reads it as zeros: 0.589 for two rows of 1.7e308, not 0);
+    each row scaled by its own largest value is the same distribution, computed by a float64 formula."""
+    X = np.random.default_rng(6).random((5, 4)) + 0.1
+    X[1] = 3 * X[0]  # the same distribution: distance 0
+    big = (X / X.max(axis=1, keepdims=True) * magnitude).astype(dtype)
+    P = X / X.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = P[:, None, :] * np.log(2 * P[:, None, :] / (P[:, None, :] + P[None, :, :]))
+    want = {
+        "jensenshannon": np.sqrt(np.maximum(terms.sum(-1) + terms.sum(-1).T, 0) / 2),
+        "hellinger": np.sqrt(np.maximum(1 - np.sqrt(P[:, None, :] * P[None, :, :]).sum(-1), 0)),
+    }
+    for metric, reference in want.items():
+        for A in (big, sp.csr_matrix(big)):
+            got = pairwise_distances(A, metric=metric, backend="cpu")
+            np.testing.assert_allclose(got, reference, atol=1e-6 if dtype == np.float32 else 1e-7, err_msg=metric)
+
+
 GRAPH_MAGNITUDES = [1e-300, 1e-170, 1.0, 1e160, 1e300, 1.79e308]
 
 

@@ -33,6 +33,16 @@ def test_a_tiny_working_memory_still_gives_the_right_answer():
     np.testing.assert_allclose(got, oracle("cityblock", X.toarray(), X.toarray()), rtol=1e-12)
 
 
+def test_two_hop_working_memory_follows_the_one_rule_and_a_huge_one_is_one_block():
+    """two_hop_similarity's working_memory: inf was taken and 1e308 overflowed the block size (OverflowError)."""
+    for bad in (float("inf"), float("nan"), 0.0):
+        with pytest.raises(ValueError, match="working_memory must be > 0 and finite"):
+            graph.two_hop_similarity(TRIANGLE, working_memory=bad, backend="cpu")
+    first, second, value = graph.two_hop_similarity(TRIANGLE, working_memory=1e308, backend="cpu")
+    assert (first.tolist(), second.tolist()) == ([0, 0, 1], [1, 2, 2])
+    np.testing.assert_allclose(value, [1 / 3] * 3)  # each pair shares one of the three vertices
+
+
 @pytest.mark.parametrize("p", [1025.0, 1e308, np.float64(1e20)])
 def test_a_minkowski_p_beyond_the_cap_is_refused(p):
     with pytest.raises(ValueError, match=r"p must be > 0 and <= 1024, or inf .*overflows float64"):
