@@ -157,6 +157,33 @@ def ill_posed(name: str, Xd: np.ndarray, Yd: np.ndarray) -> np.ndarray:
     return entry.ill_posed(Xd, Yd)
 
 
+# rows far from the origin (cancellation), shared by the CPU and GPU tiers
+
+
+def offset_rows(seed: int, m: int, n: int, offset: float, spread: float, dtype, nonnegative: bool):
+    """m rows: the first half dense, ``offset + spread·u``; the rest sparse values of size ``spread``."""
+    rng = np.random.default_rng(seed)
+    A = spread * rng.random((m, n))
+    if not nonnegative:
+        A -= spread / 2
+    dense = m - m // 2
+    A[:dense] += offset
+    A[dense:][rng.random((m - dense, n)) < 0.6] = 0.0
+    return sp.csr_matrix(A.astype(dtype))
+
+
+def offset_tolerance(name: str, offset: float, spread: float) -> float:
+    """SciPy's own error on these rows: correlation centres values of size offset (its error ε·offset/spread
+    relative), jensenshannon's near-uniform rows cancel in its per-column terms (an error of √ε)."""
+    if name == "correlation":
+        return 1e-12 + 1e-15 * (offset / spread)
+    if name == "seuclidean":  # the default V, each column's variance, is as ill-conditioned in both: ε·offset/spread
+        return 1e-14 * (offset / spread)
+    if name in ("jensenshannon", "cosine"):
+        return 1e-7 if name == "jensenshannon" else 1e-12
+    return 0.0
+
+
 # k nearest neighbours
 
 

@@ -406,8 +406,10 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
     long.data -= 0.5
     assert plan(long, semiring.plus_sqdiff).strategy.name == "merge"
     assert plan(long, semiring.plus_absdiff).strategy.name == "margins"
-    assert plan(long, semiring.max_absdiff).strategy.name == plan(short, semiring.max_absdiff).strategy.name == (
-        "extremum"
+    assert (
+        plan(long, semiring.max_absdiff).strategy.name
+        == plan(short, semiring.max_absdiff).strategy.name
+        == ("extremum")
     )
     chosen = plan(short, semiring.plus_sqdiff)
     assert chosen.strategy.name == "scatter" and chosen.product.scatter_workers >= 1

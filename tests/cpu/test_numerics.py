@@ -9,40 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracles import NONNEGATIVE, ill_posed, oracle
+from oracles import NONNEGATIVE, ill_posed, offset_rows, offset_tolerance, oracle
 
 from semiring import distances
 from semiring.distances.specs import DISTANCES
 
 MEASURES = [d.name for d in DISTANCES if d.scipy is not None]
 IN_INPUT_UNITS = ("euclidean", "sqeuclidean", "cityblock", "chebyshev", "minkowski")  # not ratios: they scale
-
-
-def _rows(seed: int, m: int, n: int, offset: float, spread: float, dtype, nonnegative: bool):
-    """m rows: the first half dense, ``offset + spread·u``; the rest sparse values of size ``spread``."""
-    rng = np.random.default_rng(seed)
-    A = spread * rng.random((m, n))
-    if not nonnegative:
-        A -= spread / 2
-    dense = m - m // 2
-    A[:dense] += offset
-    A[dense:][rng.random((m - dense, n)) < 0.6] = 0.0
-    return sp.csr_matrix(A.astype(dtype))
-
-
-def _tolerance(name: str, offset: float, spread: float) -> float:
-    """SciPy's own error on these rows: correlation centres values of size offset (its error ε·offset/spread
-    relative), jensenshannon's near-uniform rows cancel in its per-column terms (an error of √ε)."""
-    if name == "correlation":
-        return 1e-12 + 1e-15 * (offset / spread)
-    if name == "seuclidean":  # the default V, each column's variance, is as ill-conditioned in both: ε·offset/spread
-        return 1e-14 * (offset / spread)
-    if name in ("jensenshannon", "cosine"):
-        return 1e-7 if name == "jensenshannon" else 1e-12
-    return 0.0
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,8 +34,8 @@ def test_large_offsets_and_mixed_types_match_cdist(name, seed, offset, spread, d
     nonneg = name in NONNEGATIVE
     if name == "seuclidean" and m + p < 2:
         return
-    X = _rows(seed, m, n, offset, spread, dtypes[0], nonneg)
-    Y = _rows(seed + 1, p, n, -offset if not nonneg and seed % 2 else offset, spread, dtypes[1], nonneg)
+    X = offset_rows(seed, m, n, offset, spread, dtypes[0], nonneg)
+    Y = offset_rows(seed + 1, p, n, -offset if not nonneg and seed % 2 else offset, spread, dtypes[1], nonneg)
     Xd, Yd = X.toarray().astype(np.float64), Y.toarray().astype(np.float64)
     try:
         got = distances.pairwise_distances(X, Y, metric=name, backend="cpu")
@@ -70,7 +45,7 @@ def test_large_offsets_and_mixed_types_match_cdist(name, seed, offset, spread, d
     assert got.dtype == np.float64
     ref = oracle(name, Xd, Yd)
     skip = ill_posed(name, Xd, Yd)
-    np.testing.assert_allclose(got[~skip], ref[~skip], rtol=1e-9, atol=_tolerance(name, offset, spread))
+    np.testing.assert_allclose(got[~skip], ref[~skip], rtol=1e-9, atol=offset_tolerance(name, offset, spread))
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,8 +61,8 @@ def test_far_magnitudes_match_cdist(name, seed, magnitude, shape):
     m, p, n = shape
     if name == "seuclidean" and m + p < 3:
         return
-    X = _rows(seed, m, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
-    Y = _rows(seed + 1, p, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
+    X = offset_rows(seed, m, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
+    Y = offset_rows(seed + 1, p, n, 0.0, magnitude, np.float64, name in NONNEGATIVE)
     Xd, Yd = X.toarray(), Y.toarray()
     try:
         got = distances.pairwise_distances(X, Y, metric=name, backend="cpu")

@@ -105,3 +105,29 @@ def test_the_fitted_matrix_changed_in_place_is_read_as_new_queries():
     X.data *= 2.0
     want, _ = reference_knn(cdist(X.toarray(), original.toarray()), 3)
     np.testing.assert_allclose(nn.kneighbors(X)[0], want, rtol=1e-9, atol=1e-12)
+
+
+def test_one_fitted_estimator_queried_from_threads_answers_each_query():
+    """Four threads query one fitted estimator at once (what it derives from its rows shared between them):
+    each gets the answer to its own queries, k nearest and within a radius."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = sp.csr_matrix(_data())
+    Xd = X.toarray()
+    nn = NearestNeighbors(n_neighbors=4, radius=1.0, metric="euclidean", backend="cpu").fit(X)
+    queries = [_data(seed)[: 5 + seed].toarray() for seed in range(10, 18)]
+
+    def ask(Q):
+        return nn.kneighbors(Q), nn.radius_neighbors(Q, sort_results=True)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(ask, queries))
+    for Q, ((dist, ind), (rdist, rind)) in zip(queries, answers, strict=True):
+        ref = cdist(Q, Xd)
+        want, _ = reference_knn(ref, 4)
+        np.testing.assert_allclose(dist, want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(np.take_along_axis(ref, ind, axis=1), want, rtol=1e-9, atol=1e-12)
+        for i in range(Q.shape[0]):
+            inside = np.flatnonzero(ref[i] <= 1.0)
+            np.testing.assert_array_equal(np.sort(rind[i]), inside)
+            np.testing.assert_allclose(np.sort(rdist[i]), np.sort(ref[i, inside]), rtol=1e-9, atol=1e-12)

@@ -132,3 +132,42 @@ def test_gpu_graph_engine_implements_the_interface():
 
     assert GRAPH_ENGINE.xp is cupy
     assert not missing_methods(GRAPH_ENGINE, GraphEngine) and isinstance(GRAPH_ENGINE, GraphEngine)
+
+
+GRAPH_MAGNITUDES = (1e-300, 1e-170, 1e160, 1e300, 1.79e308 / 3.0)
+
+
+def _at_magnitude(magnitude) -> sp.csr_matrix:
+    """A weighted graph whose weights are near ``magnitude`` (up to 3x it), or (None) each edge of one of them."""
+    S = sp.triu(weighted_graph(60, 600, seed=11), 1).tocsr()
+    rng = np.random.default_rng(12)
+    scale = rng.choice(GRAPH_MAGNITUDES, S.nnz) if magnitude is None else magnitude
+    S.data = S.data / 3.0 * scale  # weighted_graph's weights lie in [0.1, 3)
+    return sp.csr_matrix(S + S.T)
+
+
+@pytest.mark.parametrize("magnitude", [*GRAPH_MAGNITUDES, None], ids=[*map(str, GRAPH_MAGNITUDES), "mixed"])
+def test_weighted_similarities_at_extreme_weights_match_cpu_engine(magnitude):
+    """Weights whose sums or squares leave float64's range (near 1e308; cosine's from 1e154 and below 1e-154)
+    are rescaled by powers of two before the sums on the GPU too (``graph._summable``, CuPy arrays there): equal
+    to the CPU engine's, which tests/cpu/test_hostile.py checks against exact rational sums; SciPy and CuPy in."""
+    import cupyx.scipy.sparse as csp
+
+    A = _at_magnitude(magnitude)
+    pairs = np.random.default_rng(13).integers(0, A.shape[0], (300, 2))
+    for f in (graph.jaccard, graph.sorensen, graph.overlap, graph.cosine):
+        want = f(A, weighted=True, backend="cpu")
+        want_pairs = f(A, pairs=pairs, weighted=True, backend="cpu")
+        assert np.isfinite(want.data).all() and np.isfinite(want_pairs).all()
+        for adjacency_in in (A, csp.csr_matrix(A)):
+            got = f(adjacency_in, weighted=True, backend="cuda")
+            got = got.get() if hasattr(got, "get") else got
+            np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=1e-12, atol=1e-290, err_msg=f.__name__)
+            got_pairs = f(adjacency_in, pairs=pairs, weighted=True, backend="cuda")
+            got_pairs = got_pairs.get() if hasattr(got_pairs, "get") else got_pairs
+            np.testing.assert_allclose(got_pairs, want_pairs, rtol=1e-12, atol=1e-290, err_msg=f.__name__)
+    first, second, value = graph.two_hop_similarity(A, "cosine", weighted=True, backend="cuda")
+    want = graph.two_hop_similarity(A, "cosine", weighted=True, backend="cpu")
+    np.testing.assert_array_equal(first, want[0])
+    np.testing.assert_array_equal(second, want[1])
+    np.testing.assert_allclose(value, want[2], rtol=1e-12, atol=1e-290)

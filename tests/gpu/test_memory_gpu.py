@@ -157,3 +157,35 @@ def test_l1_rows_in_chunks_equal_one_piece(monkeypatch):
     np.testing.assert_allclose(chunked, whole, rtol=1e-6)
     sums = np.asarray(A.sum(axis=1)).ravel()
     np.testing.assert_allclose(chunked, (A.multiply(1 / sums[:, None])).tocsr().data, rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_the_pairs_a_radius_finds_are_checked_against_memory(monkeypatch, where):
+    """A radius taking in the whole index is refused with the count of pairs found before a tile's are kept:
+    against host memory where they come back to the host, against the GPU's free memory where CuPy queries keep
+    them there; a small radius is answered in the same memory."""
+    import cupyx.scipy.sparse as cusp
+    from scipy.spatial.distance import cdist
+
+    from semiring import backend
+
+    X = np.random.default_rng(5).random((300, 3))
+    D = cdist(X, X)
+    if where == "device":
+        monkeypatch.setattr(type(backend.engine("cuda")), "memory_limit_bytes", lambda self: 2**20)
+        queries = cusp.csr_matrix(sp.csr_matrix(X))
+        refusal = (
+            r"putting in order the [\d,]+ pairs within the radius of the first [\d,]+ of 300 queries needs .* of GPU"
+        )
+    else:
+        monkeypatch.setattr(validation, "available_memory_bytes", lambda: 2 * 2**20)
+        queries = X
+        refusal = r"putting in order the 90,000 pairs within the radius of the first 300 of 300 queries needs"
+    nn = distances.NearestNeighbors(metric="euclidean", backend="cuda").fit(queries)
+    with pytest.raises(MemoryError, match=refusal):
+        nn.radius_neighbors(queries, radius=10.0)
+    ind = nn.radius_neighbors(queries, radius=0.1, return_distance=False)
+    for i in range(300):
+        expected = np.flatnonzero(D[i] <= 0.1)
+        got = ind[i].get() if hasattr(ind[i], "get") else np.asarray(ind[i])
+        np.testing.assert_array_equal(np.sort(got), expected)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from oracles import oracle
+from oracles import NONNEGATIVE, ill_posed, offset_rows, offset_tolerance, oracle
 
 from semiring import distances
+from semiring.distances.specs import DISTANCES
 
 STRATEGIES = ("auto", "rowvec", "merge", "inverted", "dense-gemm", "coo", "hash")
 
@@ -61,3 +62,73 @@ def test_float32_rows_against_float64_give_float64_accuracy(strategy, name):
     got = distances.pairwise_distances(sp.csr_matrix(X), sp.csr_matrix(Y), metric=name, backend="cuda")
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, oracle(name, X.astype(np.float64), Y), rtol=1e-12, atol=1e-14)
+
+
+# The CPU tier's property tests of cancellation and mixed types (tests/cpu/test_numerics.py), at fixed draws: every
+# SciPy measure at each offset under auto, and the expanded measures whose terms cancel under every strategy.
+
+SCIPY_MEASURES = [d.name for d in DISTANCES if d.scipy is not None]
+
+
+def _offset_case(name, seed, offset, spread, dtypes, shape):
+    """(got on the GPU, SciPy's reference, the entries to compare, the tolerance), or None where seuclidean's
+    default V is refused over a constant column (as documented)."""
+    m, p, n = shape
+    nonneg = name in NONNEGATIVE
+    X = offset_rows(seed, m, n, offset, spread, dtypes[0], nonneg)
+    Y = offset_rows(seed + 1, p, n, -offset if not nonneg and seed % 2 else offset, spread, dtypes[1], nonneg)
+    Xd, Yd = X.toarray().astype(np.float64), Y.toarray().astype(np.float64)
+    try:
+        got = distances.pairwise_distances(X, Y, metric=name, backend="cuda")
+    except ValueError as e:
+        assert name == "seuclidean" and "constant" in str(e)
+        return None
+    assert got.dtype == np.float64
+    return got, oracle(name, Xd, Yd), ~ill_posed(name, Xd, Yd), offset_tolerance(name, offset, spread)
+
+
+@pytest.mark.parametrize("dtypes", [(np.float64, np.float64), (np.float32, np.float64)], ids=["f64", "f32-f64"])
+@pytest.mark.parametrize("offset", [1e4, 1e8])
+@pytest.mark.parametrize("name", SCIPY_MEASURES)
+def test_large_offsets_and_mixed_types_match_cdist(name, offset, dtypes):
+    for seed, spread, shape in ((0, 1.0, (6, 5, 30)), (1, 1e-3, (3, 4, 7)), (2, 1.0, (1, 6, 2))):
+        case = _offset_case(name, seed, offset, spread, dtypes, shape)
+        if case is not None:
+            got, ref, keep, atol = case
+            np.testing.assert_allclose(got[keep], ref[keep], rtol=1e-9, atol=atol, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("name", ["euclidean", "sqeuclidean", "cosine", "correlation"])
+def test_expanded_measures_at_a_large_offset_under_every_strategy(strategy, name):
+    """The expansions that subtract norms (euclidean's ‖x‖² + ‖y‖² − 2x·y, correlation's centred sums, cosine's
+    1 − x·y/‖x‖‖y‖) on rows at 1e8, float32 against float64, whichever kernel computes the product."""
+    for seed, spread in ((0, 1.0), (1, 1e-3)):
+        case = _offset_case(name, seed, 1e8, spread, (np.float32, np.float64), (8, 6, 24))
+        got, ref, keep, atol = case
+        np.testing.assert_allclose(got[keep], ref[keep], rtol=1e-9, atol=atol, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("name", ["euclidean", "cosine", "correlation", "cityblock", "jensenshannon"])
+def test_integer_rows_against_float32_give_float64(name):
+    """Integer input is read as float64 (its values exact below 2^53): against float32 rows the result is
+    float64, as accurate as float64 arithmetic on the float32 values."""
+    rng = np.random.default_rng(9)
+    Y = rng.random((5, 12)).astype(np.float32)
+    for X in (rng.integers(0, 1000, (4, 12)).astype(np.int32), rng.integers(0, 255, (4, 12)).astype(np.uint8)):
+        got = distances.pairwise_distances(X, Y, metric=name, backend="cuda")
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(
+            got, oracle(name, X.astype(np.float64), Y.astype(np.float64)), rtol=1e-12, atol=1e-14
+        )
+
+
+def test_float32_rows_whose_sums_overflow_are_normalised_exactly():
+    """float32 rows summing past 3.4e38 (the GPU prepares jensenshannon's and hellinger's rows in the result's
+    type): their sums were inf, the rows zeros and the distances NaN; scaled by a power of two first."""
+    X = np.random.default_rng(6).random((5, 4)) + 0.1
+    X[1] = 3 * X[0]
+    big = (X / X.max(axis=1, keepdims=True) * 3e38).astype(np.float32)
+    for name in ("jensenshannon", "hellinger"):
+        got = distances.pairwise_distances(sp.csr_matrix(big), metric=name, backend="cuda")
+        assert got.dtype == np.float32 and np.isfinite(got).all()
+        np.testing.assert_allclose(got, oracle(name, X, X), atol=1e-5, err_msg=name)
