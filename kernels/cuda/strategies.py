@@ -43,7 +43,7 @@ from semiring import expr as _expr
 from semiring import validation
 from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
-from . import hash_source, launch, planner, rowops, source
+from . import coo_source, launch, planner, rowops, source
 from .launch import DeviceCSR, common_index, device_params, value_type
 from .planner import Facts, Settings, known
 
@@ -900,7 +900,7 @@ def _parts(ap, part: int):
 
 
 def hash_layout(
-    ap, value_name: str, index_type: str, max_rows: int = hash_source.MAX_ROWS, split: bool = False
+    ap, value_name: str, index_type: str, max_rows: int = coo_source.MAX_ROWS, split: bool = False
 ) -> tuple[int, int]:
     """(slots of one row's table, rows held per block) for held rows with pointers ``ap``.
 
@@ -911,7 +911,7 @@ def hash_layout(
     """
     import cupy
 
-    slot_bytes = hash_source.table_slot_bytes(value_name, index_type, split)
+    slot_bytes = coo_source.table_slot_bytes(value_name, index_type, split)
     budget = launch.max_shared_bytes() // HASH_BLOCKS_PER_SM
     deg = cupy.diff(ap)
     if deg.size == 0:
@@ -948,14 +948,14 @@ def _coo_pass(
         shared = source.rowvec_shared_bytes(ncols, value_name, sr, second_pass)
         part = max(1, int(ap[-1]))  # never cut: the whole column space is held
     else:
-        most = 1 if masked is not None else hash_source.MAX_ROWS
+        most = 1 if masked is not None else coo_source.MAX_ROWS
         slots, rows = hash_layout(ap, value_name, index_type, most, margins is not None)
-        shared = rows * slots * hash_source.table_slot_bytes(value_name, index_type, margins is not None)
+        shared = rows * slots * coo_source.table_slot_bytes(value_name, index_type, margins is not None)
         part = slots // 2
     item_row, item_k0, item_k1, n_items = _parts(ap, part)
     group = _group_size(bp, m_b) if masked is not None or stream == "rows" else 8
     union = margins[0] if margins else None
-    kernel = hash_source.render_pairwise_coo(
+    kernel = coo_source.render_pairwise_coo(
         sr, value_name, index_type, tab, second_pass, masked is not None, rows, group, union, stream
     )
     fn = launch.function(kernel)
@@ -965,21 +965,21 @@ def _coo_pass(
     blocks = -(-n_items // rows)
     if masked is not None:
         eptr, other, slot = masked
-        launch.run(fn, (blocks,), (hash_source.BLOCK_THREADS,), (*head, eptr, other, slot, out), shared)
+        launch.run(fn, (blocks,), (coo_source.BLOCK_THREADS,), (*head, eptr, other, slot, out), shared)
         return
     sms = launch.multiprocessor_count()
     stride_a, stride_b = (1, out.shape[1]) if second_pass else (out.shape[1], 1)
     if stream == "rows":
-        groups = hash_source.BLOCK_THREADS // group
+        groups = coo_source.BLOCK_THREADS // group
         grid_y = max(1, min(-(-m_b // groups), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
         args = (*head, np.int64(m_b), np.int64(stride_a), np.int64(stride_b), out)
-        launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
+        launch.run(fn, (blocks, grid_y), (coo_source.BLOCK_THREADS,), args, shared)
         return
     brow = launch.entry_rows(bp, nnz_b, bp.dtype)
-    per_block = hash_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
+    per_block = coo_source.BLOCK_THREADS * COO_ENTRIES_PER_THREAD
     grid_y = max(1, min(-(-nnz_b // per_block), -(-COO_BLOCKS_PER_SM * sms // blocks), 65535))
     args = (*head, brow, np.int64(nnz_b), np.int64(stride_a), np.int64(stride_b), out)
-    launch.run(fn, (blocks, grid_y), (hash_source.BLOCK_THREADS,), args, shared)
+    launch.run(fn, (blocks, grid_y), (coo_source.BLOCK_THREADS,), args, shared)
 
 
 # A block's share of B's entries is at least this many per thread, so filling its tables pays; blocks are
@@ -1007,7 +1007,7 @@ def entry_margins(split_of, value_name: str, xv, yv):
     union, split = split_of
     margins = []
     for label, tree, values in (("x", split.x_margin, xv), ("y", split.y_margin, yv)):
-        kernel = hash_source.render_entrywise(tree, f"{union.name}_{label}_margin", value_name)
+        kernel = coo_source.render_entrywise(tree, f"{union.name}_{label}_margin", value_name)
         out = cupy.empty_like(values)
         launch.launch(kernel, values.size, (values, np.int64(values.size), out))
         margins.append(out)

@@ -18,7 +18,7 @@ import semiring
 from semiring import expr as E
 from semiring.distances.specs import DISTANCES, NORMS
 from semiring.kernels.cuda import compile as cuda_compile
-from semiring.kernels.cuda import hash_source
+from semiring.kernels.cuda import coo_source
 from semiring.kernels.cuda import source as cuda_source
 
 TYPES = [("float32", "int32"), ("float64", "int64")]
@@ -189,19 +189,19 @@ INDEX_PAIRS = [(v, i) for v in ("float32", "float64") for i in ("int32", "int64"
 
 @pytest.mark.parametrize("sr", COO_SEMIRINGS, ids=lambda s: s.name)
 @pytest.mark.parametrize("value_type, index_type", INDEX_PAIRS)
-@pytest.mark.parametrize("table", hash_source.TABLES)
+@pytest.mark.parametrize("table", coo_source.TABLES)
 @pytest.mark.parametrize("masked", [False, True])
 def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
     passes = (False, True) if sr.is_union else (False,)
-    rows = (1,) if table == "dense" or masked else (hash_source.MAX_ROWS,)
-    streams = ("coo",) if masked else hash_source.STREAMS
+    rows = (1,) if table == "dense" or masked else (coo_source.MAX_ROWS,)
+    streams = ("coo",) if masked else coo_source.STREAMS
     for second in passes:
         for r in rows:
             for stream in streams:
-                kernel = hash_source.render_pairwise_coo(
+                kernel = coo_source.render_pairwise_coo(
                     sr, value_type, index_type, table, second, masked, r, 8, stream=stream
                 )
-                assert f"__launch_bounds__({hash_source.BLOCK_THREADS}) {kernel.name}(" in kernel.source
+                assert f"__launch_bounds__({coo_source.BLOCK_THREADS}) {kernel.name}(" in kernel.source
                 assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
@@ -210,43 +210,43 @@ def test_coo_kernels_compile(sr, value_type, index_type, table, masked):
 def test_margin_split_hash_kernels_compile(split, value_type, index_type):
     """The hash kernel's margin-split form (margins once per stored entry) and the entrywise margins."""
     union = next(sr for sr in SEMIRINGS if sr.margin_split(True) is split or sr.margin_split(False) is split)
-    for stream in hash_source.STREAMS:
-        kernel = hash_source.render_pairwise_coo(
+    for stream in coo_source.STREAMS:
+        kernel = coo_source.render_pairwise_coo(
             split.cross, value_type, index_type, "hash", rows=4, split_of=union, stream=stream
         )
         assert "(sr_union(x, y, params) - mx) - bm[k]" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0
     for tree in (split.x_margin, split.y_margin):
-        assert len(cuda_compile.compile_cached(hash_source.render_entrywise(tree, "m", value_type))) > 0
+        assert len(cuda_compile.compile_cached(coo_source.render_entrywise(tree, "m", value_type))) > 0
 
 
 def test_coo_kernel_semantics_follow_the_semiring():
     """Intersections add only where the held row stores the column; a union's first pass reads a missing
     held entry as 0 and its second pass adds ``x ⊗ 0`` where the held row lacks the column, by structure."""
-    inter = hash_source.render_pairwise_coo(semiring.plus_times, table="hash").source
+    inter = coo_source.render_pairwise_coo(semiring.plus_times, table="hash").source
     assert "if (found) { v = sr_mult(x, y, params); hit = true; }" in inter
     assert "atomicAdd(addr, v)" in inter  # plus combines with atomicAdd
-    first = hash_source.render_pairwise_coo(semiring.max_absdiff, table="hash").source
+    first = coo_source.render_pairwise_coo(semiring.max_absdiff, table="hash").source
     assert "v = sr_mult(found ? x : T(0), y, params); hit = true;" in first
     assert "atomicCAS(w, seen" in first  # any other monoid: a compare-and-swap loop
-    second = hash_source.render_pairwise_coo(semiring.max_absdiff, table="dense", second_pass=True).source
+    second = coo_source.render_pairwise_coo(semiring.max_absdiff, table="dense", second_pass=True).source
     assert "if (!found) { v = sr_mult(y, T(0), params); hit = true; }" in second
     assert "present[c >> 5]" in second  # a dense row's stored columns from its bitmap
 
 
 def test_coo_kernel_refuses_bad_shapes():
     with pytest.raises(ValueError, match="table must be one of"):
-        hash_source.render_pairwise_coo(semiring.plus_times, table="tree")
+        coo_source.render_pairwise_coo(semiring.plus_times, table="tree")
     with pytest.raises(ValueError, match="rows must be 1 for a dense table"):
-        hash_source.render_pairwise_coo(semiring.plus_times, table="dense", rows=2)
+        coo_source.render_pairwise_coo(semiring.plus_times, table="dense", rows=2)
     with pytest.raises(ValueError, match="a second pass completes a union"):
-        hash_source.render_pairwise_coo(semiring.plus_times, second_pass=True)
+        coo_source.render_pairwise_coo(semiring.plus_times, second_pass=True)
     with pytest.raises(ValueError, match="group must be a power of two"):
-        hash_source.render_pairwise_coo(semiring.plus_times, masked=True, group=6)
+        coo_source.render_pairwise_coo(semiring.plus_times, masked=True, group=6)
     with pytest.raises(ValueError, match="stream must be one of"):
-        hash_source.render_pairwise_coo(semiring.plus_times, stream="csc")
+        coo_source.render_pairwise_coo(semiring.plus_times, stream="csc")
     with pytest.raises(ValueError, match="a margin split's cross op runs in hash tables"):
-        hash_source.render_pairwise_coo(semiring.plus_times, table="dense", split_of=semiring.plus_absdiff)
+        coo_source.render_pairwise_coo(semiring.plus_times, table="dense", split_of=semiring.plus_absdiff)
 
 
 @pytest.mark.parametrize("index_type", ["int32", "int64"])
