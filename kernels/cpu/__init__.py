@@ -10,7 +10,7 @@ One concern a module:
 
 * ``jit`` — the numba options of every kernel, the generated kernel modules
   (``generate``) and the fork guard;
-* ``semiring_kernels``, ``expansion_kernels`` — the templates: one semiring's
+* ``semiring_template``, ``expansion_template`` — the templates: one semiring's
   products; the kernels applying one expression;
 * ``strategies`` — the table of strategies (when each applies, what it costs,
   how it runs) and the choice among them, made once a tile;

@@ -15,7 +15,7 @@ entries one by one loses to reading it as a dense array:
 * **unions** (cityblock, chebyshev, minkowski, canberra, hamming, braycurtis's
   terms, any semiring whose multiply does not annihilate; a column in neither
   row adds ``0 ⊗ 0``, neutral by construction, ``semiring.ops``) —
-  ``dense_kernels.tiled_kernel``:
+  ``dense_template.tiled_kernel``:
   every column visited, Y transposed so the innermost loop runs over
   independent accumulators (vectorised), a tile of Y held in cache while every
   row of X passes, in float64; when ``density(X) + density(Y) ≥
@@ -159,7 +159,7 @@ def _narrower(A) -> int:
 @cache
 def _union_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...]):
     return generate(
-        "dense_kernels",
+        "dense_template",
         {
             "add": scalar_source("add", add_tree, ("x", "y"), ()),
             "mult": scalar_source("mult", mult_tree, ("x", "y"), param_names),

@@ -11,7 +11,7 @@ alike:
 
 numba caches only functions defined in a real source file.  A semiring's
 kernels depend on its ops, so they are *generated*: a template module (a loop
-skeleton written once, e.g. ``semiring_kernels.py``) has an ops block between
+skeleton written once, e.g. ``semiring_template.py``) has an ops block between
 ``# <ops>`` and ``# </ops>``, which :func:`generate` replaces with the ops
 rendered to scalar Python, writes to ``cache_dir()/cpu/<template>_<hash>.py``
 and imports.  The file name is a digest of its text, of the engine's source

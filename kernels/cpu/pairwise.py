@@ -1,6 +1,6 @@
 """The product kernels of the CPU engine and what they read: rows against rows (numba, multi-core).
 
-Each kernel is a loop skeleton written once in the template ``semiring_kernels``;
+Each kernel is a loop skeleton written once in the template ``semiring_template``;
 the semiring's ops are rendered to scalar Python into a copy of it in the kernel
 cache (``jit.generate``), so one skeleton serves every semiring, the ops are
 inlined, and numba caches the compiled kernels on disk.
@@ -63,7 +63,7 @@ from .jit import JIT, generate, scalar_source
 
 @cache
 def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, ...], expansion=None):
-    """The generated kernel module of one semiring key (expression + semantics): ``semiring_kernels`` with its ops.
+    """The generated kernel module of one semiring key (expression + semantics): ``semiring_template`` with its ops.
 
     ``expansion``: None, or ``(tree, parameter names, refine test)`` of a one-term measure's expansion applied
     as the dense kernels write each entry (``strategies.product_expanded``); a module of its own, so compiled only where
@@ -72,7 +72,7 @@ def _semiring_kernels(key: tuple, add_tree, mult_tree, param_names: tuple[str, .
     never = _expr.Node("num", (0.0,))
     tree, names, when = expansion if expansion is not None else (_expr.Node("var", ("c0",)), (), never)
     return generate(
-        "semiring_kernels",
+        "semiring_template",
         {
             "UNION": f"UNION = {key[2] == 'union'}\n",
             "add": scalar_source("add", add_tree, ("x", "y"), ()),
@@ -151,7 +151,7 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
 
 
 # An intersection's dense result runs through one of two kernels (``strategies``: "rows" and "inverted"):
-# * "rows" (``semiring_kernels.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
+# * "rows" (``semiring_template.row_kernel``): each X row against a range of ROW_RANGE Y rows at a time, its
 #   entries walking the Y rows of the range that hold their column, sums in a range-long accumulator (32 KiB of
 #   float64, in L1) written out as one run of the result's row (16 KiB of float32): the writes stream, as a
 #   memset's do.  Best where the result, not the products, is the work: EDGAR-like rows (0.17 products an entry),
@@ -368,7 +368,7 @@ def with_flagged(out, flagged):
 
 
 def flagged_entries(flagged) -> Entries | None:
-    """The entries a kernel listed per chunk (``semiring_kernels._flag``), None where none was asked for."""
+    """The entries a kernel listed per chunk (``semiring_template._flag``), None where none was asked for."""
     if flagged.shape[1] == 1:
         return None
     pairs = [flagged[c, 1 : 1 + 2 * flagged[c, 0]].reshape(-1, 2) for c in range(flagged.shape[0])]
@@ -382,7 +382,7 @@ SPARSE_SLOT_BYTES = 16
 SPARSE_DENSE_BYTES = 8 + 1 / 8
 # A row of a sparse result accumulates in p-long arrays (a value and a bit per Y row) once its products are at
 # least p / SPARSE_DENSE_ROW: reading its entries back in order then costs p/64 bitmap words, less than sorting
-# them (semiring_kernels.sparse_fill; ``dense_at`` there).
+# them (semiring_template.sparse_fill; ``dense_at`` there).
 SPARSE_DENSE_ROW = 32
 
 
@@ -526,7 +526,7 @@ def _sparse_by_columns(kernels, X, xi, Y, yi, ncols, sr, out_dtype, budget):
 
 
 # Down Y's rows with bitmaps, a tile's entries in a block of columns are walked column by column (each column's
-# postings read once for the tile rows holding it, ``semiring_kernels._column_major``) where the block is at
+# postings read once for the tile rows holding it, ``semiring_template._column_major``) where the block is at
 # most this many columns a tile entry (a count a column is kept), else row by row; and where their order takes
 # at most a tile's room, COLUMN_MAJOR_BYTES an entry (a tile row and a value, 9 bytes, and up to 4 counts of 4).
 COLUMN_MAJOR_WIDTH = 4.0
@@ -534,7 +534,7 @@ COLUMN_MAJOR_BYTES = 25
 
 # Down Y's rows with bitmaps, X's index (with its dense columns) is cut into blocks of columns of at most
 # SPARSE_BLOCK_BYTES where it is larger, and Y's rows walk them a tile at a time, each row's m-long sums in a
-# tile of SPARSE_TILE_BYTES (``semiring_kernels.sparse_fill_by_bitmaps``): a block and the tile's sums stay in
+# tile of SPARSE_TILE_BYTES (``semiring_template.sparse_fill_by_bitmaps``): a block and the tile's sums stay in
 # L2 (1-2 MiB a core on the machines we run, shared by two hyperthreads), so X's index is read from beyond it
 # once a tile, not once a Y row.  (2 threads, scRNA-like: blocks of 256 KiB to 1 MiB within 3 % of each other.)
 SPARSE_BLOCK_BYTES = 256 * 2**10
@@ -545,7 +545,7 @@ SPARSE_TILE_BYTES = 256 * 2**10
 @njit(**JIT)
 def order_by_column(yi, yv, cursor, ends, nj, begin, end, counts, rows, values):
     """Tile rows ``jj`` < nj's entries ``cursor[jj]`` to ``ends[jj]`` (in columns begin..end) in column order, for
-    ``semiring_kernels._column_major``: ``rows`` and ``values`` of them, column c's from ``counts[c - begin - 1]``
+    ``semiring_template._column_major``: ``rows`` and ``values`` of them, column c's from ``counts[c - begin - 1]``
     (0 for the first) to ``counts[c - begin]``.  Here, not in the generated module: one compile a type for
     every semiring."""
     width = end - begin

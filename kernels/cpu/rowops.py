@@ -9,7 +9,7 @@
 * :func:`scatter` — values written back at a set of entries.
 
 Each is a parallel loop over rows; the expression is compiled once per tree
-into a copy of ``expansion_kernels`` (``jit.generate``) and inlined.  Values are float64.
+into a copy of ``expansion_template`` (``jit.generate``) and inlined.  Values are float64.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from .jit import generate, scalar_source
 
 @cache
 def expression_kernels(tree: _expr.Node, variables: tuple[str, ...], param_names: tuple[str, ...] = ()):
-    """The generated ``expansion_kernels`` module applying ``tree`` (see its docstring for the kernels of each
+    """The generated ``expansion_template`` module applying ``tree`` (see its docstring for the kernels of each
     variable set)."""
-    return generate("expansion_kernels", {"f": scalar_source("f", tree, variables, param_names)})
+    return generate("expansion_template", {"f": scalar_source("f", tree, variables, param_names)})
 
 
 def row_norm(A: sp.csr_matrix, tree: _expr.Node, dtype=np.float64) -> np.ndarray:

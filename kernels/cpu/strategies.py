@@ -19,7 +19,7 @@ So the dense blocks, first, are taken where their setting forces them or the cal
 
 The :class:`Plan` (the entry and the product with the facts found for the choice: the row kernel's index counted
 for its cost is the one it runs on) is executed as is.  Adding a strategy is one entry here, its kernel (in the
-template ``semiring_kernels`` and its driver in ``pairwise``, or a module of its own), and, where tests force
+template ``semiring_template`` and its driver in ``pairwise``, or a module of its own), and, where tests force
 it, its name in a setting's choices (``semiring.settings``).
 
 Figures behind the constants: docs/cpu-engine.md.

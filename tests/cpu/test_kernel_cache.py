@@ -56,14 +56,14 @@ def test_a_second_process_loads_the_compiled_kernel_from_disk(tmp_path):
 def test_generated_files_are_content_addressed_and_written_once(tmp_path, monkeypatch):
     monkeypatch.setenv(settings.CACHE_DIR.name, str(tmp_path))
     ops = {"f": jit.scalar_source("f", semiring.binary_op("x - y").tree, ("x", "y"))}
-    a = jit.generate("expansion_kernels", ops)
+    a = jit.generate("expansion_template", ops)
     path = a.__file__
     stamp = os.stat(path).st_mtime_ns
-    b = jit.generate("expansion_kernels", ops)
+    b = jit.generate("expansion_template", ops)
     assert b is a and os.stat(path).st_mtime_ns == stamp  # same text: same file, not rewritten
     text = Path(path).read_text()
     assert "return (x - y)" in text and jit.OPS_BEGIN in text
-    other = jit.generate("expansion_kernels", {"f": jit.scalar_source("f", semiring.binary_op("x + y").tree, "xy")})
+    other = jit.generate("expansion_template", {"f": jit.scalar_source("f", semiring.binary_op("x + y").tree, "xy")})
     assert other.__file__ != path
     leftovers = [p for p in os.listdir(tmp_path / "cpu") if p.startswith(".tmp-")]
     assert leftovers == []
@@ -73,8 +73,8 @@ def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(
     """numba's cache of a generated module is keyed by that file alone: its name must change with every engine
     file its code imports (and theirs), and only with those, so that editing the graph kernels or the engine
     classes recompiles no semiring."""
-    assert jit._dependencies("semiring_kernels") == {"semiring_kernels", "pairwise", "jit"}
-    assert jit._dependencies("expansion_kernels") == {"expansion_kernels", "jit"}
+    assert jit._dependencies("semiring_template") == {"semiring_template", "pairwise", "jit"}
+    assert jit._dependencies("expansion_template") == {"expansion_template", "jit"}
     assert {"graph", "rowops", "topk", "pairwise"} <= jit._dependencies("engine")  # ``from . import x as _x``
 
     copy = tmp_path / "cpu"
@@ -84,7 +84,7 @@ def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(
     def digests():
         jit._dependencies.cache_clear()
         jit._engine_digest.cache_clear()
-        return {t: jit._engine_digest(t) for t in ("semiring_kernels", "expansion_kernels")}
+        return {t: jit._engine_digest(t) for t in ("semiring_template", "expansion_template")}
 
     try:
         before = digests()
@@ -93,8 +93,8 @@ def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(
         assert digests() == before
         (copy / "pairwise.py").write_text((copy / "pairwise.py").read_text() + "\n# edited\n")
         after = digests()
-        assert after["semiring_kernels"] != before["semiring_kernels"]
-        assert after["expansion_kernels"] == before["expansion_kernels"]
+        assert after["semiring_template"] != before["semiring_template"]
+        assert after["expansion_template"] == before["expansion_template"]
         (copy / "jit.py").write_text((copy / "jit.py").read_text() + "\n# edited\n")
         assert all(digests()[t] != after[t] for t in after)
     finally:

@@ -124,7 +124,7 @@ def test_sparse_result_of_wide_very_sparse_rows_under_a_tiny_working_memory(stra
     X = sp.vstack([rows(40, 2), rows(10, 100), rows(10, 2, pair)], format="csr")
     Y = sp.vstack([rows(p - 150, 2), rows(150, 2, pair)], format="csr")
     products = (X != 0).astype(np.int64) @ np.asarray((Y != 0).sum(axis=0)).ravel()
-    dense_rows = SPARSE_DENSE_ROW * products >= p  # the kernel's rule (semiring_kernels._dense_row)
+    dense_rows = SPARSE_DENSE_ROW * products >= p  # the kernel's rule (semiring_template._dense_row)
     assert dense_rows.any() and not dense_rows.all()
     C = semiring.pairwise(X, Y, semiring.plus_times, sparse=True, working_memory=1e-4)
     assert 0 < C.nnz < X.shape[0] * p
