@@ -57,6 +57,39 @@ def prepare(A, how: str):
     return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
 
 
+# A row-scale-free measure's squares and products stay in the accumulation type's normal range, with room for
+# sums of 2^32 terms, while every stored magnitude lies within 2^±(maxexp − 32)/2: 2^±496 (about 1e±149) in
+# float64, 2^±48 (about 1e±14) in float32 (the GPU's accumulation for float32 results).  Cosine and correlation of
+# rows at 1e160 were NaN (SciPy's too), and at 1e-200 NaN (0/0).
+ROW_RANGE_TERMS_BITS = 32
+
+
+def rows_in_range(A, acc):
+    """A, or where a stored magnitude lies beyond that range for sums in ``acc`` (see above) a copy with each
+    row scaled by a power of two (exact) to its largest magnitude in [0.5, 1), for a measure unchanged by a
+    row's positive scale (``Distance.row_scale_free``); a value below 2^-1021 of its row's largest then adds
+    nothing to its sums, as beside it in float64 anyway.  The rare copy is made on the host (NumPy's reduceat
+    finds each row's largest)."""
+    exponent = (np.finfo(acc).maxexp - ROW_RANGE_TERMS_BITS) // 2
+    xp = arrays.array_module(A)
+    nnz = int(A.indptr[-1])
+    if nnz == 0:
+        return A
+    magnitudes = xp.abs(A.data[:nnz])
+    high = float(magnitudes.max())
+    low = float(xp.where(magnitudes > 0, magnitudes, xp.inf).min())
+    if 2.0**-exponent <= low and high <= 2.0**exponent or high == 0:
+        return A
+    indptr, indices = arrays.on_host(A.indptr), arrays.on_host(A.indices[:nnz])
+    data = arrays.on_host(A.data[:nnz])
+    counts = np.diff(indptr)
+    stored = counts > 0
+    largest = np.zeros(A.shape[0], data.dtype)
+    largest[stored] = np.maximum.reduceat(np.abs(data), indptr[:-1][stored])
+    data = np.ldexp(data, -np.repeat(np.frexp(largest)[1], counts)).astype(A.dtype, copy=False)
+    return arrays.csr_matrix_class(xp)((xp.asarray(data), xp.asarray(indices), xp.asarray(indptr)), shape=A.shape)
+
+
 def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
     """Each value divided by its row's sum (0 where the sum is 0), in ``dtype``, a chunk of entries at a time.
 
@@ -154,7 +187,8 @@ class BoundMeasure:
         normalisation and norms have the result's precision: a float64 result is float64-accurate."""
         if A.dtype != self.rows_dtype:
             A = A.astype(self.rows_dtype)
-        Ap = self.engine.to_device(prepare(scale_columns(A, self.scale), self.spec.prepare))
+        Ap = prepare(scale_columns(A, self.scale), self.spec.prepare)
+        Ap = self.engine.to_device(rows_in_range(Ap, self.acc) if self.spec.row_scale_free else Ap)
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
         return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
 

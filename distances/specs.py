@@ -216,6 +216,9 @@ class Distance:
     nonnegative: bool = False
     similarity: bool = False
     symmetric: bool = True  # d(x, y) = d(y, x): an all-pairs kNN computes each pair once for both rows
+    # d(a·x, b·y) = d(x, y) for a, b > 0: rows at the ends of float64's range are scaled into it first
+    # (``measure.rows_in_range``), where their squares and products would over- or underflow
+    row_scale_free: bool = False
     scipy: str | None = None
     refine: Refinement | None = None
     columns: ColumnParam | None = None
@@ -373,6 +376,7 @@ DISTANCES: tuple[Distance, ...] = (
         norms=("sum", "sumsq"),
         scipy="correlation",
         refine=Refinement(_CORRELATION_WHEN, exact=centred_correlation),
+        row_scale_free=True,
         formula="1 − (x−x̄)·(y−ȳ) / (‖x−x̄‖‖y−ȳ‖)",
         note="Expanded through row sums; entries where those cancel (a row's mean large next to its spread) are "
         "recomputed exactly from centred sums. NaN for constant rows, as SciPy. Clipped to [0, 2] as SciPy.",
@@ -384,6 +388,7 @@ DISTANCES: tuple[Distance, ...] = (
         norms=("sumsq",),
         scipy="cosine",
         columns=_W_SQRT,
+        row_scale_free=True,
         formula="1 − x·y / (‖x‖‖y‖)",
         note="NaN for an empty row (0/0), as SciPy. Clipped to [0, 2] as SciPy.",
     ),

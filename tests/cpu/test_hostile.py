@@ -177,16 +177,37 @@ def test_huge_magnitudes_equal_scipy(case, metric):
     np.testing.assert_allclose(D, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
 
 
-@pytest.mark.parametrize("magnitude", [1e-120, 1e-80, 1e80, 1e150, 1e200])
+@pytest.mark.parametrize("magnitude", [1e-300, 1e-200, 1e-120, 1e-80, 1e80, 1e150, 1e200, 1e300])
 @pytest.mark.parametrize("metric", ["cosine", "correlation"])
-def test_the_norms_product_neither_overflows_nor_underflows_where_scipy_does_not(metric, magnitude):
+def test_the_norms_products_and_squares_neither_overflow_nor_underflow(metric, magnitude):
     """Values of 1e77 and more, or 1e-77 and less: ‖x‖²·‖y‖² over- or underflows, each root taken apart does
-    not (it gave 0, 1 or 2 for every pair); at 1e200 the squares overflow in SciPy too (NaN there as here)."""
-    X = np.random.default_rng(3).normal(size=(5, 4)) * magnitude
-    X[1] = -0.5 * X[0]
-    ref = cdist(X, X, metric)
+    not (it gave 0, 1 or 2 for every pair); from about 1e154 (or below 1e-154) the squares themselves do, where
+    SciPy gives NaN, and each row is scaled into range first (the measures are unchanged by a row's scale): the
+    oracle is cdist of the same rows at magnitude 1."""
+    unit = np.random.default_rng(3).normal(size=(5, 4))
+    unit[1] = -0.5 * unit[0]
+    X = unit * magnitude
+    ref = cdist(unit, unit, metric)
     for A in (X, sp.csr_matrix(X)):
         np.testing.assert_allclose(pairwise_distances(A, metric=metric, backend="cpu"), ref, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "correlation"])
+def test_rows_of_every_magnitude_in_one_call_and_their_neighbours(metric):
+    """Each row at its own magnitude, 1e-300 to 1e300, in one call: the values and the neighbours of the same
+    rows at magnitude 1 (cdist), through pairwise_distances, a fitted index and a radius query."""
+    rng = np.random.default_rng(8)
+    unit = rng.normal(size=(12, 6))
+    X = unit * np.array([1e-300, 1e-200, 1e-160, 1e-100, 1.0, 1e100, 1e160, 1e200, 1e300, 1.0, 1e-300, 1e300])[:, None]
+    ref = cdist(unit, unit, metric)
+    np.testing.assert_allclose(pairwise_distances(X, metric=metric, backend="cpu"), ref, rtol=1e-9, atol=1e-12)
+    nn = semiring.distances.NearestNeighbors(n_neighbors=3, radius=0.5, metric=metric, backend="cpu").fit(X)
+    dist, ind = nn.kneighbors(X[::-1])
+    want = ref[::-1]
+    np.testing.assert_allclose(dist, np.sort(want, axis=1)[:, :3], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.take_along_axis(want, ind, axis=1), dist, rtol=1e-9, atol=1e-12)
+    for i, row in enumerate(nn.radius_neighbors(X, return_distance=False)):
+        np.testing.assert_array_equal(np.sort(row), np.flatnonzero(ref[i] <= 0.5))
 
 
 @pytest.mark.parametrize("scale", [1e-120, 1e80, 1e150])

@@ -37,15 +37,29 @@ def test_correlation_of_rows_with_a_large_mean(strategy, offset):
         np.testing.assert_allclose(got, oracle("correlation", Ad, Bd), rtol=1e-9, atol=1e-12 + 1e-15 * offset)
 
 
-@pytest.mark.parametrize("magnitude", [1e-100, 1e150])
+@pytest.mark.parametrize("magnitude", [1e-300, 1e-100, 1e150, 1e300])
 @pytest.mark.parametrize("metric", ["cosine", "correlation"])
 def test_the_norms_product_neither_overflows_nor_underflows(strategy, metric, magnitude):
-    """Values of 1e150 or 1e-100: ‖x‖²·‖y‖² over- or underflows float64, each root taken apart does not (as on
-    the CPU)."""
-    X = np.random.default_rng(3).normal(size=(20, 6)) * magnitude
-    X[1] = -0.5 * X[0]
+    """Values of 1e150 or 1e-100: ‖x‖²·‖y‖² over- or underflows float64, each root taken apart does not; at
+    1e±300 the squares themselves do, and each row is scaled into range first (as on the CPU): the oracle is the
+    same rows at magnitude 1."""
+    unit = np.random.default_rng(3).normal(size=(20, 6))
+    unit[1] = -0.5 * unit[0]
+    got = distances.pairwise_distances(sp.csr_matrix(unit * magnitude), metric=metric, backend="cuda")
+    np.testing.assert_allclose(got, oracle(metric, unit, unit), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("magnitude", [1e-30, 1e25])
+@pytest.mark.parametrize("metric", ["cosine", "correlation"])
+def test_float32_rows_whose_squares_leave_float32_are_scaled_into_range(metric, magnitude):
+    """The GPU accumulates a float32 result in float32: squares of 1e25 overflow it and of 1e-30 vanish (NaN
+    both ways); rows beyond 2^±48 are scaled by powers of two into range first (``measure.rows_in_range``)."""
+    unit = np.random.default_rng(4).normal(size=(12, 5))
+    unit[1] = -0.5 * unit[0]
+    X = (unit * magnitude).astype(np.float32)
     got = distances.pairwise_distances(sp.csr_matrix(X), metric=metric, backend="cuda")
-    np.testing.assert_allclose(got, oracle(metric, X, X), rtol=1e-9, atol=1e-12)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, oracle(metric, unit, unit), rtol=1e-4, atol=1e-5)
 
 
 def test_correlation_kneighbors_at_a_large_offset(strategy):
