@@ -72,7 +72,7 @@ STAGES = {
     "semiring.kernels.cuda.planner": ("plan",),
     "semiring.kernels.cuda.launch": ("common_index",),
     "cupy.cublas": ("gemm",),
-    "semiring.kernels.cuda.rowops": ("row_norm", "expand", "select", "scatter"),
+    "semiring.kernels.cuda.elementwise": ("row_norm", "expand", "select", "scatter"),
     "semiring.kernels.cuda.topk": ("topk_init", "topk_push", "topk_finish"),
 }
 

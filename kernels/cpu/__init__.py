@@ -19,7 +19,7 @@ One concern a module:
   expanded as it is written, masked (a product at given ``Entries``), sparse
   result, and ``compact_columns`` for column spaces much wider than the data;
 * ``dense`` — dense blocks: BLAS for ``plus_times``, the tiled union kernel;
-* ``rowops`` — row norms, expansions, selection of entries, scatter;
+* ``elementwise`` — row norms, expansions, selection of entries, scatter;
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);
 * ``engine`` — ``CpuEngine`` and ``CpuGraphEngine``, the implementations of

@@ -5,7 +5,7 @@ CSR matrix itself, device arrays are NumPy arrays, ``to_device`` and
 ``to_host`` are the identity.  The methods are documented once, on the
 interfaces in ``semiring.engine``; the notes here say only what is particular
 to the CPU.  The products are chosen in ``strategies`` and run by ``pairwise`` and ``dense``; the other kernels are
-in ``rowops``, ``topk`` and ``graph``.
+in ``elementwise``, ``topk`` and ``graph``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from semiring.engine import Entries, LastDerived
 
 from . import checks as _checks
 from . import dense as _dense
+from . import elementwise as _elementwise
 from . import graph as _graph
-from . import rowops as _rowops
 from . import strategies as _strategies
 from . import topk as _topk
 from .jit import fork_guarded
@@ -145,17 +145,17 @@ class CpuEngine:
 
     def row_norm(self, A, tree, dtype) -> np.ndarray:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
-        return _rowops.row_norm(A, tree, dtype)
+        return _elementwise.row_norm(A, tree, dtype)
 
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> np.ndarray:
-        return _rowops.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
+        return _elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 
     def select(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape) -> Entries:
         """Row by row, int64 indices."""
-        return _rowops.select(tree, param_names, params, terms, xnorms, ynorms, ncols, shape)
+        return _elementwise.select(tree, param_names, params, terms, xnorms, ynorms, ncols, shape)
 
     def scatter(self, out, entries: Entries, values) -> None:
-        _rowops.scatter(out, entries, values)
+        _elementwise.scatter(out, entries, values)
 
     def topk_init(self, m: int, k: int, dtype):
         """A pair of ``(m, k)`` heaps, float64 keys and int64 indices (see ``topk``)."""
@@ -214,7 +214,7 @@ class CpuGraphEngine:
         return np.repeat(np.arange(G.shape[0], dtype=G.indices.dtype), np.diff(G.indptr))
 
     def row_norm(self, G, tree) -> np.ndarray:
-        return _rowops.row_norm(G, tree)
+        return _elementwise.row_norm(G, tree)
 
     def common_neighbor_counts(self, G, rows: tuple[int, int] | None = None) -> np.ndarray:
         """The triangles through each edge (``edge_triangles``, degree order): each counted once; for a row

@@ -33,8 +33,8 @@ from numba.extending import intrinsic
 from semiring import expr as _expr
 from semiring.engine import GRAPH_EXPANSION_VARIABLES
 
+from .elementwise import expression_kernels
 from .jit import JIT
-from .rowops import expression_kernels
 
 # Walk the longer list (merge, or count it against the marks) while it is at most SKEW times the shorter;
 # search it beyond (seed 001 switches at ~50).

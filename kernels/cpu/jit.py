@@ -72,7 +72,7 @@ def scalar_source(name: str, tree: _expr.Node, variables: Sequence[str], params:
 
 
 # An import of a module of this package: ``from semiring.kernels.cpu.pairwise import ...``, ``from .jit import ...``,
-# ``import semiring.kernels.cpu.topk``, ``from . import graph as _graph, rowops``.
+# ``import semiring.kernels.cpu.topk``, ``from . import graph as _graph, elementwise``.
 _PACKAGE_IMPORT = re.compile(
     r"^[ \t]*(?:from|import)[ \t]+(?:semiring\.kernels\.cpu\.|\.)(\w+)"
     r"|^[ \t]*from[ \t]+(?:semiring\.kernels\.cpu|\.)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n#]+))",

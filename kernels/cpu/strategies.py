@@ -42,8 +42,8 @@ from semiring import semantics as _semantics
 from semiring.engine import SCRATCH_BUDGET, Entries
 
 from . import dense as _dense
+from . import elementwise as _elementwise
 from . import pairwise as _pairwise
-from . import rowops as _rowops
 
 # A union's dense-scatter worker keeps three per-column arrays (value, stamp, hit): 24 bytes a column.
 UNION_SCRATCH_BYTES_PER_COLUMN = 24
@@ -408,9 +408,9 @@ def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansio
     Planned once: where the strategy ``expands`` and the result has ``EXPANDED_MIN_ENTRIES``, its kernel writes
     each entry expanded (no float64 ``m × p`` temporary, no second pass) and lists the flagged entries; else, or
     where those overflow their room (``FLAGGED_SHARE``), the plan writes the product and the expansion and the
-    selection follow apart (``rowops``), as a measure does after ``pairwise``.
+    selection follow apart (``elementwise``), as a measure does after ``pairwise``.
 
-    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes them,
+    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``elementwise.expand`` takes them,
     ``when`` None or the refinement test (without parameters).
     """
     m, p = X.shape[0], Y.shape[0]
@@ -423,9 +423,9 @@ def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansio
             return done
     tree, names, params, xnorms, ynorms, ncols, when = expansion
     c = chosen.run(np.float64)
-    flagged = None if when is None else _rowops.select(when, (), params, [c], xnorms, ynorms, ncols, (m, p))
+    flagged = None if when is None else _elementwise.select(when, (), params, [c], xnorms, ynorms, ncols, (m, p))
     out = c if c.dtype == out_dtype else np.empty((m, p), out_dtype)
-    return _rowops.expand(tree, names, params, [c], xnorms, ynorms, ncols, out), flagged
+    return _elementwise.expand(tree, names, params, [c], xnorms, ynorms, ncols, out), flagged
 
 
 def product_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ One concern a module:
   applies, when ``auto`` takes it, what it costs, how it runs), the choice
   made once a tile (``plan``), and the executors (margins, dense-gemm, ranges,
   split, inverted, hash, coo, merge, rowvec, rowvec-compact);
-* :mod:`.rowops` — row norms, expansions, entry selection, scattering;
+* :mod:`.elementwise` — row norms, expansions, entry selection, scattering;
 * :mod:`.topk` — the running top-k selection of k-nearest neighbours;
 * :mod:`.graph` — the graph measures' device work;
 * :mod:`.engine` — :class:`CudaEngine` and :class:`CudaGraphEngine`, the

@@ -16,7 +16,7 @@ import numpy as np
 from semiring import arrays
 from semiring.engine import SCRATCH_BUDGET, Entries
 
-from . import graph, launch, rowops, strategies, topk
+from . import elementwise, graph, launch, strategies, topk
 from .launch import DeviceCSR
 from .planner import Settings
 
@@ -91,7 +91,7 @@ class CudaEngine:
         return launch.row_slice(A, r0, r1)
 
     def entries_from_csr(self, M) -> Entries:
-        return rowops.entries_from_csr(M)
+        return elementwise.entries_from_csr(M)
 
     def pairwise(self, X: DeviceCSR, Y: DeviceCSR, sr, dtype, mask: Entries | None = None) -> Any:
         return strategies.product(X, Y, sr, dtype, mask, Settings.from_env())
@@ -108,16 +108,16 @@ class CudaEngine:
         return strategies.sparse_product(X, Y, sr, dtype, budget, Settings.from_env())
 
     def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
-        return rowops.row_norm(A, tree, dtype)
+        return elementwise.row_norm(A, tree, dtype)
 
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
-        return rowops.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
+        return elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 
     def select(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape) -> Entries:
-        return rowops.select(tree, param_names, params, terms, xnorms, ynorms, ncols, shape)
+        return elementwise.select(tree, param_names, params, terms, xnorms, ynorms, ncols, shape)
 
     def scatter(self, out, entries: Entries, values) -> None:
-        rowops.scatter(out, entries, values)
+        elementwise.scatter(out, entries, values)
 
     def topk_init(self, m: int, k: int, dtype) -> Any:
         return topk.topk_init(m, k, dtype)

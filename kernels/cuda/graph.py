@@ -16,8 +16,8 @@ import numpy as np
 from semiring import expr, settings
 from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries, LastDerived
 
+from . import elementwise, launch, strategies
 from . import graph_source as src
-from . import launch, rowops, strategies
 from .launch import DeviceCSR
 
 
@@ -266,7 +266,7 @@ def masked_product(G: DeviceCSR, P: DeviceCSR, sr):
 
 
 def row_norm(G: DeviceCSR, tree):
-    return rowops.row_norm(G, tree, np.float64)
+    return elementwise.row_norm(G, tree, np.float64)
 
 
 def expand(tree, rows, cols, c, norms):

@@ -43,7 +43,7 @@ from semiring import expr as _expr
 from semiring import validation
 from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
-from . import coo_source, launch, planner, rowops, source
+from . import coo_source, elementwise, launch, planner, source
 from .launch import DeviceCSR, common_index, device_params, value_type
 from .planner import Facts, Settings, known
 
@@ -106,7 +106,7 @@ class Product:
         norms = []
         for A, tree in ((self.X, split.x_margin), (self.Y, split.y_margin)):
             abs_tree = _expr.Node("call", ("abs", tree))
-            norms.append([rowops.row_norm(A, tree, self.T), rowops.row_norm(A, abs_tree, self.T)])
+            norms.append([elementwise.row_norm(A, tree, self.T), elementwise.row_norm(A, abs_tree, self.T)])
         return norms if planner.all_finite(norms[0][1], norms[1][1]) else None
 
 
@@ -451,9 +451,9 @@ def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, setti
     Planned once: where the strategy ``expands`` (the row ranges) its kernel applies the measure as it writes
     each entry (no second pass over the ``m × p`` sums, 0.65-1.36 ms of an EDGAR-like call on an H200) and
     lists the flagged entries; else the plan writes the product, and the selection and the expansion follow
-    apart (``rowops``), in place.
+    apart (``elementwise``), in place.
 
-    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``rowops.expand`` takes
+    ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``elementwise.expand`` takes
     them, ``when`` None or the measure's refinement test.
     """
     work = Product(X, Y, sr, out_dtype, settings=settings)
@@ -464,8 +464,8 @@ def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, setti
         return chosen.run(expansion)
     tree, names, params, xnorms, ynorms, ncols, when = expansion
     c = chosen.run()
-    flagged = None if when is None else rowops.select(when, (), params, [c], xnorms, ynorms, ncols, c.shape)
-    return rowops.expand(tree, names, params, [c], xnorms, ynorms, ncols, c), flagged
+    flagged = None if when is None else elementwise.select(when, (), params, [c], xnorms, ynorms, ncols, c.shape)
+    return elementwise.expand(tree, names, params, [c], xnorms, ynorms, ncols, c), flagged
 
 
 # A union split into margins (see Semiring.margin_split): the sum, and where it
@@ -482,25 +482,25 @@ def union_by_margins(work: Product):
     out_dtype = work.out_dtype
     out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
     none = np.zeros(0)
-    rowops.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
+    elementwise.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
     # Cancelling entries are recomputed all at once when their coordinates and values (24 bytes each) fit the
     # budget, else a band of rows at a time: on similar dense rows nearly all of them cancel, and they would
     # outgrow the result.  Each band costs a selection and a masked merge (on movielens-like kNN tiles, bands
     # sized for the worst case took 513 ms where one pass took 419), so bands follow the count found.
     m, ncols = out.shape[0], X.shape[1]
     limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
-    found = rowops.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], ncols, out.shape, limit=limit)
+    found = elementwise.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], ncols, out.shape, limit=limit)
     band = max(1, m if isinstance(found, Entries) else m * limit // found)  # hits taken as spread evenly; m may be 0
     for r0 in range(0, m, band):
         r1 = min(m, r0 + band)
         part = out[r0:r1]
         if band < m:
-            found = rowops.select(
+            found = elementwise.select(
                 _MARGIN_CANCELS, (), none, [part], [nx[r0:r1], ax[r0:r1]], [ny, ay], ncols, part.shape
             )
         if found.rows.size:
             values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols))
-            rowops.scatter(part, found, values)
+            elementwise.scatter(part, found, values)
     return out
 
 
@@ -613,7 +613,7 @@ def inverted(
     (m, p), nnz = out.shape, X.indices.size
     xi, params = X.indices.astype(I, copy=False), device_params(sr.params)
     if out.size == 0:
-        return None if expansion is None or expansion[-1] is None else rowops.no_entries(out.shape)
+        return None if expansion is None or expansion[-1] is None else elementwise.no_entries(out.shape)
     write = None if expansion is None else ExpandedWrite(expansion, out)
     if in_ranges:
         held = 0
@@ -762,7 +762,7 @@ def _columns_of(A: DeviceCSR, values, columns) -> DeviceCSR:
 
 class ExpandedWrite:
     """A one-term measure's expansion as the row-range kernel writes each entry, and the entries its
-    refinement test flags, listed in buffers of ``rowops.flag_room`` entries as ``rowops.select`` lists
+    refinement test flags, listed in buffers of ``elementwise.flag_room`` entries as ``elementwise.select`` lists
     them (if more are flagged the product runs again with buffers of the exact size: they are pairs of
     near-duplicate rows, rare).
 
@@ -774,8 +774,8 @@ class ExpandedWrite:
 
         tree, names, params, xnorms, ynorms, self.ncols, self.when = expansion
         m, p = out.shape
-        flag_type, self.I = rowops.flag_index((m, p))
-        label = rowops.label(tree) + ("" if self.when is None else rowops.label(self.when)[1:])
+        flag_type, self.I = elementwise.flag_index((m, p))
+        label = elementwise.label(tree) + ("" if self.when is None else elementwise.label(self.when)[1:])
         self.render_args = {
             "expansion": tree,
             "param_names": tuple(names),
@@ -783,10 +783,10 @@ class ExpandedWrite:
             "label": label,
             "flag_type": flag_type,
         }
-        self.norms = rowops.operands(out.dtype, [], xnorms, ynorms)[2:]
+        self.norms = elementwise.operands(out.dtype, [], xnorms, ynorms)[2:]
         self.params = device_params(params)
         self.count = cupy.zeros(1, np.uint64)
-        self._size(0 if self.when is None else rowops.flag_room(m, p))
+        self._size(0 if self.when is None else elementwise.flag_room(m, p))
 
     def _size(self, capacity: int) -> None:
         import cupy

@@ -13,7 +13,7 @@ import numpy as np
 
 from semiring.engine import TOPK_EMPTY, Expansion
 
-from . import launch, rowops, topk_source
+from . import elementwise, launch, topk_source
 from .launch import device_params, value_type
 
 # A block whose rows are too few to give each multiprocessor SEGMENT_WARPS_PER_SM warps is selected a segment
@@ -49,11 +49,11 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
         return
     if isinstance(block, Expansion):
         tree, names, params, ncols = block.tree, tuple(block.param_names), block.params, block.ncols
-        operands = rowops.operands(T, block.terms, block.xnorms, block.ynorms)
-        label = rowops.label(tree)
+        operands = elementwise.operands(T, block.terms, block.xnorms, block.ynorms)
+        label = elementwise.label(tree)
     else:
         tree, names, params, ncols, label = topk_source.BLOCK, (), (), 0, "block"
-        operands = rowops.operands(T, [block], [], [])
+        operands = elementwise.operands(T, [block], [], [])
     threads = 32 * topk_source.WARPS_PER_BLOCK
     rows = (m + topk_source.WARPS_PER_BLOCK - 1) // topk_source.WARPS_PER_BLOCK
     args = (*operands, np.int64(m), np.int64(p), np.int64(ncols), device_params(params))
@@ -70,7 +70,13 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
     kernel = topk_source.render_topk(value_name, capacity, largest, tree, names, label, mode="segment")
     launch.run(launch.function(kernel), (rows, count), (threads,), (*args, np.int64(seg), part_v, part_i, ids))
     merge = topk_source.render_topk(value_name, capacity, largest, mode="merge")
-    args = (*rowops.operands(T, [part_v], [], []), np.int64(m), np.int64(count * k), np.int64(0), device_params(()))
+    args = (
+        *elementwise.operands(T, [part_v], [], []),
+        np.int64(m),
+        np.int64(count * k),
+        np.int64(0),
+        device_params(()),
+    )
     args = (*args, np.int64(0), np.int64(-1), np.int32(k), values, ids, np.int64(count * k), values, ids, part_i)
     launch.run(launch.function(merge), (rows,), (threads,), args)
 
@@ -88,7 +94,7 @@ def _expanded(block, dtype):
     import cupy
 
     out = cupy.empty(block.shape, dtype)
-    return rowops.expand(
+    return elementwise.expand(
         block.tree, block.param_names, block.params, block.terms, block.xnorms, block.ynorms, block.ncols, out
     )
 

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 import semiring
 from semiring import expr, settings
 from semiring.engine import EXPANSION_VARIABLES
-from semiring.kernels.cpu import jit, rowops
+from semiring.kernels.cpu import elementwise, jit
 
 # One process: a semiring of its own (so the kernel is compiled in the test's cache folder, not found elsewhere),
 # its product checked against NumPy, and the cache statistics of the kernel that ran.
@@ -75,7 +75,7 @@ def test_generated_names_cover_the_engine_files_the_kernels_reach_and_no_others(
     classes recompiles no semiring."""
     assert jit._dependencies("semiring_template") == {"semiring_template", "pairwise", "jit"}
     assert jit._dependencies("expansion_template") == {"expansion_template", "jit"}
-    assert {"graph", "rowops", "topk", "pairwise"} <= jit._dependencies("engine")  # ``from . import x as _x``
+    assert {"graph", "elementwise", "topk", "pairwise"} <= jit._dependencies("engine")  # ``from . import x as _x``
 
     copy = tmp_path / "cpu"
     shutil.copytree(jit._HERE, copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -133,6 +133,6 @@ def test_an_expansion_is_compiled_once_whatever_the_output_shape(tmp_path, monke
     rng = np.random.default_rng(0)
     for m, p in ((3, 4), (1, 1), (1, 5), (4, 1)):
         c0, nx, ny = rng.random((m, p)), rng.random(m), rng.random(p)
-        out = rowops.expand(tree, (), np.zeros(0), [c0], [nx], [ny], 7, np.empty((m, p)))
+        out = elementwise.expand(tree, (), np.zeros(0), [c0], [nx], [ny], 7, np.empty((m, p)))
         np.testing.assert_allclose(out, nx[:, None] + ny[None, :] - 2.0 * c0 + 0.125, rtol=1e-15)
-    assert len(rowops.expression_kernels(tree, EXPANSION_VARIABLES, ()).expand.signatures) == 1
+    assert len(elementwise.expression_kernels(tree, EXPANSION_VARIABLES, ()).expand.signatures) == 1

@@ -18,7 +18,7 @@ from oracles import NONNEGATIVE, oracle, tolerances
 
 import semiring
 from semiring import Semiring, binary_op, distances, monoid
-from semiring.kernels.cuda import launch, planner, rowops, strategies
+from semiring.kernels.cuda import elementwise, launch, planner, strategies
 
 FORCED = planner.STRATEGIES[1:]
 USER = Semiring(monoid.max, binary_op("abs(x - y) / (1.0 + abs(y)) + c * x * y", c=0.25), name="user_union")
@@ -225,8 +225,8 @@ def test_row_ranges_list_every_flagged_entry_when_more_than_their_room(monkeypat
     """Room for one flagged entry: the product runs again with room for all, none lost."""
     import cupyx.scipy.sparse as csp
 
-    monkeypatch.setattr(rowops, "FLAG_ROOM_MIN", 1)
-    monkeypatch.setattr(rowops, "FLAG_ROOM_SHARE", 2**62)
+    monkeypatch.setattr(elementwise, "FLAG_ROOM_MIN", 1)
+    monkeypatch.setattr(elementwise, "FLAG_ROOM_SHARE", 2**62)
     Y = edgar_like(20_000, 200_000, 1)
     Q = sp.vstack([edgar_like(60, 200_000, 2), Y[COPIES]]).tocsr()
     seen = spy_expanded(monkeypatch)

@@ -288,18 +288,18 @@ def test_a_product_answers_the_margin_split_question_without_a_gpu():
 
 
 def test_flag_room_and_index_of_listed_entries(monkeypatch):
-    """The room a selection (``rowops.select``, the row-range kernel's refinement) lists entries in at first:
+    """The room a selection (``elementwise.select``, the row-range kernel's refinement) lists entries in at first:
     1/256 of the result, at least 1,024; their index int32 where positions fit.  Patching the constants (as the
     GPU test of an overflowing room does) changes the room."""
-    from semiring.kernels.cuda import rowops
+    from semiring.kernels.cuda import elementwise
 
-    assert rowops.flag_room(2048, 100_000) == 2048 * 100_000 // 256
-    assert rowops.flag_room(10, 10) == 1024
-    assert rowops.flag_index((2048, 100_000)) == ("int32", np.int32)
-    assert rowops.flag_index((3, 2**31)) == ("int64", np.int64)
-    monkeypatch.setattr(rowops, "FLAG_ROOM_MIN", 1)
-    monkeypatch.setattr(rowops, "FLAG_ROOM_SHARE", 2**62)
-    assert rowops.flag_room(2048, 100_000) == 1
+    assert elementwise.flag_room(2048, 100_000) == 2048 * 100_000 // 256
+    assert elementwise.flag_room(10, 10) == 1024
+    assert elementwise.flag_index((2048, 100_000)) == ("int32", np.int32)
+    assert elementwise.flag_index((3, 2**31)) == ("int64", np.int64)
+    monkeypatch.setattr(elementwise, "FLAG_ROOM_MIN", 1)
+    monkeypatch.setattr(elementwise, "FLAG_ROOM_SHARE", 2**62)
+    assert elementwise.flag_room(2048, 100_000) == 1
 
 
 def test_dense_room_of_the_split_is_the_calls_share_or_the_held_index_rows(monkeypatch):
