@@ -245,7 +245,8 @@ def topk(
     budget = budget_bytes(engine, working_memory)
     if symmetric and engine.all_pairs_once and m == n:
         with scratch_budget(budget):
-            per_entry = bytes_per_entry + engine.topk_extra_bytes(k)
+            # each block's temporaries beside its transposed copy, pushed to the other rows' selections
+            per_entry = 2 * bytes_per_entry + engine.topk_extra_bytes(k)
             batches = list(ranges(m, square_step(m, per_entry, budget)))
             selections = _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile, progress)
             answer = _answer(engine, (m, k), dtype, on_device)

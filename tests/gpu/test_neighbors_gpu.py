@@ -218,9 +218,9 @@ def test_nonnegative_measures_refuse_negative_queries():
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean", "inner_product", "cityblock", "kldivergence"])
-def test_all_pairs_once_forced_on_the_gpu(metric, monkeypatch):
-    """The GPU engine's all-pairs top-k with each pair computed once (``all_pairs_once``, off by default until
-    measured): the blocks above the diagonal pushed transposed to the other rows' selections, Expansions
+def test_all_pairs_once_on_the_gpu(metric, monkeypatch):
+    """The GPU engine's all-pairs top-k with each pair computed once (``all_pairs_once``, the default; set
+    here so the test holds whatever the default): the blocks above the diagonal pushed transposed to the other rows' selections, Expansions
     included (the selection kernel expands the terms with the two sides' norms exchanged), in batches of a
     tiny working memory; the same neighbours as the float64 reference, ties allowed."""
     from semiring.kernels.cuda import ENGINE as cuda

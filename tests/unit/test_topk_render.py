@@ -55,7 +55,7 @@ def test_segmented_selection_kernels_compile(mode, value_type):
     tree = spec.expansion_tree if mode == "segment" else cuda_topk_source.BLOCK
     kernel = cuda_topk_source.render_topk(value_type, 16, False, tree, spec.param_names, "cosine", mode=mode)
     assert kernel.name.endswith(f"_{mode}")
-    assert ("cand_i[t]" in kernel.source) == (mode == "merge")  # the merge reads each candidate's index
+    assert ("cand_i[row * p + j" in kernel.source) == (mode == "merge")  # the merge reads each candidate's index
     assert len(cuda_compile.compile_cached(kernel)) > 0
     with pytest.raises(ValueError, match="mode must be one of"):
         cuda_topk_source.render_topk(value_type, 16, mode="rows")
