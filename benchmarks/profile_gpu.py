@@ -53,7 +53,7 @@ def timed(fn, repeats: int):
 # module: the functions of it that are stages
 STAGES = {
     "semiring.validation": ("check_matrix",),
-    "semiring.distances.measure": ("prepare",),
+    "semiring.distances.bound": ("prepare",),
     "semiring.kernels.cuda.strategies": (
         "product",
         "union_by_margins",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from semiring.distances.measure import BoundMeasure
+from semiring.distances.bound import BoundMeasure
 from semiring.distances.specs import get_metric
 from semiring.kernels.cuda import ENGINE, planner, strategies
 

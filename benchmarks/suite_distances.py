@@ -103,7 +103,7 @@ def run_metric(name, metric, Q, X, Qc, Xc, args, qi, xi, cuvs: dict | None) -> d
     import cupyx.scipy.sparse as csp
 
     from semiring import distances
-    from semiring.distances.measure import BoundMeasure, prepare
+    from semiring.distances.bound import BoundMeasure, prepare
     from semiring.distances.specs import get_metric
     from semiring.kernels.cuda import ENGINE
 

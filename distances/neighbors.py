@@ -28,7 +28,7 @@ from semiring import dask as _sdask
 from semiring.engine import EXPANSION_VARIABLES, DerivedCache, Entries, call_density, held
 
 from . import precomputed as _precomputed
-from .measure import BoundMeasure
+from .bound import BoundMeasure
 from .pairwise import check_n_jobs, cpu_threads
 from .specs import column_scale, dask_column_defaults, expression, get_metric, resolve_metric, split_columns
 

@@ -13,7 +13,7 @@ from semiring import dask as _sdask
 from semiring import driver, validation
 from semiring.engine import call_density
 
-from .measure import BoundMeasure
+from .bound import BoundMeasure
 from .specs import column_scale, dask_column_defaults, resolve_metric, split_columns
 
 __all__ = ["check_n_jobs", "cpu_threads", "pairwise_distances", "resolve_metric"]

@@ -525,7 +525,7 @@ def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metri
     from scipy.spatial.distance import cdist
 
     from semiring.distances import pairwise_distances
-    from semiring.distances.measure import BoundMeasure
+    from semiring.distances.bound import BoundMeasure
     from semiring.distances.specs import expression, resolve_metric
     from semiring.kernels.cpu import strategies as cpu_strategies
 

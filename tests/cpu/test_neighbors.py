@@ -473,14 +473,14 @@ def test_ctrl_c_stops_cleanly(tmp_path):
 
 def test_the_fitted_rows_as_queries_are_not_prepared_again(monkeypatch):
     """kneighbors(X) with the fitted matrix itself slices the prepared index (as X=None does), same answer."""
-    from semiring.distances import measure
+    from semiring.distances import bound
 
     X = sp.random(60, 8, density=0.4, format="csr", random_state=4)
     nn = distances.NearestNeighbors(4, "cosine", backend="cpu", verbose=False, working_memory=0.001).fit(X)
     want = nn.kneighbors(X.copy())  # another object: its rows are prepared as queries
     prepared = []
-    real = measure.BoundMeasure.prepare
-    monkeypatch.setattr(measure.BoundMeasure, "prepare", lambda self, A: prepared.append(A.shape) or real(self, A))
+    real = bound.BoundMeasure.prepare
+    monkeypatch.setattr(bound.BoundMeasure, "prepare", lambda self, A: prepared.append(A.shape) or real(self, A))
     got = nn.kneighbors(X)
     assert prepared == []
     # each pair computed once for both rows there, and through BLAS (these rows are dense enough), whose sums

@@ -210,10 +210,10 @@ def test_n_jobs_and_ensure_all_finite():
 def test_n_jobs_sets_the_threads_during_the_call(monkeypatch):
     import numba
 
-    from semiring.distances import measure
+    from semiring.distances import bound
 
     seen = []
-    block = measure.BoundMeasure.block
-    monkeypatch.setattr(measure.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
+    block = bound.BoundMeasure.block
+    monkeypatch.setattr(bound.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
     distances.pairwise_distances(np.eye(3), n_jobs=1, backend="cpu")
     assert seen == [1]

@@ -178,12 +178,12 @@ def test_algorithm_leaf_size_and_callables():
 def test_n_jobs_sets_numba_threads_for_the_call_and_restores_them(monkeypatch):
     import numba
 
-    from semiring.distances import measure
+    from semiring.distances import bound
 
     before = numba.get_num_threads()
     seen = []
-    block = measure.BoundMeasure.block
-    monkeypatch.setattr(measure.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
+    block = bound.BoundMeasure.block
+    monkeypatch.setattr(bound.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
     nn = ours(n_jobs=1, n_neighbors=1, radius=0.5).fit(np.eye(3))
     nn.kneighbors()
     nn.radius_neighbors()

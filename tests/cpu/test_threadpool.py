@@ -65,11 +65,11 @@ def test_a_limit_above_numbas_threads_is_capped():
 def test_small_calls_run_on_the_calling_thread(monkeypatch):
     """Below SMALL_CALL_WORK a call with n_jobs=None takes one thread (waking workers costs more than they
     save); an explicit n_jobs is obeyed; above it, the current number."""
-    from semiring.distances import measure, pairwise
+    from semiring.distances import bound, pairwise
 
     seen = []
-    block = measure.BoundMeasure.block
-    monkeypatch.setattr(measure.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
+    block = bound.BoundMeasure.block
+    monkeypatch.setattr(bound.BoundMeasure, "block", lambda *a: seen.append(numba.get_num_threads()) or block(*a))
     current = numba.get_num_threads()
     distances.pairwise_distances(np.eye(3), backend="cpu")
     distances.pairwise_distances(np.eye(3), backend="cpu", n_jobs=-1)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from oracles import oracle, tolerances
 
 from semiring import distances, validation
-from semiring.distances import measure
+from semiring.distances import bound
 from semiring.engine import SCRATCH_BUDGET
 from semiring.kernels.cuda import planner, strategies
 
@@ -151,9 +151,9 @@ def test_l1_rows_in_chunks_equal_one_piece(monkeypatch):
 
     rng = np.random.default_rng(4)
     A = wide(rng, 300, 500, 7)
-    whole = measure.prepare(csp.csr_matrix(A), "l1").data.get()
+    whole = bound.prepare(csp.csr_matrix(A), "l1").data.get()
     monkeypatch.setattr(validation, "ENTRY_CHUNK", 13)
-    chunked = measure.prepare(csp.csr_matrix(A), "l1").data.get()
+    chunked = bound.prepare(csp.csr_matrix(A), "l1").data.get()
     np.testing.assert_allclose(chunked, whole, rtol=1e-6)
     sums = np.asarray(A.sum(axis=1)).ravel()
     np.testing.assert_allclose(chunked, (A.multiply(1 / sums[:, None])).tocsr().data, rtol=1e-5)

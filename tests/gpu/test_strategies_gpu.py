@@ -240,7 +240,7 @@ def test_row_ranges_list_every_flagged_entry_when_more_than_their_room(monkeypat
 def test_row_ranges_write_the_measure_after_the_last_slab(metric, monkeypatch):
     """Y's postings in slabs of 40 entries (the scratch budget set directly): the earlier slabs write sums, the
     last adds its own and expands; the same as one slab, and as SciPy."""
-    from semiring.distances.measure import BoundMeasure
+    from semiring.distances.bound import BoundMeasure
     from semiring.distances.specs import get_metric
     from semiring.engine import SCRATCH_BUDGET
     from semiring.kernels.cuda import ENGINE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from semiring import expr as E
-from semiring.distances.measure import entry_layout
+from semiring.distances.bound import entry_layout
 from semiring.distances.neighbors import WITHIN
 from semiring.distances.specs import DISTANCES
 from semiring.kernels.cuda import compile as cuda_compile
