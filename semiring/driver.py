@@ -245,9 +245,11 @@ def topk(
     budget = budget_bytes(engine, working_memory)
     if symmetric and engine.all_pairs_once and m == n:
         with scratch_budget(budget):
-            # each block's temporaries beside its transposed copy, pushed to the other rows' selections
-            per_entry = 2 * bytes_per_entry + engine.topk_extra_bytes(k)
-            batches = list(ranges(m, square_step(m, per_entry, budget)))
+            per_entry = bytes_per_entry + engine.topk_extra_bytes(k)
+            step = square_step(m, per_entry, budget)
+            if step < m:  # blocks above the diagonal: beside each, one slice of it transposed at a time
+                step = square_step(m, per_entry + -(-bytes_per_entry // TRANSPOSE_SLICES), budget)
+            batches = list(ranges(m, step))
             selections = _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile, progress)
             answer = _answer(engine, (m, k), dtype, on_device)
             for selection, batch in zip(selections, batches):
@@ -297,11 +299,37 @@ def _topk_all_pairs(engine, batches, k, dtype, largest, exclude_self, rows, tile
             block = tile(prepared, c0, c1)
             engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selections[i])
             if j > i:  # the diagonal block holds both orders of its pairs already
-                engine.topk_push(_transposed(block), r0, c0 if exclude_self else -1, largest, selections[j])
+                _push_transposed(engine, block, r0, c0, exclude_self, largest, selections[j])
             del block  # freed before the next block is made
         if progress is not None:
             progress.update(r1 - r0)
     return selections
+
+
+# An above-diagonal block reaches its columns' rows a slice of TRANSPOSE_SLICES-th of its columns at a time, each
+# slice transposed into a copy: a copy of the whole block took the room of a second one, and all-pairs batches
+# sized for both were slower on an H200 than computing every pair (300,000 movielens-like rows: 3.59 s against
+# 3.22, benchmarks/results/scale_h200_58c086c_all_pairs_doubled.json).
+TRANSPOSE_SLICES = 8
+
+
+def _push_transposed(engine, block, r0: int, c0: int, exclude_self: bool, largest: bool, selection) -> None:
+    """Push ``block`` (rows r0… × columns c0…) to the selection of its columns' rows, in slices of columns."""
+    values, ids = selection
+    p = block.shape[1]
+    step = max(1, -(-p // TRANSPOSE_SLICES))
+    for a in range(0, p, step):
+        b = min(p, a + step)
+        part = _transposed(_columns(block, a, b))
+        engine.topk_push(part, r0, c0 + a if exclude_self else -1, largest, (values[a:b], ids[a:b]))
+        del part
+
+
+def _columns(block, a: int, b: int):
+    """Columns ``a:b`` of a block: a view of the array, or an :class:`Expansion` of its terms' and Y norms'."""
+    if isinstance(block, Expansion):
+        return block._replace(terms=[t[:, a:b] for t in block.terms], ynorms=[y[a:b] for y in block.ynorms])
+    return block[:, a:b]
 
 
 def _transposed(block):
