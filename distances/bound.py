@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from semiring import arrays, validation
-from semiring.engine import EXPANSION_VARIABLES, Entries, Expansion, PairwiseEngine
 from semiring.expr import Node, substitute
+from semiring.interfaces import EXPANSION_VARIABLES, Entries, Expansion, PairwiseEngine
 from semiring.ops import Semiring
 
 from .specs import NORMS, Distance, expression
@@ -216,7 +216,7 @@ class BoundMeasure:
         return out
 
     def candidates(self, X: Rows, Y: Rows):
-        """The block for a top-k selection: an :class:`~semiring.engine.Expansion` the engine computes as it
+        """The block for a top-k selection: an :class:`~semiring.interfaces.Expansion` the engine computes as it
         selects, where it can and no entry needs recomputing (``refine``), else the block itself."""
         engine, spec = self.engine, self.spec
         if not engine.expands_in_topk or spec.refine is not None:

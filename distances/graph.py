@@ -106,7 +106,7 @@ from semiring import Semiring, arrays, binary_op, driver, interop, monoid, valid
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
-from semiring.engine import GRAPH_EXPANSION_VARIABLES, GraphEngine
+from semiring.interfaces import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
 
 from . import labelled

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from semiring import arrays, driver, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring.engine import EXPANSION_VARIABLES, DerivedCache, Entries, call_density, held
+from semiring.interfaces import EXPANSION_VARIABLES, DerivedCache, Entries, call_density, held
 
 from . import precomputed as _precomputed
 from .bound import BoundMeasure

@@ -11,7 +11,7 @@ import numpy as np
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import driver, validation
-from semiring.engine import call_density
+from semiring.interfaces import call_density
 
 from .bound import BoundMeasure
 from .specs import column_scale, dask_column_defaults, resolve_metric, split_columns
@@ -113,7 +113,7 @@ def pairwise_distances(
     _check_out(out, shape, dtype, where.cupy_input or M is not None)
     measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
     work = shape[0] * shape[1] + X.nnz + (0 if Y is X else Y.nnz)
-    with cpu_threads(n_jobs, engine, work), call_density(X, Y):  # one path for every tile (semiring.engine)
+    with cpu_threads(n_jobs, engine, work), call_density(X, Y):  # one path for every tile (semiring.interfaces)
         if M is None and out is None and not engine.device_results:
             _check_host_memory(engine, X, Y, measure, working_memory)
         Yrows = measure.prepare(Y)

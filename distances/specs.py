@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from semiring import Semiring, arrays, binary_op, monoid, validation
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES
+from semiring.interfaces import EXPANSION_VARIABLES
 from semiring.ops import BUILTIN_SEMIRINGS as B
 
 from .exact import centred_correlation

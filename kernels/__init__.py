@@ -1,6 +1,6 @@
 """The engines that run semirings, installed as ``semiring.kernels``.
 
-Two engines, each implementing the interfaces of ``semiring.engine``
+Two engines, each implementing the interfaces of ``semiring.interfaces``
 (``PairwiseEngine`` and ``GraphEngine``):
 
 * ``semiring.kernels.cpu`` — numba kernels on host memory, on all cores

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from . import arrays, driver, validation
 from . import backend as _backend
 from . import dask as _dask
-from .engine import call_density
+from .interfaces import call_density
 from .interop import graphblas_in_out
 from .ops import BUILTIN_SEMIRINGS, Semiring
 
@@ -105,7 +105,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
             return engine.pairwise(Xd, Yt, sr, dtype)
 
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
-        with call_density(X, Y):  # every tile takes the path the whole call's inputs choose (semiring.engine)
+        with call_density(X, Y):  # every tile takes the path the whole call's inputs choose (semiring.interfaces)
             if not engine.device_results:  # the result with a tile and the rows it densifies, checked before either
                 tile_shape = driver.tile_shape(*shape, per_entry, driver.budget_bytes(engine, working_memory))
                 validation.check_tiled_result(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 
 from . import arrays
-from .engine import GraphEngine, PairwiseEngine
+from .interfaces import GraphEngine, PairwiseEngine
 
 BACKENDS = ("auto", "cpu", "cuda")
 

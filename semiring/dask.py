@@ -325,7 +325,7 @@ def merge(parts, k: int, largest: bool):
 
     Best is the smallest (``largest=False``) or the largest value; NaN comes
     after every number, and equal values (NaNs too) are ordered by index: the
-    order of the single-machine selection (``semiring.engine``'s top-k).
+    order of the single-machine selection (``semiring.interfaces``'s top-k).
 
     >>> d = [(np.array([[1.0, 3.0]]), np.array([[4, 5]])), (np.array([[1.0, np.nan]]), np.array([[0, 1]]))]
     >>> merge(d, 3, largest=False)

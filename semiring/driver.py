@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import arrays, validation
-from .engine import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, Expansion, PairwiseEngine
+from .interfaces import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, Expansion, PairwiseEngine
 
 # A progress bar (anything with ``update(rows)``) that ``dense`` advances as row batches finish, set by a caller
 # that shows one (the ``semiring`` command) without a parameter through every public call.
@@ -107,9 +107,9 @@ def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
 
 @contextmanager
 def scratch_budget(budget: int):
-    """Within the block, engines keep their scratch within ``budget`` bytes (``semiring.engine.SCRATCH_BUDGET``):
+    """Within the block, engines keep their scratch within ``budget`` bytes (``semiring.interfaces.SCRATCH_BUDGET``):
     the union kernels' per-column arrays fit the working memory as each tile does.  The outermost block also
-    opens the call's cache (``semiring.engine.CALL_CACHE``), dropped as it ends."""
+    opens the call's cache (``semiring.interfaces.CALL_CACHE``), dropped as it ends."""
     token = SCRATCH_BUDGET.set(budget)
     cache = CALL_CACHE.set({}) if CALL_CACHE.get() is None else None
     try:

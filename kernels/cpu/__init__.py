@@ -23,7 +23,7 @@ One concern a module:
 * ``topk`` — the running per-row top-k selection of nearest neighbours;
 * ``graph`` — the graph kernels (common neighbours, triangles, compaction);
 * ``engine`` — ``CpuEngine`` and ``CpuGraphEngine``, the implementations of
-  ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` made of the above;
+  ``semiring.interfaces.PairwiseEngine`` and ``GraphEngine`` made of the above;
 * ``threadpool`` — the engine's (numba's) threads under threadpoolctl,
   registered here where threadpoolctl is installed.
 

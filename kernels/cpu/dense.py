@@ -22,7 +22,7 @@ entries one by one loses to reading it as a dense array:
   UNION_MIN_DENSITY_SUM`` (a merge of two rows reads both).
 
 The choice is made from the densities of the call's whole inputs, which the
-call sets (``semiring.engine.CALL_DENSITY``: ``pairwise_distances``,
+call sets (``semiring.interfaces.CALL_DENSITY``: ``pairwise_distances``,
 ``NearestNeighbors``' queries and ``semiring.pairwise`` do), so every tile of
 a call takes the same path and results do not depend on the tiling beyond
 rounding (the paths sum in different orders; the sparse kernels sum each
@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import settings
-from semiring.engine import CALL_DENSITY
+from semiring.interfaces import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
@@ -132,7 +132,7 @@ def block_bytes(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, rows: int, co
     every column: these are what ``working_memory`` does not bound (the tiles are cut by result entries).
 
     >>> import numpy as np, scipy.sparse as sp, semiring
-    >>> from semiring.engine import call_density
+    >>> from semiring.interfaces import call_density
     >>> X = sp.csr_matrix(np.ones((4, 1000)))
     >>> with call_density(X, X):
     ...     block_bytes(X, X, semiring.plus_times, np.float64, 4, 4)  # X's 4 rows densified once, in float64

@@ -2,7 +2,7 @@
 
 * :func:`row_norm` — ``Σ_k f(A[i, k])`` over each row's stored values;
 * :func:`expand` — a measure's expansion ``f(c0, c1, nx*, ny*, n)`` applied to
-  dense product blocks (``semiring.engine.EXPANSION_VARIABLES``);
+  dense product blocks (``semiring.interfaces.EXPANSION_VARIABLES``);
 * :func:`select` — the entries where such an expression is nonzero, as
   ``Entries``: counted per row first, then filled, so memory follows the number
   selected and no ``m × p`` flag array is made;
@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES, Entries
+from semiring.interfaces import EXPANSION_VARIABLES, Entries
 
 from .jit import generate, scalar_source
 

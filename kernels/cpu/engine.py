@@ -1,9 +1,9 @@
-"""The CPU engines: ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` on host memory.
+"""The CPU engines: ``semiring.interfaces.PairwiseEngine`` and ``GraphEngine`` on host memory.
 
 On the CPU "the device" is host memory: a device matrix is the canonical SciPy
 CSR matrix itself, device arrays are NumPy arrays, ``to_device`` and
 ``to_host`` are the identity.  The methods are documented once, on the
-interfaces in ``semiring.engine``; the notes here say only what is particular
+interfaces in ``semiring.interfaces``; the notes here say only what is particular
 to the CPU.  The products are chosen in ``strategies`` and run by ``pairwise`` and ``dense``; the other kernels are
 in ``elementwise``, ``topk`` and ``graph``.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import arrays, validation
-from semiring.engine import Entries, LastDerived
+from semiring.interfaces import Entries, LastDerived
 
 from . import checks as _checks
 from . import dense as _dense

@@ -4,7 +4,7 @@ Each generated copy defines ``f`` over one set of variables, and only the
 kernels written for that set are compiled (numba compiles on first call):
 
 * ``f(x, params)`` — :func:`row_reduce` (row norms, ``elementwise.row_norm``);
-* ``f(c0, c1, nx0, nx1, ny0, ny1, n, params)`` (``semiring.engine.EXPANSION_VARIABLES``)
+* ``f(c0, c1, nx0, nx1, ny0, ny1, n, params)`` (``semiring.interfaces.EXPANSION_VARIABLES``)
   — :func:`expand`, :func:`select_count`, :func:`select_fill` (``elementwise``);
 * ``f(c, nu, nv, params)`` (``GRAPH_EXPANSION_VARIABLES``) — :func:`edge_expand` (``graph.expand``).
 

@@ -31,7 +31,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from semiring import expr as _expr
-from semiring.engine import GRAPH_EXPANSION_VARIABLES
+from semiring.interfaces import GRAPH_EXPANSION_VARIABLES
 
 from .elementwise import expression_kernels
 from .jit import JIT

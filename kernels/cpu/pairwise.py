@@ -56,7 +56,7 @@ from numba import njit, prange
 
 from semiring import expr as _expr
 from semiring import settings
-from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
+from semiring.interfaces import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from .jit import JIT, generate, scalar_source
 
@@ -421,7 +421,7 @@ def sparse_by_rows(
     indexed by column (``O(nnz(Y) + columns)``), with a hash accumulator (rows with products ≥
     p/``SPARSE_DENSE_ROW`` accumulate in p-long arrays and a bitmap instead); per worker a table of 16 bytes ×
     2 min(products of a row, p) (plus 8⅛ bytes × p where some row is dense); workers are as many as the scratch
-    budget (``semiring.engine.SCRATCH_BUDGET``) allows, at least one.  ``accumulator`` "hash" or "dense" gives
+    budget (``semiring.interfaces.SCRATCH_BUDGET``) allows, at least one.  ``accumulator`` "hash" or "dense" gives
     every row that accumulator."""
     kernels = _semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names)
     m, p = X.shape[0], Y.shape[0]

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from semiring import expr as _expr
 from semiring import monoid, settings
 from semiring import semantics as _semantics
-from semiring.engine import SCRATCH_BUDGET, Entries
+from semiring.interfaces import SCRATCH_BUDGET, Entries
 
 from . import dense as _dense
 from . import elementwise as _elementwise
@@ -403,7 +403,7 @@ def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | N
 
 def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None]:
     """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``: ``(result, entries where its
-    refinement test holds, or None where it has none)``, as ``semiring.engine.PairwiseEngine.pairwise_expanded``.
+    refinement test holds, or None where it has none)``, as ``semiring.interfaces.PairwiseEngine.pairwise_expanded``.
 
     Planned once: where the strategy ``expands`` and the result has ``EXPANDED_MIN_ENTRIES``, its kernel writes
     each entry expanded (no float64 ``m × p`` temporary, no second pass) and lists the flagged entries; else, or

@@ -10,7 +10,7 @@ Order: a smaller key is better; equal keys are ordered by the smaller index
 than any number, NaNs ordered by index.  Similarities (``largest=True``) are
 pushed as their negation, so the largest value is the smallest key, and turned
 back in :func:`topk_finish`.  The heap starts full of sentinels ``(NaN,
-TOPK_EMPTY)`` (``semiring.engine.TOPK_EMPTY``), worse than every real entry, so
+TOPK_EMPTY)`` (``semiring.interfaces.TOPK_EMPTY``), worse than every real entry, so
 no count of filled slots is needed.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from semiring.engine import TOPK_EMPTY
+from semiring.interfaces import TOPK_EMPTY
 
 from .jit import JIT
 

@@ -22,7 +22,7 @@ One concern a module:
 * :mod:`.topk` — the running top-k selection of k-nearest neighbours;
 * :mod:`.graph` — the graph measures' device work;
 * :mod:`.engine` — :class:`CudaEngine` and :class:`CudaGraphEngine`, the
-  ``semiring.engine`` interfaces, and the entry where settings are read.
+  ``semiring.interfaces`` interfaces, and the entry where settings are read.
 
 ``ENGINE`` and ``GRAPH_ENGINE`` are the engines ``semiring.backend`` resolves
 ``backend="cuda"`` to.  Importing this package imports neither CuPy nor the

@@ -2,8 +2,8 @@
 
 What ``semiring.distances`` builds a measure from around the products: ``Σ f(x)``
 per row (:func:`row_norm`), ``f(c0, c1, nx*, ny*, n)`` per entry
-(:func:`expand`, see ``semiring.engine.EXPANSION_VARIABLES``), the entries where
-a condition holds (:func:`select`, as :class:`semiring.engine.Entries`), and
+(:func:`expand`, see ``semiring.interfaces.EXPANSION_VARIABLES``), the entries where
+a condition holds (:func:`select`, as :class:`semiring.interfaces.Entries`), and
 values written at entries (:func:`scatter`).
 """
 
@@ -13,7 +13,7 @@ import hashlib
 
 import numpy as np
 
-from semiring.engine import Entries
+from semiring.interfaces import Entries
 
 from . import launch, source
 from .launch import DeviceCSR, common_index, device_params, value_type

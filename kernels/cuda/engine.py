@@ -1,4 +1,4 @@
-"""The GPU engines: ``semiring.engine.PairwiseEngine`` and ``GraphEngine`` on NVRTC-compiled kernels run by CuPy.
+"""The GPU engines: ``semiring.interfaces.PairwiseEngine`` and ``GraphEngine`` on NVRTC-compiled kernels run by CuPy.
 
 :class:`CudaEngine` and :class:`CudaGraphEngine` are the entries: each public
 call reads the settings (``$SEMIRING_GPU_STRATEGY``) once, through
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from semiring import arrays
-from semiring.engine import SCRATCH_BUDGET, Entries
+from semiring.interfaces import SCRATCH_BUDGET, Entries
 
 from . import elementwise, graph, launch, strategies, topk
 from .launch import DeviceCSR
@@ -29,7 +29,7 @@ class CudaEngine:
 
     Arrays stay on the device between steps; only ``to_host`` (and
     ``topk_finish``) copy back.  The methods are documented once, in
-    ``semiring.engine.PairwiseEngine``.
+    ``semiring.interfaces.PairwiseEngine``.
     """
 
     name = "cuda"
@@ -138,7 +138,7 @@ class CudaEngine:
 
 
 class CudaGraphEngine:
-    """The graph measures on the GPU (:mod:`.graph`); methods documented in ``semiring.engine.GraphEngine``."""
+    """The graph measures on the GPU (:mod:`.graph`); methods documented in ``semiring.interfaces.GraphEngine``."""
 
     name = "cuda"
 

@@ -1,6 +1,6 @@
 """The GPU graph engine: the kernels of :mod:`.graph_source` run through CuPy.
 
-The functions of ``semiring.engine.GraphEngine`` (``CudaGraphEngine`` in
+The functions of ``semiring.interfaces.GraphEngine`` (``CudaGraphEngine`` in
 :mod:`.engine` calls them) on :class:`.launch.DeviceCSR` graphs; everything
 stays on the device (orientation, compaction and scans included) and only
 scalars (a total, the count of broken rules) come back.  Memory beyond the
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from semiring import expr, settings
-from semiring.engine import GRAPH_EXPANSION_VARIABLES, Entries, LastDerived
+from semiring.interfaces import GRAPH_EXPANSION_VARIABLES, Entries, LastDerived
 
 from . import elementwise, launch, strategies
 from . import graph_source as src

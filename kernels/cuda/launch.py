@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semiring.engine import CALL_CACHE
+from semiring.interfaces import CALL_CACHE
 
 from .compile import compile_cached
 from .source import KernelSource, render_column_counts, render_csr_check, render_entry_rows
@@ -156,7 +156,7 @@ class DeviceCSR:
 
 
 def derived(A: DeviceCSR, tag, make):
-    """What ``make()`` derives from A, kept in the call's cache (``semiring.engine.CALL_CACHE``, which a fitted
+    """What ``make()`` derives from A, kept in the call's cache (``semiring.interfaces.CALL_CACHE``, which a fitted
     index holds across its queries) under ``tag``; made anew outside a call.
 
     The key is where A's entries live and its shape (a tile of a held index is a new view of the same memory

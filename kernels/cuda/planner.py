@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from semiring import settings
-from semiring.engine import CALL_CACHE, SCRATCH_BUDGET, DerivedCache
+from semiring.interfaces import CALL_CACHE, SCRATCH_BUDGET, DerivedCache
 from semiring.validation import array_module
 
 from . import launch
@@ -98,7 +98,7 @@ RANGES_WALKS_PER_OUTPUT = 2.0
 # density >= sqrt(GEMM_FMA_COST / INVERTED_COST).  GEMM_FMA_COST: one FMA of an H200's FP32 GEMM (about
 # 25 T a second) in the units of the cost model below (1.3 ps).  The dense copy of Y's heavy columns takes at
 # most SPLIT_DENSE_SHARE of the scratch budget (the rest stays light), or, where a fitted index holds it between
-# its queries (``semiring.engine.DerivedCache``), at most HELD_DENSE_SHARE of the bytes of the rows it copies:
+# its queries (``semiring.interfaces.DerivedCache``), at most HELD_DENSE_SHARE of the bytes of the rows it copies:
 # it is then part of the index, not one call's scratch.  On the MS MARCO-shaped index (8.8 M rows, ~120 stored
 # a row) a call's share left room for 64 of its 240 heavy columns a tile (docs/scale.md).
 GEMM_FMA_COST = 0.03

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES
+from semiring.interfaces import EXPANSION_VARIABLES
 
 VALUE_TYPES = {"float32": "float", "float64": "double"}
 INDEX_TYPES = {"int32": "int", "int64": "long long"}
@@ -203,7 +203,7 @@ EXPANSION_ARGS = {
     "ny1": "ny1[j]",
     "n": "T(n)",
 }
-assert tuple(EXPANSION_ARGS) == EXPANSION_VARIABLES  # the C form of each operand of semiring.engine's vocabulary
+assert tuple(EXPANSION_ARGS) == EXPANSION_VARIABLES  # the C form of each operand of semiring.interfaces's vocabulary
 
 
 def render_expansion(

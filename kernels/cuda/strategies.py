@@ -41,7 +41,7 @@ import numpy as np
 
 from semiring import expr as _expr
 from semiring import validation
-from semiring.engine import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
+from semiring.interfaces import EXPANSION_VARIABLES, SCRATCH_BUDGET, Entries
 
 from . import coo_source, elementwise, launch, planner, source
 from .launch import DeviceCSR, common_index, device_params, value_type
@@ -446,7 +446,7 @@ def product(
 
 def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, settings: Settings | None = None):
     """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``: ``(result, entries where its
-    refinement test holds, or None where it has none)``, as ``semiring.engine.PairwiseEngine.pairwise_expanded``.
+    refinement test holds, or None where it has none)``, as ``semiring.interfaces.PairwiseEngine.pairwise_expanded``.
 
     Planned once: where the strategy ``expands`` (the row ranges) its kernel applies the measure as it writes
     each entry (no second pass over the ``m × p`` sums, 0.65-1.36 ms of an EDGAR-like call on an H200) and
@@ -602,7 +602,7 @@ def inverted(
     """Each stored entry of X walks its column's postings of Y, one atomic add per stored pair.
 
     Y's postings are built a slab of columns at a time within the driver's scratch budget
-    (``semiring.engine.SCRATCH_BUDGET``): on scRNA-like data all of them at once took 590 MiB.
+    (``semiring.interfaces.SCRATCH_BUDGET``): on scRNA-like data all of them at once took 590 MiB.
     ``in_ranges``: the adds go to X's row's sums over a range of Y's rows in shared memory, each output
     entry written once (``render_pairwise_ranges``); else straight into the zeroed output.
     ``expansion`` (``in_ranges`` only; as ``product_expanded`` takes it): applied as the last slab writes

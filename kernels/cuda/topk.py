@@ -4,14 +4,14 @@ The running selection of m query rows is a pair of (m, k) device arrays,
 values and int64 indices, each row sorted best first; every distance block
 (queries × a tile of index rows) is merged into it by one warp per row (see
 :mod:`.topk_source`), so only m × k pairs persist between tiles.  Empty slots
-are ``(NaN, semiring.engine.TOPK_EMPTY)``.
+are ``(NaN, semiring.interfaces.TOPK_EMPTY)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from semiring.engine import TOPK_EMPTY, Expansion
+from semiring.interfaces import TOPK_EMPTY, Expansion
 
 from . import elementwise, launch, topk_source
 from .launch import device_params, value_type
@@ -33,7 +33,7 @@ def topk_init(m: int, k: int, dtype):
 def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
     """Merge ``block`` (query rows × index rows col0, col0 + 1, …) into ``selection`` in place.
 
-    ``block`` is an array, or an :class:`~semiring.engine.Expansion` whose entries the kernel computes as it
+    ``block`` is an array, or an :class:`~semiring.interfaces.Expansion` whose entries the kernel computes as it
     reads them (the distances never written to memory and read back).  ``self0 >= 0``: the block's row r is
     index row self0 + r, which it does not select.
     """
@@ -88,7 +88,7 @@ def segments(m: int, p: int) -> int:
 
 
 def _expanded(block, dtype):
-    """``block`` as an array: an :class:`~semiring.engine.Expansion` computed into one."""
+    """``block`` as an array: an :class:`~semiring.interfaces.Expansion` computed into one."""
     if not isinstance(block, Expansion):
         return block
     import cupy

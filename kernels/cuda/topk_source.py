@@ -2,7 +2,7 @@
 
 ``render_topk`` renders one kernel: **one warp per row** of a distance block
 (query rows × a tile of index rows).  The block need not exist: each candidate
-is the measure's expansion ``f(c0, c1, nx*, ny*, n)`` (``semiring.engine.EXPANSION_VARIABLES``)
+is the measure's expansion ``f(c0, c1, nx*, ny*, n)`` (``semiring.interfaces.EXPANSION_VARIABLES``)
 evaluated as it is read from the product's terms, so the distances are never
 written and read back (a block already expanded is the expansion ``c0``).  Each lane keeps a sorted list of its
 ``capacity`` best (value, index) pairs in registers (the list is indexed only
@@ -29,7 +29,7 @@ after every real pair.
 from __future__ import annotations
 
 from semiring import expr as _expr
-from semiring.engine import TOPK_EMPTY
+from semiring.interfaces import TOPK_EMPTY
 
 from .source import EXPANSION_ARGS, PREAMBLE, VALUE_TYPES, KernelSource
 

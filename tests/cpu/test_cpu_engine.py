@@ -1,4 +1,4 @@
-"""The CPU engine, tested directly: it implements ``semiring.engine``'s interfaces, and its
+"""The CPU engine, tested directly: it implements ``semiring.interfaces``'s interfaces, and its
 entry-based kernels (masked product, selection, scatter) agree with dense NumPy float64 oracles.
 
 Inputs are small random sparse matrices with explicitly stored zeros and empty
@@ -18,7 +18,7 @@ from strategies import sparse_pair
 
 import semiring
 from semiring import expr as _expr
-from semiring.engine import EXPANSION_VARIABLES, TOPK_EMPTY, Entries, GraphEngine, PairwiseEngine, missing_methods
+from semiring.interfaces import EXPANSION_VARIABLES, TOPK_EMPTY, Entries, GraphEngine, PairwiseEngine, missing_methods
 from semiring.kernels.cpu import ENGINE, GRAPH_ENGINE, CpuEngine, CpuGraphEngine
 
 INDEX_DTYPES = (np.int32, np.int64)
@@ -390,7 +390,7 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
     """Margins where the split holds (cityblock's plus); the extremum kernel for a max monoid (chebyshev's); else
     (sqeuclidean's (x − y)² on signed values) merge on long rows, scatter on short ones with as many workers as
     the scratch budget holds, merge where none fits."""
-    from semiring.engine import SCRATCH_BUDGET
+    from semiring.interfaces import SCRATCH_BUDGET
     from semiring.kernels.cpu import strategies as cpu_strategies
 
     def plan(A, sr, budget=None):
@@ -421,7 +421,7 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
 def test_settings_choose_in_the_tables_order(monkeypatch):
     """A sparse union kernel forced by its setting yields to the dense path the call's densities take (its
     setting comes first in the table) and runs where they do not; SEMIRING_CPU_DENSE=never passes the turn."""
-    from semiring.engine import call_density
+    from semiring.interfaces import call_density
     from semiring.kernels.cpu import strategies as cpu_strategies
 
     def planned(A):

@@ -14,7 +14,7 @@ from strategies import dense, sparse_pair
 import semiring
 from semiring import distances
 from semiring.distances.specs import DISTANCES
-from semiring.engine import call_density
+from semiring.interfaces import call_density
 from semiring.kernels.cpu import dense as dense_path
 
 MEASURES = [d.name for d in DISTANCES if d.name not in ("seuclidean",)]  # seuclidean: its own V test below
@@ -148,7 +148,7 @@ def test_knn_on_dense_rows_matches_scikit_learn(rng):
 
 @pytest.mark.parametrize("metric", ["cosine", "cityblock", "euclidean"])
 def test_a_call_takes_one_path_whatever_its_tiling(metric, rng):
-    """The whole inputs' densities choose (semiring.engine.CALL_DENSITY): tiles of one row, whose own densities
+    """The whole inputs' densities choose (semiring.interfaces.CALL_DENSITY): tiles of one row, whose own densities
     straddle the thresholds, give the one-pass result to the last bit, and so do kNN's tiles."""
     X = sp.random(60, 40, density=0.1, format="csr", random_state=1)  # whole: 0.18, sparse; a dense row: dense
     X = sp.vstack([X, sp.csr_matrix(rng.random((6, 40)))], format="csr")  # a few dense rows among sparse ones

@@ -82,7 +82,7 @@ def test_working_memory_is_checked_at_the_public_call():
 @pytest.mark.parametrize("kind", ["dense", "topk"])
 def test_engines_see_the_working_memory_as_their_scratch_budget(kind):
     """While the driver computes a tile, ``SCRATCH_BUDGET`` is the working memory in bytes; outside, None."""
-    from semiring.engine import SCRATCH_BUDGET
+    from semiring.interfaces import SCRATCH_BUDGET
 
     seen = []
 

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 import semiring
 from semiring import expr, settings
-from semiring.engine import EXPANSION_VARIABLES
+from semiring.interfaces import EXPANSION_VARIABLES
 from semiring.kernels.cpu import elementwise, jit
 
 # One process: a semiring of its own (so the kernel is compiled in the test's cache folder, not found elsewhere),

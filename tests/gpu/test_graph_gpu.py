@@ -127,7 +127,7 @@ def test_bad_input_is_refused_on_the_device():
 def test_gpu_graph_engine_implements_the_interface():
     import cupy
 
-    from semiring.engine import GraphEngine, missing_methods
+    from semiring.interfaces import GraphEngine, missing_methods
     from semiring.kernels.cuda import GRAPH_ENGINE
 
     assert GRAPH_ENGINE.xp is cupy

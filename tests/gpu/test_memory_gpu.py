@@ -17,7 +17,7 @@ from oracles import oracle, tolerances
 
 from semiring import distances, validation
 from semiring.distances import bound
-from semiring.engine import SCRATCH_BUDGET
+from semiring.interfaces import SCRATCH_BUDGET
 from semiring.kernels.cuda import planner, strategies
 
 

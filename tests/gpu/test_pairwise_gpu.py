@@ -280,7 +280,7 @@ def test_cupy_inputs_give_cupy_results(backend):
 
 
 def test_gpu_engine_implements_the_interface():
-    from semiring.engine import PairwiseEngine, missing_methods
+    from semiring.interfaces import PairwiseEngine, missing_methods
     from semiring.kernels.cuda import ENGINE
 
     assert not missing_methods(ENGINE, PairwiseEngine) and isinstance(ENGINE, PairwiseEngine)

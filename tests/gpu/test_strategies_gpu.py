@@ -242,7 +242,7 @@ def test_row_ranges_write_the_measure_after_the_last_slab(metric, monkeypatch):
     last adds its own and expands; the same as one slab, and as SciPy."""
     from semiring.distances.bound import BoundMeasure
     from semiring.distances.specs import get_metric
-    from semiring.engine import SCRATCH_BUDGET
+    from semiring.interfaces import SCRATCH_BUDGET
     from semiring.kernels.cuda import ENGINE
 
     Y = edgar_like(700, 3000, 5)
@@ -375,7 +375,7 @@ def test_split_knn_and_distances_match_scipy(metric, forced):
 
 @pytest.mark.parametrize("dtype, index", [(np.float64, np.int64), (np.float32, np.int32)], ids=["f64-i64", "f32-i32"])
 def test_split_layout_held_by_the_fitted_index_across_queries(dtype, index, forced):
-    """A fitted index keeps the split layout of its rows for later queries (``semiring.engine.DerivedCache``):
+    """A fitted index keeps the split layout of its rows for later queries (``semiring.interfaces.DerivedCache``):
     batches of queries, another working memory and X=None each give the float64 product's top-k (values of
     the returned neighbours, and the k-th best, ties allowed); after each call the index holds the layouts of
     that call's tiles only (one tile: one layout; 0.05 MiB: several; back to one)."""

@@ -28,7 +28,7 @@ import sys
 
 import pytest
 
-from semiring.engine import GraphEngine, PairwiseEngine
+from semiring.interfaces import GraphEngine, PairwiseEngine
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYERS = ("core", "engines", "measures", "command line")
@@ -241,7 +241,7 @@ def _protocol_methods(protocol) -> list[str]:
 @pytest.mark.parametrize(("attribute", "protocol"), [("ENGINE", PairwiseEngine), ("GRAPH_ENGINE", GraphEngine)])
 def test_engines_implement_the_interfaces(module, attribute, protocol):
     """Every method of the interface, with the interface's parameter names, on both engines (no GPU needed)."""
-    from semiring.engine import missing_methods
+    from semiring.interfaces import missing_methods
 
     engine = getattr(importlib.import_module(module), attribute)
     assert missing_methods(engine, protocol) == []  # read statically: the GPU engine's xp imports CuPy
@@ -280,7 +280,7 @@ def test_an_engine_offers_only_what_the_interface_declares(module, attribute, pr
 
 
 def _outside_the_engines(module: str) -> bool:
-    return not module.startswith("semiring.kernels") and module != "semiring.engine"
+    return not module.startswith("semiring.kernels") and module != "semiring.interfaces"
 
 
 def _attributes_read(path: pathlib.Path) -> set[str]:
@@ -297,7 +297,7 @@ def test_every_declared_member_is_used_by_a_caller(protocol):
 
 def test_no_engine_is_probed_for_a_method():
     """Callers use the interface as declared: no getattr/hasattr on an engine (the resolver's guard reads the
-    interface statically, in semiring.engine), and no branch on an engine's name (ask it what it does)."""
+    interface statically, in semiring.interfaces), and no branch on an engine's name (ask it what it does)."""
     probes = []
     for module, path in installed_modules().items():
         if not _outside_the_engines(module):

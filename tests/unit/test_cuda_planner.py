@@ -308,7 +308,7 @@ def test_dense_room_of_the_split_is_the_calls_share_or_the_held_index_rows(monke
     Y's stored entries, at most a quarter of the device memory free."""
     import scipy.sparse as sp
 
-    from semiring.engine import SCRATCH_BUDGET, DerivedCache, held
+    from semiring.interfaces import SCRATCH_BUDGET, DerivedCache, held
     from semiring.kernels.cuda import launch
 
     A = sp.random(50, 30, density=0.2, format="csr", random_state=2, dtype=np.float32)

@@ -49,7 +49,7 @@ def test_working_memory_overrides_the_default_on_both_engines():
 
 
 def test_the_call_cache_lives_as_long_as_the_outermost_budget():
-    from semiring.engine import CALL_CACHE
+    from semiring.interfaces import CALL_CACHE
 
     assert CALL_CACHE.get() is None
     with driver.scratch_budget(10):
@@ -63,7 +63,7 @@ def test_the_call_cache_lives_as_long_as_the_outermost_budget():
 def test_a_held_cache_outlives_its_calls_and_keeps_what_the_last_one_used():
     """A fitted index's DerivedCache: the driver uses it instead of opening its own, it survives the call, and
     each call drops what it neither used nor made (another tiling's layouts)."""
-    from semiring.engine import CALL_CACHE, DerivedCache, held
+    from semiring.interfaces import CALL_CACHE, DerivedCache, held
 
     cache = DerivedCache()
     with held(cache), driver.scratch_budget(10):

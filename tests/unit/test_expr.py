@@ -18,7 +18,7 @@ from host_cpp import HAS_GXX, printed
 from semiring import BINARY_OPS, binary_op
 from semiring import expr as E
 from semiring.distances.specs import DISTANCES, NORMS
-from semiring.engine import EXPANSION_VARIABLES
+from semiring.interfaces import EXPANSION_VARIABLES
 from semiring.ops import PROBES
 
 

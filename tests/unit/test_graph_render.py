@@ -6,7 +6,7 @@ import pytest
 
 from semiring import expr as E
 from semiring.distances.graph import SIMILARITIES
-from semiring.engine import GRAPH_EXPANSION_VARIABLES
+from semiring.interfaces import GRAPH_EXPANSION_VARIABLES
 from semiring.kernels.cuda import compile as cuda_compile
 from semiring.kernels.cuda import graph_source as src
 

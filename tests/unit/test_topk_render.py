@@ -29,8 +29,8 @@ def test_capacity_choice_and_bad_arguments():
 
 
 def test_empty_slot_is_the_shared_vocabulary():
-    """The kernel's empty slot is ``semiring.engine.TOPK_EMPTY``, the one both engines use."""
-    from semiring.engine import TOPK_EMPTY
+    """The kernel's empty slot is ``semiring.interfaces.TOPK_EMPTY``, the one both engines use."""
+    from semiring.interfaces import TOPK_EMPTY
 
     assert f"#define SR_EMPTY {TOPK_EMPTY}LL" in cuda_topk_source.render_topk("float32", 8).source
 
