@@ -36,8 +36,8 @@ class CudaEngine:
     device_results = True  # results are CuPy arrays: CuPy callers get them without a host round trip
     expands_in_topk = True  # the selection kernel evaluates the measure as it reads the terms
     # Each column batch of an all-pairs call is a Y of its own (the split strategy's layout made for each); the
-    # halved products pay for that: all-pairs 10-NN cosine of 300,000 rows on an H200, nytimes-like 3.97 s ->
-    # 3.29 s, movielens-like 3.22 s -> 2.76 s (benchmarks/results/scale_h200_d7fa2c4_all_pairs_{off,on}.json).
+    # halved products pay for that: all-pairs 10-NN cosine of 300,000 rows on an H200, nytimes-like 4.05 s ->
+    # 3.56 s, movielens-like 3.27 s -> 2.96 s (benchmarks/results/scale_h200_b2eb0b1_all_pairs_{off,on}.json).
     all_pairs_once = True
 
     def __repr__(self) -> str:
