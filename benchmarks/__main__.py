@@ -29,6 +29,7 @@ COMMANDS = {
     "cpu-ab": ("cpu_ab", "tool: builds of the CPU engine timed interleaved"),
     "cpu-union": ("cpu_union", "tool: the CPU engine's union kernels forced in turn"),
     "dense-cpu": ("dense_bench", "tool: the CPU engine's dense paths, their crossover, against scikit-learn and cdist"),
+    "dense-gpu": ("dense_gpu", "tool: dense CuPy rows, ours against CuPy's X @ Y.T formulation"),
     "dry-run": ("dry_run", "tool: a GPU suite's Python end to end without a GPU, NumPy standing in for CuPy"),
     "small-call": ("small_call", "tool: a small call's fixed cost (cosine of 200 TF-IDF rows) against scikit-learn"),
 }

@@ -4,9 +4,9 @@
 # into $OUT.  The commit recorded is git's where the tree has its metadata, else $COMMIT; every results file also
 # holds the engine's source digest, which `python -m benchmarks stamp FILE` matches to a commit here.
 #
-#   bash benchmarks/gpu_run.sh [tests] [distances] [knn] [graph] [dask] [scale] [retrieval] [profile] [strategies] [cpu] [cpu-profile]
+#   bash benchmarks/gpu_run.sh [tests] [distances] [knn] [graph] [dask] [scale] [retrieval] [profile] [strategies] [dense-gpu] [cpu] [cpu-profile]
 #
-# Each suite's options: DISTANCES_ARGS, KNN_ARGS, GRAPH_ARGS, DASK_ARGS, SCALE_ARGS, RETRIEVAL_ARGS, PROFILE_ARGS, STRATEGIES_ARGS,
+# Each suite's options: DISTANCES_ARGS, KNN_ARGS, GRAPH_ARGS, DASK_ARGS, SCALE_ARGS, RETRIEVAL_ARGS, PROFILE_ARGS, STRATEGIES_ARGS, DENSE_GPU_ARGS,
 # CPU_ARGS, CPU_PROFILE_ARGS (added to the defaults below); SEED (default 0; the graph suite's R-MAT seed 1).
 # GPU_TESTS: test paths instead of the whole GPU tier.  cuVS joins distances and knn where its harness is built
 # ($CUVS_HARNESS or ~/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md).
@@ -50,6 +50,7 @@ for job in "$@"; do
     retrieval) suite retrieval "retrieval${RETRIEVAL_TAG:-}" --seed "$SEED" ${RETRIEVAL_ARGS:-} ;;
     profile) suite profile profile --seed "$SEED" ${PROFILE_ARGS:?PROFILE_ARGS: --jobs dataset:metric:job,...} ;;
     strategies) suite strategies strategies --seed "$SEED" ${STRATEGIES_ARGS:-} ;;
+    dense-gpu) suite dense-gpu dense_gpu --seed "$SEED" ${DENSE_GPU_ARGS:-} ;;
     cpu) suite cpu cpu --seed "$SEED" ${CPU_ARGS:-} ;;  # the CPU engine's table on the host's cores
     cpu-profile) suite cpu-profile cpu_profile --seed "$SEED" ${CPU_PROFILE_ARGS:?CPU_PROFILE_ARGS: its arguments} ;;
     *) echo "gpu_run.sh: unknown job $job" >&2; status=2 ;;
