@@ -50,7 +50,7 @@ FIGURES = (
     Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
     Figure("cpu-16threads", "cpu-engine.md", ("cpu_engine_16threads_623c58c.json",), "cpu", "cpu"),
     Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_2611563.json",), "cpu", "cpu"),
-    Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json",), "dask", "dask"),
+    Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
     Figure(
@@ -600,11 +600,13 @@ def table_cpu(fig: Figure) -> str:
 
 
 def table_dask(fig: Figure) -> str:
-    data = record.load(RESULTS / fig.files[-1])
-    out = ["| case | GPUs | Dask | seconds | matches one GPU |", "| --- | ---: | --- | ---: | --- |"]
-    for r in data["results"]:
-        match = "—" if "matches_single_gpu" not in r else ("yes" if r["matches_single_gpu"] else "**no**")
-        out.append(f"| {r['case']} | {r['gpus']} | {'yes' if r['dask'] else 'no'} | {r['seconds']:.3f} | {match} |")
+    out = ["| case | GPUs | Dask | seconds | matches one GPU | commit |", "| --- | ---: | --- | ---: | --- | --- |"]
+    for name in fig.files:
+        data = record.load(RESULTS / name)
+        for r in data["results"]:
+            match = "—" if "matches_single_gpu" not in r else ("yes" if r["matches_single_gpu"] else "**no**")
+            dask = "yes" if r["dask"] else "no"
+            out.append(f"| {r['case']} | {r['gpus']} | {dask} | {r['seconds']:.3f} | {match} | {data['commit']} |")
     return "\n".join(out) + "\n"
 
 
