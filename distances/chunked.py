@@ -110,7 +110,7 @@ def _rows_of(working_memory) -> Callable[[int], int]:
         raise ValueError(f"working_memory must be a finite number of MiB >= 0 (or None), got {working_memory!r}")
 
     def rows(n: int) -> int:
-        return max(1, int(working_memory * 2**20 // max(1, ROW_ENTRY_BYTES * n)))
+        return max(1, int(min(working_memory, driver.WORKING_MEMORY_CAP_MIB) * 2**20 // max(1, ROW_ENTRY_BYTES * n)))
 
     return rows
 

@@ -165,7 +165,7 @@ def _tiles_bytes(engine: str, working_memory, entries: int) -> int:
     CPU; none on the GPU, whose tiles are in device memory."""
     if engine != "cpu":
         return 0
-    budget = int((working_memory or driver.DEFAULT_WORKING_MEMORY_MIB) * 2**20)
+    budget = int(min(working_memory or driver.DEFAULT_WORKING_MEMORY_MIB, driver.WORKING_MEMORY_CAP_MIB) * 2**20)
     return min(budget, entries * 16)
 
 

@@ -37,6 +37,8 @@ PROGRESS: ContextVar[Any] = ContextVar("PROGRESS", default=None)
 
 # MiB, as scikit-learn's working_memory: the default budget of one tile's temporaries on the host.
 DEFAULT_WORKING_MEMORY_MIB = 1024
+# A larger working_memory is taken as this (1 EiB: beyond any machine; the engine's own limit applies anyway).
+WORKING_MEMORY_CAP_MIB = 2**40
 # On a GPU, by default, all a call takes beyond its inputs and its result stays within DEVICE_FREE_SHARE of the
 # device memory free when the call starts, at least DEVICE_FLOOR_MIB and at most DEVICE_CAP_MIB; half of that
 # goes to the tiles' temporaries, half is left to the engine's own work buffers (densified columns, postings,
@@ -92,8 +94,8 @@ def budget_bytes(engine: PairwiseEngine, working_memory: float | None) -> int:
     left to the engine's own buffers.
     """
     working_memory = check_working_memory(working_memory)
-    if working_memory is not None:
-        budget = int(working_memory * 2**20)
+    if working_memory is not None:  # at most WORKING_MEMORY_CAP_MIB: int() of 1e308 MiB in bytes overflows
+        budget = int(min(working_memory, WORKING_MEMORY_CAP_MIB) * 2**20)
     elif engine.device_results:
         free = 2 * (engine.memory_limit_bytes() or 0)  # the engine's limit is half of what is free
         budget = int(min(DEVICE_CAP_MIB * 2**20, max(DEVICE_FLOOR_MIB * 2**20, DEVICE_FREE_SHARE * free)))

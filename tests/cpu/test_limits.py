@@ -33,6 +33,27 @@ def test_a_tiny_working_memory_still_gives_the_right_answer():
     np.testing.assert_allclose(got, oracle("cityblock", X.toarray(), X.toarray()), rtol=1e-12)
 
 
+def test_a_huge_working_memory_is_one_tile_in_every_entry():
+    """working_memory=1e308 MiB: int() of its bytes overflowed (OverflowError) in the driver's budget, the
+    chunked generator's band height and the CLI's memory check; now the largest any machine has, and right."""
+    from semiring.distances import NearestNeighbors, pairwise_distances_chunked
+
+    X = sp.random(40, 30, density=0.3, format="csr", random_state=2)
+    want = oracle("cityblock", X.toarray(), X.toarray())
+    got = pairwise_distances(X, metric="cityblock", backend="cpu", working_memory=1e308)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    chunks = list(pairwise_distances_chunked(X, metric="cityblock", backend="cpu", working_memory=1e308))
+    assert len(chunks) == 1
+    np.testing.assert_allclose(chunks[0], want, rtol=1e-12)
+    nn = NearestNeighbors(n_neighbors=3, metric="cityblock", backend="cpu", working_memory=1e308).fit(X)
+    dist, ind = nn.kneighbors()
+    np.fill_diagonal(want, np.inf)
+    np.testing.assert_allclose(dist, np.sort(want, axis=1)[:, :3], rtol=1e-12)
+    from semiring.distances import cli
+
+    assert cli._tiles_bytes("cpu", 1e308, 1000) == 16_000  # the command's memory check: what the entries need
+
+
 def test_two_hop_working_memory_follows_the_one_rule_and_a_huge_one_is_one_block():
     """two_hop_similarity's working_memory: inf was taken and 1e308 overflowed the block size (OverflowError)."""
     for bad in (float("inf"), float("nan"), 0.0):
