@@ -46,7 +46,7 @@ def test_a_huge_working_memory_is_one_tile_in_every_entry():
     assert len(chunks) == 1
     np.testing.assert_allclose(chunks[0], want, rtol=1e-12)
     nn = NearestNeighbors(n_neighbors=3, metric="cityblock", backend="cpu", working_memory=1e308).fit(X)
-    dist, ind = nn.kneighbors()
+    dist, _ = nn.kneighbors()
     np.fill_diagonal(want, np.inf)
     np.testing.assert_allclose(dist, np.sort(want, axis=1)[:, :3], rtol=1e-12)
     from semiring.distances import cli
