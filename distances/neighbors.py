@@ -419,6 +419,7 @@ class NearestNeighbors:
         where = driver.placement(measure.engine, Q)
         with cpu_threads(self.n_jobs, measure.engine), call_density(Q, self._fit_X):  # one path for every tile
             index = self._index.prepare(measure)
+            _check_dense_tile(measure, Q, index, self.working_memory)
             with held(self._index.derived):  # what the engine derives from the index, made once for every query
                 found = search(
                     measure,
@@ -755,6 +756,23 @@ def _check_n_neighbors(k, name: str) -> None:
         raise TypeError(f"{name} must be a positive integer, got {k!r} ({type(k).__name__})")
     if k <= 0:
         raise ValueError(f"{name} must be a positive integer, got {k}")
+
+
+def _check_dense_tile(measure: BoundMeasure, Q, index, working_memory) -> None:
+    """A tile of queries × fitted rows with the rows the engine's dense path densifies for it (a block of every
+    column, which ``working_memory`` does not bound: it cuts tiles by result entries), refused before any tile
+    is made where they do not fit beside the tile's own temporaries."""
+    engine = measure.engine
+    shape = (Q.shape[0], index.matrix.shape[0])
+    tile = driver.tile_shape(*shape, measure.bytes_per_entry, driver.budget_bytes(engine, working_memory))
+    blocks = max(engine.dense_block_bytes(Q, index.matrix, sr, measure.acc, *tile) for sr in measure.terms)
+    if blocks:
+        validation.check_allocation(
+            tile[0] * tile[1] * measure.bytes_per_entry + blocks,
+            f"a tile of {tile[0]:,} queries x {tile[1]:,} fitted rows with the rows densified for it "
+            f"({validation.format_bytes(blocks)})",
+            "give a smaller working_memory, or fewer queries at a time",
+        )
 
 
 def _kneighbors(

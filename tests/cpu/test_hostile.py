@@ -129,6 +129,28 @@ def test_the_rows_a_dense_path_densifies_are_checked_with_the_result(monkeypatch
     np.testing.assert_allclose(call(X), oracle(X.toarray()), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("search", ["kneighbors", "radius_neighbors"])
+def test_the_rows_a_dense_path_densifies_for_a_query_tile_are_checked(monkeypatch, search):
+    """kNN and radius queries of wide rows dense enough for the dense path: a tile's densified rows (60 + 60
+    rows of 3,000 values in float64, 2.7 MiB) are no tile entries' temporaries; refused where they do not fit,
+    answered on the sparse kernels (which make none) in the same memory."""
+    X = sp.random(60, 3000, density=0.5, format="csr", random_state=7)
+    nn = semiring.distances.NearestNeighbors(n_neighbors=3, metric="euclidean", backend="cpu").fit(X)
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 2**20)
+    call = {"kneighbors": lambda: nn.kneighbors(), "radius_neighbors": lambda: nn.radius_neighbors(radius=1e9)}
+    with pytest.raises(MemoryError, match=r"a tile of 60 queries x 60 fitted rows with the rows densified for it"):
+        call[search]()
+    monkeypatch.setenv("SEMIRING_CPU_DENSE", "never")
+    D = cdist(X.toarray(), X.toarray())
+    np.fill_diagonal(D, np.inf)
+    if search == "kneighbors":
+        dist, _ = call[search]()
+        np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :3], rtol=1e-9)
+    else:
+        dist, ind = call[search]()
+        assert all(np.array_equal(np.sort(i), np.delete(np.arange(60), r)) for r, i in enumerate(ind))
+
+
 def test_the_k_nearest_are_checked_against_memory_before_any_tile(monkeypatch):
     X = sp.random(200, 6, density=0.5, format="csr", random_state=1)
     nn = semiring.distances.NearestNeighbors(n_neighbors=150, backend="cpu").fit(X)
