@@ -1,7 +1,7 @@
 """A distance measure bound to an engine: its rows prepared on the device, and one block computed there.
 
 ``pairwise_distances`` and ``NearestNeighbors`` hand these two steps to the
-blocked driver (``semiring.driver``); what a measure *is* (semiring terms, row
+blocked driver (``semiring.tiling``); what a measure *is* (semiring terms, row
 norms, expansion) is the spec's business (``semiring.distances.specs``).
 """
 

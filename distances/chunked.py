@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import arrays, driver
+from semiring import arrays, tiling
 from semiring import dask as _sdask
 
 from . import precomputed as _precomputed
@@ -35,7 +35,7 @@ def pairwise_distances_chunked(
 
     As ``sklearn.metrics.pairwise_distances_chunked``: each band is as many
     rows as fit ``working_memory`` MiB at 8 bytes an entry (default
-    ``semiring.driver.DEFAULT_WORKING_MEMORY_MIB``; at least one row, so 0
+    ``semiring.tiling.DEFAULT_WORKING_MEMORY_MIB``; at least one row, so 0
     gives one row a band), computed by :func:`pairwise_distances` (same
     ``metric``, ``n_jobs``, ``backend`` and measure ``params``; the band's own
     temporaries within the same budget).  With ``reduce_func``, what is
@@ -64,7 +64,7 @@ def pairwise_distances_chunked(
     n_rows = _rows_of(working_memory)
     if metric == "precomputed":
         D = _precomputed.check_distances(X, "X")
-        bands = ((r0, r1, D[r0:r1]) for r0, r1 in driver.ranges(D.shape[0], n_rows(D.shape[1])))
+        bands = ((r0, r1, D[r0:r1]) for r0, r1 in tiling.ranges(D.shape[0], n_rows(D.shape[1])))
         yield from _reduced(bands, reduce_func)
         return
     band_memory = working_memory if working_memory else None  # 0 means one row a band, not a zero budget
@@ -72,7 +72,7 @@ def pairwise_distances_chunked(
     n_y = X.shape[0] if Y is None else _row_sliceable(Y, "Y").shape[0]
 
     def bands():
-        for r0, r1 in driver.ranges(X.shape[0], n_rows(n_y)):
+        for r0, r1 in tiling.ranges(X.shape[0], n_rows(n_y)):
             whole = (r0, r1) == (0, X.shape[0])
             rows = X if whole else X[r0:r1]
             other = (None if whole else X) if Y is None else Y  # Y=None on the whole of X: X against itself
@@ -100,7 +100,7 @@ def _row_sliceable(A, name: str = "X"):
 def _rows_of(working_memory) -> Callable[[int], int]:
     """The band height for rows of ``n`` entries within ``working_memory`` MiB (>= 0; None: the default)."""
     if working_memory is None:
-        working_memory = driver.DEFAULT_WORKING_MEMORY_MIB
+        working_memory = tiling.DEFAULT_WORKING_MEMORY_MIB
     elif (
         isinstance(working_memory, bool)
         or not isinstance(working_memory, numbers.Real)
@@ -110,7 +110,7 @@ def _rows_of(working_memory) -> Callable[[int], int]:
         raise ValueError(f"working_memory must be a finite number of MiB >= 0 (or None), got {working_memory!r}")
 
     def rows(n: int) -> int:
-        return max(1, int(min(working_memory, driver.WORKING_MEMORY_CAP_MIB) * 2**20 // max(1, ROW_ENTRY_BYTES * n)))
+        return max(1, int(min(working_memory, tiling.WORKING_MEMORY_CAP_MIB) * 2**20 // max(1, ROW_ENTRY_BYTES * n)))
 
     return rows
 

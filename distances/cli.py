@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 import semiring
 from semiring import backend as _backend
-from semiring import driver, validation
+from semiring import tiling, validation
 from semiring.settings import cache_dir
 
 from . import datasets, graph, io
@@ -165,7 +165,7 @@ def _tiles_bytes(engine: str, working_memory, entries: int) -> int:
     CPU; none on the GPU, whose tiles are in device memory."""
     if engine != "cpu":
         return 0
-    budget = int(min(working_memory or driver.DEFAULT_WORKING_MEMORY_MIB, driver.WORKING_MEMORY_CAP_MIB) * 2**20)
+    budget = int(min(working_memory or tiling.DEFAULT_WORKING_MEMORY_MIB, tiling.WORKING_MEMORY_CAP_MIB) * 2**20)
     return min(budget, entries * 16)
 
 
@@ -633,12 +633,12 @@ def _interruptible(fn, *args, progress=None):
     command within ``INTERRUPT_POLL_S``: Python handles signals in the main thread, between bytecodes, and a
     compiled kernel holds a tile for as long as it takes (seconds, on a large budget).  The abandoned worker
     writes nothing (outputs are written by the main thread, after) and ends with the process.  ``progress``:
-    a bar the driver advances (``semiring.driver.PROGRESS``) in the worker's context."""
-    from semiring import driver
+    a bar the driver advances (``semiring.tiling.PROGRESS``) in the worker's context."""
+    from semiring import tiling
 
     outcome: dict = {}
     context = contextvars.copy_context()
-    context.run(driver.PROGRESS.set, progress)
+    context.run(tiling.PROGRESS.set, progress)
 
     def work():
         try:

@@ -102,7 +102,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import Semiring, arrays, binary_op, driver, interop, monoid, validation
+from semiring import Semiring, arrays, binary_op, interop, monoid, tiling, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
@@ -708,7 +708,7 @@ def two_hop_similarity(
         raise ValueError(f"measure must be one of {TWO_HOP_MEASURES}, got {measure!r}")
     if topk is not None and (isinstance(topk, bool) or not isinstance(topk, numbers.Integral) or topk < 1):
         raise ValueError(f"topk must be a positive integer (the number of best pairs kept) or None, got {topk!r}")
-    budget = driver.check_working_memory(working_memory) or driver.DEFAULT_WORKING_MEMORY_MIB  # > 0 and finite
+    budget = tiling.check_working_memory(working_memory) or tiling.DEFAULT_WORKING_MEMORY_MIB  # > 0 and finite
     s = _similarity_row(measure, weighted)
     g = _graph(A, backend, weighted=weighted, normalize=normalize, measure=measure, weight=weight)
     eng = g.engine

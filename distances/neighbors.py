@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import arrays, driver, validation
+from semiring import arrays, tiling, validation
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring.interfaces import EXPANSION_VARIABLES, DerivedCache, Entries, call_density, held
@@ -107,8 +107,8 @@ class NearestNeighbors:
         The engine; ``"auto"`` takes the GPU when it is usable.
     working_memory : float, optional
         MiB (as scikit-learn's) for what a query takes beyond its inputs and
-        result; default 1024 on the CPU (``semiring.driver.DEFAULT_WORKING_MEMORY_MIB``),
-        and on a GPU a share of the device's free memory (``semiring.driver.budget_bytes``).
+        result; default 1024 on the CPU (``semiring.tiling.DEFAULT_WORKING_MEMORY_MIB``),
+        and on a GPU a share of the device's free memory (``semiring.tiling.budget_bytes``).
         Peak memory is about this plus the inputs and the ``n_queries × k``
         result.
     verbose : bool, default True
@@ -248,7 +248,7 @@ class NearestNeighbors:
             return self._fit_distances(X)
         spec, values, columns = self._resolve()
         engine = _backend.engine(self.backend)  # an unusable backend is refused now, with the reason
-        driver.check_working_memory(self.working_memory)
+        tiling.check_working_memory(self.working_memory)
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
         _check_algorithm(self.algorithm, self.leaf_size)
         check_n_jobs(self.n_jobs)
@@ -345,7 +345,7 @@ class NearestNeighbors:
                 f"backend={self.backend!r} cannot run metric='precomputed': its neighbours are selected on the "
                 "host from the given distances; use backend='auto' or 'cpu'"
             )
-        driver.check_working_memory(self.working_memory)
+        tiling.check_working_memory(self.working_memory)
         _check_n_neighbors(self.n_neighbors, "n_neighbors")
         _check_algorithm(self.algorithm, self.leaf_size)
         check_n_jobs(self.n_jobs)
@@ -416,7 +416,7 @@ class NearestNeighbors:
         spec, values, columns = self._resolve()
         Q = self._queries(X, spec)
         measure = self._measure(spec, values, columns, Q)
-        where = driver.placement(measure.engine, Q)
+        where = tiling.placement(measure.engine, Q)
         with cpu_threads(self.n_jobs, measure.engine), call_density(Q, self._fit_X):  # one path for every tile
             index = self._index.prepare(measure)
             _check_dense_tile(measure, Q, index, self.working_memory)
@@ -802,7 +802,7 @@ def _kneighbors(
             "ask for fewer neighbours or fewer queries at a time",
         )
     with _progress(shape[0], verbose) as bar:
-        return driver.topk(
+        return tiling.topk(
             engine,
             shape,
             k,
@@ -867,7 +867,7 @@ def _within(
 
     shape = (Q.shape[0], index.matrix.shape[0])
     with _progress(shape[0], verbose, "radius_neighbors") as bar:
-        return driver.selected(
+        return tiling.selected(
             engine,
             shape,
             measure.bytes_per_entry,
@@ -888,7 +888,7 @@ class _FoundPairs:
 
     def __init__(self, engine, dtype, on_device: bool, n_queries: int):
         self.engine, self.on_device, self.n_queries, self.pairs = engine, on_device, n_queries, 0
-        # A pair as ``driver.selected`` keeps it (int64 row and column, its value); at the end, beside those, it
+        # A pair as ``tiling.selected`` keeps it (int64 row and column, its value); at the end, beside those, it
         # concatenates them, sorts a key by row and column (the key and its order) and gathers them in order.
         self.held = 16 + np.dtype(dtype).itemsize
         self.to_finish = 2 * self.held + 8

@@ -10,7 +10,7 @@ import numpy as np
 
 from semiring import backend as _backend
 from semiring import dask as _sdask
-from semiring import driver, validation
+from semiring import tiling, validation
 from semiring.interfaces import call_density
 
 from .bound import BoundMeasure
@@ -63,7 +63,7 @@ def pairwise_distances(
     ``"allow-nan"`` are refused with that reason.
 
     ``working_memory`` (MiB, as scikit-learn) bounds the engine's temporaries:
-    rows of X are processed in batches whose buffers fit it (``semiring.driver``:
+    rows of X are processed in batches whose buffers fit it (``semiring.tiling``:
     1024 MiB by default on both engines, and at most half the GPU's free
     memory), so a result larger than the GPU is computed batch by batch into
     host memory.
@@ -99,14 +99,14 @@ def pairwise_distances(
     spec, values = resolve_metric(metric, params)
     check_all_finite(ensure_all_finite)
     engine = _backend.engine(backend)
-    where = driver.placement(engine, X, Y, mask)
+    where = tiling.placement(engine, X, Y, mask)
     X, Y = validation.check_pair(X, Y, verdicts=engine.csr_verdicts)  # CuPy input: on the GPU, where it stays
     if spec.nonnegative:
         validation.check_nonnegative(X, "X", spec.name)
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
     spec = spec.for_rows(X) if Y is X else spec.for_rows(X, Y)
-    working_memory = driver.check_working_memory(working_memory)  # refused before any work
+    working_memory = tiling.check_working_memory(working_memory)  # refused before any work
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
     M = None if mask is None else validation.check_mask(mask, shape)
@@ -130,7 +130,7 @@ def pairwise_distances(
             return measure.block(Xrows, Yrows.slice(engine, c0, c1))
 
         held = measure.held_bytes(Y) + (0 if Y is X else measure.held_bytes(X))  # X's counted as if prepared whole
-        D = driver.dense(
+        D = tiling.dense(
             engine,
             shape,
             dtype,
@@ -148,10 +148,10 @@ def pairwise_distances(
 def _check_host_memory(engine, X, Y, measure: BoundMeasure, working_memory) -> None:
     """The dense result with the tiles it is computed in, refused before either is allocated: each tile's
     temporaries (every entry's terms, float64 for a float32 result) and the rows its terms' dense path densifies
-    (one term at a time), beside the result unless one tile is the whole result (``driver.dense`` checks the
+    (one term at a time), beside the result unless one tile is the whole result (``tiling.dense`` checks the
     result alone)."""
     shape = (X.shape[0], Y.shape[0])
-    tile = driver.tile_shape(*shape, measure.bytes_per_entry, driver.budget_bytes(engine, working_memory))
+    tile = tiling.tile_shape(*shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory))
     blocks = max(engine.dense_block_bytes(X, Y, sr, measure.acc, *tile) for sr in measure.terms)
     validation.check_tiled_result(
         shape,

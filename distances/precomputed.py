@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import arrays, driver, validation
+from semiring import arrays, tiling, validation
 from semiring import backend as _backend
 
 __all__ = ["check_distances", "kneighbors", "within"]
@@ -97,7 +97,7 @@ def kneighbors(D, k: int, exclude_self: bool, working_memory) -> tuple[np.ndarra
     def tile(bounds, c0: int, c1: int):
         return np.ascontiguousarray(D[bounds[0] : bounds[1], c0:c1])
 
-    return driver.topk(
+    return tiling.topk(
         engine,
         D.shape,
         k,
@@ -157,10 +157,10 @@ def within(
         if exclude_self:
             kept &= rows != cols
         return rows[kept], cols[kept], values[kept]
-    budget = driver.budget_bytes(_backend.engine("cpu"), working_memory)
+    budget = tiling.budget_bytes(_backend.engine("cpu"), working_memory)
     step = max(1, budget // max(1, D.shape[1] * (D.dtype.itemsize + 1)))
     kept = []
-    for r0, r1 in driver.ranges(D.shape[0], step):
+    for r0, r1 in tiling.ranges(D.shape[0], step):
         band = D[r0:r1] <= radius
         if exclude_self:
             diagonal = np.arange(r0, r1)

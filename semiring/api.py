@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
-from . import arrays, driver, validation
+from . import arrays, tiling, validation
 from . import backend as _backend
 from . import dask as _dask
 from .interfaces import call_density
@@ -63,7 +63,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
     the stored entries of a masked one.
 
     ``working_memory`` (MiB, as scikit-learn's) bounds each tile of the dense
-    result computed at once (default 1024; see ``semiring.driver``).
+    result computed at once (default 1024; see ``semiring.tiling``).
 
     A Dask array of row blocks (any input) gives a lazy Dask array, each block
     this call on the worker holding its rows (``semiring.dask``, docs/dask.md).
@@ -80,7 +80,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
     sr = as_semiring(sr)
     _check_sparse(sparse, sr, mask)
     engine = _backend.engine(backend)
-    where = driver.placement(engine, X, Y, mask)
+    where = tiling.placement(engine, X, Y, mask)
     csr_kind = _csr_kind(X)  # a sparse result is a csr_array for sparse-array input
     X, Y = validation.check_pair(X, Y, allow_inf=True, verdicts=engine.csr_verdicts)
     dtype = validation.result_dtype(X, Y)
@@ -89,7 +89,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
     Yd = engine.to_device(Y)
     if sparse:
         Xd = Yd if Y is X else engine.to_device(X)
-        with driver.scratch_budget(driver.budget_bytes(engine, working_memory)):
+        with tiling.scratch_budget(tiling.budget_bytes(engine, working_memory)):
             indptr, indices, data = engine.pairwise_sparse(Xd, Yd, sr, dtype)
         if where.on_device:  # built on the GPU, where it stays
             return arrays.csr_matrix_class(arrays.array_module(data))((data, indices, indptr), shape=shape)
@@ -107,7 +107,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
         per_entry = np.dtype(dtype).itemsize  # the tile itself; the engines' kernels take no m×p temporaries
         with call_density(X, Y):  # every tile takes the path the whole call's inputs choose (semiring.interfaces)
             if not engine.device_results:  # the result with a tile and the rows it densifies, checked before either
-                tile_shape = driver.tile_shape(*shape, per_entry, driver.budget_bytes(engine, working_memory))
+                tile_shape = tiling.tile_shape(*shape, per_entry, tiling.budget_bytes(engine, working_memory))
                 validation.check_tiled_result(
                     shape,
                     dtype,
@@ -116,7 +116,7 @@ def pairwise(X, Y, sr, *, mask=None, sparse: bool = False, backend: str = "auto"
                     engine.dense_block_bytes(X, Y, sr, dtype, *tile_shape),
                     "compute fewer rows at a time, or give a smaller working_memory, mask= or sparse=True",
                 )
-            D = driver.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile)
+            D = tiling.dense(engine, shape, dtype, per_entry, working_memory, where.on_device, rows, tile)
         return where.give(D)
     Xd = Yd if Y is X else engine.to_device(X)
     return where.masked(engine, mask, M, engine.pairwise(Xd, Yd, sr, dtype, mask=engine.entries_from_csr(M)))

@@ -35,7 +35,7 @@ import uuid
 import numpy as np
 import scipy.sparse as sp
 
-from . import arrays, driver, validation
+from . import arrays, tiling, validation
 from . import backend as _backend
 
 
@@ -88,7 +88,7 @@ def check_call(backend: str, working_memory) -> None:
     """
     if backend not in _backend.BACKENDS:
         _backend.resolve(backend)  # the resolver's message
-    driver.check_working_memory(working_memory)
+    tiling.check_working_memory(working_memory)
 
 
 def meta(like, dtype, *, sparse: bool = False):

@@ -50,7 +50,7 @@ TOPK_EMPTY = (1 << 63) - 1
 
 
 # The bytes an engine's kernels may take for scratch beyond the result tile (a union's per-column arrays): the
-# caller's working_memory, set by ``semiring.driver`` around the calls it makes; None outside the driver.
+# caller's working_memory, set by ``semiring.tiling`` around the calls it makes; None outside the driver.
 SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=None)
 
 # What an engine derives from an input once per call and reuses for every tile of it (the split strategy's
@@ -151,7 +151,7 @@ class PairwiseEngine(Protocol):
     name: str  # "cpu" or "cuda", as ``backend=`` names it
     device_results: bool  # arrays it returns live off the host (CuPy callers keep them there)
     expands_in_topk: bool  # topk_push takes an Expansion, computing each candidate as it reads it
-    all_pairs_once: bool  # an all-pairs top-k of a symmetric measure computes each pair once (driver.topk)
+    all_pairs_once: bool  # an all-pairs top-k of a symmetric measure computes each pair once (tiling.topk)
 
     def unavailable_reason(self) -> str | None:
         """Why this engine cannot run here (a sentence), or None when it can."""

@@ -1,4 +1,4 @@
-"""The one blocked driver (``semiring.driver``) on the CPU engine: every tiling gives the untiled answer."""
+"""The one blocked driver (``semiring.tiling``) on the CPU engine: every tiling gives the untiled answer."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ import pytest
 import scipy.sparse as sp
 
 import semiring
-from semiring import backend, driver
+from semiring import backend, tiling
 
 
 def tiles_seen(monkeypatch) -> list:
     """Record the (c0, c1) column ranges the driver asks the engine for."""
     seen = []
-    real = driver.ranges
+    real = tiling.ranges
 
     def recording(total, step):
         out = list(real(total, step))
         seen.append(out)
         return iter(out)
 
-    monkeypatch.setattr(driver, "ranges", recording)
+    monkeypatch.setattr(tiling, "ranges", recording)
     return seen
 
 
@@ -43,7 +43,7 @@ def test_dense_results_are_the_same_however_tiled(monkeypatch, working_memory, r
 
 def test_tile_shape_never_exceeds_the_budget():
     for m, n, per, budget in [(10, 10**6, 8, 1000), (1000, 7, 8, 10**9), (5, 5, 16, 1), (0, 0, 8, 100)]:
-        rows, cols = driver.tile_shape(m, n, per, budget)
+        rows, cols = tiling.tile_shape(m, n, per, budget)
         assert rows >= 1 and cols >= 1
         if m and n and per * n <= budget:
             assert rows * cols * per <= budget and cols == n
@@ -54,7 +54,7 @@ def test_topk_over_column_tiles_equals_a_full_sort():
     D = rng.random((9, 23))
     engine = backend.engine("cpu")
     for budget_entries in (9 * 23, 9 * 4, 1):
-        values, indices = driver.topk(
+        values, indices = tiling.topk(
             engine,
             D.shape,
             5,
@@ -93,9 +93,9 @@ def test_engines_see_the_working_memory_as_their_scratch_budget(kind):
     engine = backend.engine("cpu")
     common = {"rows": lambda r0, r1: (r0, r1), "tile": tile}
     if kind == "dense":
-        driver.dense(engine, (3, 4), np.float64, 8, 2.0, False, **common)
+        tiling.dense(engine, (3, 4), np.float64, 8, 2.0, False, **common)
     else:
-        driver.topk(engine, (3, 4), 2, np.float64, 8, 2.0, largest=False, exclude_self=False, **common)
+        tiling.topk(engine, (3, 4), 2, np.float64, 8, 2.0, largest=False, exclude_self=False, **common)
     assert seen and all(b == 2 * 2**20 for b in seen)
     assert SCRATCH_BUDGET.get() is None
 

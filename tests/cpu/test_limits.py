@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 from oracles import oracle
 
-from semiring import driver
+from semiring import tiling
 from semiring.distances import graph, pairwise_distances
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +23,8 @@ TRIANGLE = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], dtype=float
 
 @pytest.mark.parametrize("budget", [0, 1, 7, 8 * 499])
 def test_a_tiny_budget_floors_at_one_row(budget):
-    assert driver.tile_shape(1000, 500, 8, budget) == (1, 500)
-    assert driver.tile_shape(1000, 500, 8, budget, min_rows=100)[1] >= 5  # a row's worth of entries a tile
+    assert tiling.tile_shape(1000, 500, 8, budget) == (1, 500)
+    assert tiling.tile_shape(1000, 500, 8, budget, min_rows=100)[1] >= 5  # a row's worth of entries a tile
 
 
 def test_a_tiny_working_memory_still_gives_the_right_answer():

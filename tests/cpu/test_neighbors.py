@@ -18,7 +18,7 @@ from oracles import NONNEGATIVE, assert_neighbors_up_to_ties, oracle, reference_
 from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
 
-from semiring import backend, distances, driver
+from semiring import backend, distances, tiling
 from semiring.distances import neighbors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,7 +216,7 @@ def test_all_pairs_compute_each_pair_once_for_a_symmetric_measure(metric, monkey
     X.data = np.round(X.data * 4) + 1  # small integers: ties, which must come in index order
     engine = backend.engine("cpu")
     pushed, transposed = [], []
-    real_push, real_transposed = engine.topk_push, driver._transposed
+    real_push, real_transposed = engine.topk_push, tiling._transposed
 
     def recording_push(block, col0, self0, largest, selection):
         pushed.append(block.shape)
@@ -227,7 +227,7 @@ def test_all_pairs_compute_each_pair_once_for_a_symmetric_measure(metric, monkey
         return real_transposed(block)
 
     monkeypatch.setattr(engine, "topk_push", recording_push)
-    monkeypatch.setattr(driver, "_transposed", recording_transposed)
+    monkeypatch.setattr(tiling, "_transposed", recording_transposed)
     spec = distances.get_metric(metric)
     D = distances.pairwise_distances(X, metric=metric, backend="cpu")
     nn = distances.NearestNeighbors(n_neighbors=6, metric=metric, backend="cpu", working_memory=0.03).fit(X)
@@ -264,7 +264,7 @@ def test_symmetric_declarations_hold():
 
 def tile_shape(m: int, n: int, per_entry: int, mib: float) -> tuple[int, int]:
     """The kNN driver's tile for a budget in MiB (the index is cut only when MIN_QUERY_ROWS queries do not fit)."""
-    return driver.tile_shape(m, n, per_entry, int(mib * 2**20), min_rows=neighbors.MIN_QUERY_ROWS)
+    return tiling.tile_shape(m, n, per_entry, int(mib * 2**20), min_rows=neighbors.MIN_QUERY_ROWS)
 
 
 def test_tile_shape_keeps_the_budget():

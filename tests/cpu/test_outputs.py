@@ -289,7 +289,7 @@ def test_ctrl_c_in_a_library_call_ends_it_and_leaves_no_file_half_made(tmp_path)
 
 
 def test_the_progress_bar_advances_over_the_result_rows(matrix, monkeypatch):
-    """The driver advances the command's bar (``semiring.driver.PROGRESS``) as row batches finish."""
+    """The driver advances the command's bar (``semiring.tiling.PROGRESS``) as row batches finish."""
 
     class Bar:
         def __init__(self):

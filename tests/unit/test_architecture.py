@@ -161,7 +161,7 @@ def test_the_graph_is_the_installed_package_and_its_real_imports():
     are there (a measure module imports the core and the driver; a lazy import inside a function counts)."""
     files = {p.resolve() for folder in ("semiring", "kernels", "distances") for p in (ROOT / folder).rglob("*.py")}
     assert {p.resolve() for p in installed_modules().values()} == files, "a package missing from pyproject.toml?"
-    assert {"semiring.backend", "semiring.driver", "semiring.distances.bound"} <= set(
+    assert {"semiring.backend", "semiring.tiling", "semiring.distances.bound"} <= set(
         GRAPH["semiring.distances.pairwise"]
     )
     assert "semiring.kernels.cuda.compile" in GRAPH["semiring.kernels.cuda.launch"]
