@@ -764,7 +764,7 @@ def _check_dense_tile(measure: BoundMeasure, Q, index, working_memory) -> None:
     is made where they do not fit beside the tile's own temporaries."""
     engine = measure.engine
     shape = (Q.shape[0], index.matrix.shape[0])
-    tile = driver.tile_shape(*shape, measure.bytes_per_entry, driver.budget_bytes(engine, working_memory))
+    tile = tiling.tile_shape(*shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory))
     blocks = max(engine.dense_block_bytes(Q, index.matrix, sr, measure.acc, *tile) for sr in measure.terms)
     if blocks:
         validation.check_allocation(
