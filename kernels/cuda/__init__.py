@@ -2,8 +2,9 @@
 
 One concern a module:
 
-* :mod:`.source`, :mod:`.topk_source`, :mod:`.graph_source` — rendering CUDA C
-  (pairwise products, norms, expansions; top-k selection; graph kernels): pure
+* :mod:`.source`, :mod:`.coo_source`, :mod:`.topk_source`, :mod:`.graph_source`
+  — rendering CUDA C (pairwise products, norms, expansions; the hybrid CSR + COO
+  kernel; top-k selection; graph kernels): pure
   functions that import no GPU library, so CI renders and compiles every kernel
   without a GPU;
 * :mod:`.compile` — NVRTC compilation and the compile cache (memory and disk,
