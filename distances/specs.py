@@ -21,7 +21,7 @@ another measure (``Rewrite``).  ``resolve_metric`` applies them.  Adding a
 measure is one row here and one oracle in ``tests/oracles.py``.
 
 The docs' table of measures is generated from ``DISTANCES`` (see
-``distances.describe``).
+``distances.measures_table``).
 """
 
 from __future__ import annotations

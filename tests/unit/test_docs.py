@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from semiring.distances.describe import measures_table
+from semiring.distances.measures_table import measures_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_readme_example_runs(tmp_path):
 
 def test_measures_table_in_docs_is_generated_from_specs():
     text = (ROOT / "docs" / "measures.md").read_text()
-    assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.describe"
+    assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.measures_table"
 
 
 def test_readme_counts_the_measures_there_are():

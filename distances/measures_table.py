@@ -1,6 +1,6 @@
 """The docs' table of measures, generated from the distance specs.
 
-``python -m semiring.distances.describe`` prints it; ``docs/measures.md`` holds a copy
+``python -m semiring.distances.measures_table`` prints it; ``docs/measures.md`` holds a copy
 that a test keeps equal to this output.
 """
 
