@@ -1,4 +1,4 @@
-"""The driver's default budget, without a GPU: on a device engine it is sized from the device's free memory."""
+"""The tiling loop's default budget, without a GPU: on a device engine it is sized from the device's free memory."""
 
 from __future__ import annotations
 
