@@ -446,3 +446,48 @@ def test_the_table_chooses_as_the_ladder_it_replaced():
             assert by_table <= by_ladder, (forced, base, drawn, by_table, by_ladder)
             reached.add(table)
     assert reached == set(STRATEGIES[1:])  # every entry chosen somewhere
+
+
+def _host_row_norm(A, tree, dtype=np.float64):
+    """``elementwise.row_norm`` on host arrays: ``Σ f(x)`` over each row's stored values."""
+    from semiring.expr import compile_python
+
+    f = compile_python(tree, ("x",))
+    with np.errstate(over="ignore"):
+        terms = np.array([f(np.float64(v), ()) for v in A.data], dtype=np.float64)
+        return np.array([terms[A.indptr[i] : A.indptr[i + 1]].sum() for i in range(A.shape[0])], dtype=dtype)
+
+
+def test_a_union_is_planned_once_and_its_margins_found_for_the_choice_are_the_ones_it_adds(monkeypatch):
+    """Host arrays in DeviceCSRs stand in for device ones (the plan reads sizes, signs and row margins): a
+    plus-monoid union is chosen once a product; where a margin overflows (two values of 1.7e308 in a row), that
+    one choice is the kernel a union without a split would take, and the row margins are not computed again."""
+    import scipy.sparse as sp
+
+    from semiring.kernels.cuda import elementwise, launch
+
+    monkeypatch.setattr(launch, "max_shared_bytes", lambda: 227 * 2**10)
+    norms = []
+    monkeypatch.setattr(
+        elementwise, "row_norm", lambda A, tree, dtype: norms.append(1) or _host_row_norm(A, tree, dtype)
+    )
+    choices, real = [], strategies.choose
+    monkeypatch.setattr(strategies, "choose", lambda settings, facts: choices.append(1) or real(settings, facts))
+    A = sp.random(6, 9, density=0.5, format="csr", random_state=1)
+    big = A.copy()
+    big.data[big.indptr[0] : big.indptr[0] + 2] = 1.7e308  # row 0 stores at least two values
+
+    def plan(M):
+        X = launch.DeviceCSR(M.indptr, M.indices, M.data, M.shape)
+        product = strategies.Product(X, X, semiring.plus_absdiff, np.float64, settings=Settings())
+        return product, strategies.plan(product)
+
+    assert big.indptr[1] - big.indptr[0] >= 2
+    product, chosen = plan(A)
+    assert (chosen.strategy.name, len(choices), len(norms)) == ("margins", 1, 4)  # Σ f and Σ |f|, of X and of Y
+    assert product.margins is not None and len(norms) == 4  # the ones the split adds: not found again
+    choices.clear(), norms.clear()
+    product, chosen = plan(big)
+    assert product.margin_split is not None and product.margins is None  # a split, its margin not finite
+    no_split = replace(product.facts, margins=False)
+    assert len(choices) == 1 and chosen.strategy is real(Settings(), no_split) and chosen.strategy.name != "margins"
