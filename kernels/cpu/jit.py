@@ -65,10 +65,63 @@ def scalar_source(name: str, tree: _expr.Node, variables: Sequence[str], params:
         _expr._python_dialect(False),
         number=lambda v: f"np.float64({_expr._py_number('np.')(v)})",
         to_number=lambda s: f"(np.float64(1.0) if {s} else np.float64(0.0))",
+        # Both sides of a test evaluated, without a branch (they are pure, and the NumPy error model raises
+        # nothing): a loop over entries then vectorises, as it does not through Python's short-circuit.
+        logic={"and": "&", "or": "|", "not": "not "},
     )
+    tree, shared = _shared_subexpressions(tree)
+    lines = []
+    for temp, sub in shared:
+        lines.append(f"    {temp} = {_expr._render(sub, names, float64)}\n")
+        names[temp] = temp
     body = _expr._render(tree, names, float64)
     args = ", ".join([*variables, "params"])
-    return f'@njit(inline="always", **JIT)\ndef {name}({args}):\n    return {body}\n'
+    return f'@njit(inline="always", **JIT)\ndef {name}({args}):\n{"".join(lines)}    return {body}\n'
+
+
+def _shared_subexpressions(tree: _expr.Node) -> tuple[_expr.Node, list[tuple[str, _expr.Node]]]:
+    """``tree`` with each numeric subexpression it holds more than once read from a local, and those locals'
+    ``(name, subexpression)`` in the order they are computed (each over the ones before).
+
+    A measure's declaration repeats its parts (a clip to [0, 2] of ``1 − c/√(a·b)`` holds that expression three
+    times); numba does not merge the copies across the branches of the conditionals, and each costs a square
+    root and a division per entry.  Computed once, before the conditionals (pure, and raising nothing under
+    NumPy's error model), the loops over entries vectorise.  The largest repeated part is taken first, then the
+    parts still repeated after it (its own parts are then held once, in its local); tests (kinds ``cmp``,
+    ``and``, ``or``, ``not``) stay in place: they are cheap, and a local would change their type.
+    """
+    parts: list[_expr.Node] = [tree]  # the tree, then each local's subexpression
+    names: list[str] = []
+
+    def walk(n: _expr.Node, counts: dict) -> None:
+        if n.kind in ("num", "var"):
+            return
+        counts[n] = counts.get(n, 0) + 1
+        for a in n.args:
+            if isinstance(a, _expr.Node):
+                walk(a, counts)
+
+    def size(n: _expr.Node) -> int:
+        return 1 + sum(size(a) for a in n.args if isinstance(a, _expr.Node))
+
+    def replaced(n: _expr.Node, sub: _expr.Node, var: _expr.Node) -> _expr.Node:
+        if n == sub:
+            return var
+        return _expr.Node(n.kind, tuple(replaced(a, sub, var) if isinstance(a, _expr.Node) else a for a in n.args))
+
+    while True:
+        counts: dict = {}
+        for part in parts:
+            walk(part, counts)
+        repeated = [n for n, k in counts.items() if k > 1 and not n.is_bool]
+        if not repeated:
+            break
+        sub = max(repeated, key=size)
+        var = _expr.Node("var", (f"_s{len(names)}",))
+        parts = [replaced(part, sub, var) for part in parts] + [sub]
+        names.append(var.args[0])
+    # A later local is a smaller part, which an earlier one may read, never the reverse: computed last first.
+    return parts[0], list(zip(reversed(names), reversed(parts[1:])))
 
 
 # An import of a module of this package: ``from semiring.kernels.cpu.pairwise import ...``, ``from .jit import ...``,
