@@ -11,7 +11,17 @@ entries one by one loses to reading it as a dense array:
   (``X @ Y.T``), when ``density(X) · density(Y) ≥ BLAS_MIN_DENSITY_PRODUCT``
   (the sparse kernels' work is about that share of the dense product's);
   the measure's expansion and its exact recomputation of cancelling entries
-  (``Refinement``) follow on the product as for the sparse kernels;
+  (``Refinement``) follow on the product as for the sparse kernels.  A
+  float32 result of float32 rows (a measure's expansion of the product, not
+  the product itself) is multiplied in float32 instead (``float32_product``:
+  sgemm, twice dgemm's rate, as scikit-learn multiplies float32 rows), each
+  entry known to within ``FLOAT32_ERROR`` · √n · 2⁻²⁴ · ‖x‖‖y‖ (and n · 2⁻¹²⁶
+  where products underflow); the engine's
+  kernel expands it and recomputes in float64, from the rows, every entry
+  whose expansion that uncertainty could move by more than
+  ``FLOAT32_TOLERANCE`` of its value (a cancelling entry: near-identical
+  directions for cosine, near-duplicates for euclidean; or one that
+  overflowed float32), so those stay as exact as the float64 path's;
 * **unions** (cityblock, chebyshev, minkowski, canberra, hamming, braycurtis's
   terms, any semiring whose multiply does not annihilate; a column in neither
   row adds ``0 ⊗ 0``, neutral by construction, ``semiring.ops``) —
@@ -47,7 +57,7 @@ from semiring.interfaces import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
-__all__ = ["applies", "block_bytes", "pays", "product", "runs"]
+__all__ = ["applies", "block_bytes", "float32_product", "multiplies_in_float32", "pays", "product", "runs"]
 
 DENSE_ENV = settings.CPU_DENSE.name
 # Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
@@ -60,6 +70,14 @@ BLAS_MIN_DENSITY_PRODUCT = 0.05
 UNION_MIN_DENSITY_SUM = 0.55
 # Columns of Y (transposed) a tile: 128 measured fastest of 32-256 (1,000 x 300 float64 rows: 119 ms, 64: 178 ms).
 TILE = 128
+# A float32 product's error on one entry, against the exact x·y, measured: at most 1.43 · √n · 2⁻²⁴ · ‖x‖‖y‖ over
+# uniform, normal, offset (100 + normal) and lognormal rows of 30, 300, 768 and 4,096 columns (1,000 rows each,
+# all pairs; OpenBLAS 0.3.31 sgemm, 2 threads), falling as n grows (0.32 at 4,096: BLAS sums in several partial
+# sums); Cauchy–Schwarz bounds Σ|x_k y_k| by ‖x‖‖y‖ whatever the signs.  The bound taken, with room to spare:
+FLOAT32_ERROR = 4.0
+# An entry is recomputed from the rows where that uncertainty could move its value by more than this share of
+# it: the rest are within half of it (a float32 result's tests compare at 1e-4, tests/oracles.py).
+FLOAT32_TOLERANCE = 1e-4
 
 
 def _forced() -> str:
@@ -120,6 +138,31 @@ def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> np.ndarray:
         Xd, YT, float(sr.start(X.shape[1])), sr.params, TILE, out
     )
     return out
+
+
+def multiplies_in_float32(X: sp.csr_matrix, Y: sp.csr_matrix, out_dtype, tree) -> bool:
+    """Whether a measure's expansion ``tree`` of the product of this block (``applies`` holds) is computed from
+    a float32 product: a float32 result of float32 rows, and an expansion that is not the product itself (a
+    product near 0 has no relative accuracy in float32: the engine would recompute most of a centred block's)."""
+    narrow = np.dtype(out_dtype) == np.float32 and X.dtype == np.float32 and Y.dtype == np.float32
+    return narrow and _not_the_product(tree)
+
+
+def _not_the_product(tree) -> bool:
+    return not (tree.kind == "var" and tree.args == ("c0",))
+
+
+def float32_product(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """``(c, ‖x‖, ‖y‖, gamma, floor)``: the block's product by BLAS in float32 (X, Y of float32 values), the
+    rows' Euclidean norms (float64), and each ``c[i, j]``'s distance from the exact product bounded by
+    ``gamma · ‖x_i‖ · ‖y_j‖ + floor``: ``FLOAT32_ERROR``'s rounding, and where products fall below float32's
+    normal numbers (x·y under 1.2e-38, rows of 1e-20), up to 2⁻¹²⁶ a term lost (flushed to zero, at worst)."""
+    Xd = X.toarray()
+    Yd = Xd if Y is X else Y.toarray()
+    xa = np.sqrt(np.einsum("ij,ij->i", Xd, Xd, dtype=np.float64))
+    ya = xa if Y is X else np.sqrt(np.einsum("ij,ij->i", Yd, Yd, dtype=np.float64))
+    n = X.shape[1]
+    return Xd @ Yd.T, xa, ya, FLOAT32_ERROR * np.sqrt(n) * 2.0**-24, n * 2.0**-126
 
 
 def block_bytes(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, rows: int, cols: int) -> int:

@@ -118,6 +118,59 @@ def _flag(c0, i, j, xn, yn, n, eparams, flagged, chunk):
         flagged[chunk, 0] = k + 1
 
 
+@njit(inline="always", **JIT)
+def _listed(i, j, lists, chunk):
+    # lists[chunk]: [count, i0, j0, i1, j1, …], as ``_flag`` keeps them
+    k = lists[chunk, 0]
+    if 2 * k + 2 < lists.shape[1]:
+        lists[chunk, 2 * k + 1] = i
+        lists[chunk, 2 * k + 2] = j
+    lists[chunk, 0] = k + 1
+
+
+@njit(parallel=True, **JIT)
+def uncertain_product_kernel(c, xa, ya, gamma, floor, tau, nthreads, xn, yn, n, eparams, flagged, uncertain, out):
+    # c: a product whose entries are known only to within e = gamma * xa[i] * ya[j] + floor (BLAS in float32,
+    # dense.py's error model), written expanded as the kernels above write theirs.  The expansion is monotone in c0 (every
+    # measure's is), so its values at c - e and c + e bound the exact entry's: the entry is written as their
+    # midpoint, within half their spread of it.  Where the spread exceeds tau of that value (cancelling, or not
+    # finite), or the product itself overflowed (an expansion may clip infinity to a finite value), the entry
+    # is listed in ``uncertain`` for the caller to recompute from the rows (its value here is
+    # a placeholder); the others are tested by refine_when and listed in ``flagged``, as the kernels above list
+    # theirs.  Two evaluations an entry, in a loop that vectorises.
+    m, p = c.shape
+    nchunks = min(m, 8 * nthreads)
+    ny0, ny1 = yn[0], yn[1]  # rows of yn: 2-D indexing in the loop does not vectorise
+    for chunk in prange(nchunks):
+        far = np.empty(p, np.bool_)
+        for i in range(chunk * m // nchunks, (chunk + 1) * m // nchunks):
+            row, o = c[i], out[i]
+            x0, x1, a = xn[0, i], xn[1, i], gamma * xa[i]
+            for j in range(p):  # vectorises; the rare entries are listed below
+                v, e = np.float64(row[j]), a * ya[j] + floor
+                lo = expansion(v - e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
+                hi = expansion(v + e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
+                f = 0.5 * (lo + hi)
+                o[j] = f
+                far[j] = not (abs(hi - lo) <= tau * abs(f) and abs(v) < np.inf)  # an overflowed product may clip
+            if far.any() or _any_flagged(row, p, i, 0, xn, yn, n, eparams):
+                for j in range(p):
+                    if far[j]:
+                        _listed(i, j, uncertain, chunk)
+                    else:
+                        _flag(np.float64(row[j]), i, j, xn, yn, n, eparams, flagged, chunk)
+
+
+@njit(parallel=True, **JIT)
+def expand_at_kernel(rows, cols, c, xn, yn, n, eparams, out, flag):
+    # out[rows[s], cols[s]] = the expansion of c[s] (products recomputed at those entries); flag[s]: whether
+    # refine_when holds there.
+    for s in prange(rows.size):
+        i, j = rows[s], cols[s]
+        out[i, j] = expansion(c[s], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+        flag[s] = refine_when(c[s], 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams) != 0.0
+
+
 @njit(parallel=True, **JIT)
 def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, yn, n, eparams, flagged, out):
     # Intersection only: each product x*y of a shared column is formed once

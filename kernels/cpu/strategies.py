@@ -152,6 +152,41 @@ def _dense_path(product: Product, out_dtype, expansion=None) -> np.ndarray:
     return _dense.product(product.X, product.Y, product.sr, out_dtype)
 
 
+def _blas(product: Product, out_dtype, expansion=None):
+    """BLAS's product; with a measure's ``expansion`` of a float32 result of float32 rows, the product in float32
+    written expanded, the entries it cannot give to ``dense.FLOAT32_TOLERANCE`` recomputed from the rows in
+    float64 (``dense.float32_product``; the kernel: ``uncertain_product_kernel``).  None where the expansion
+    is better applied apart (a float64 result, or the product itself), or where more entries than their room
+    (``FLAGGED_SHARE``) need recomputing: ``product_expanded`` then multiplies in float64."""
+    X, Y, sr = product.X, product.Y, product.sr
+    if expansion is None:
+        return _dense.product(X, Y, sr, out_dtype)
+    if not _dense.multiplies_in_float32(X, Y, out_dtype, expansion[0]):
+        return None
+    c, xa, ya, gamma, floor = _dense.float32_product(X, Y)
+    kernels, operands, out = _written(product, out_dtype, expansion)
+    xn, yn, n, eparams, flagged = operands
+    room = max(1024, product.m * product.p // (FLAGGED_SHARE * flagged.shape[0]))
+    uncertain = np.zeros((flagged.shape[0], 1 + 2 * room), np.int64)
+    threads = numba.get_num_threads()
+    tolerance = _dense.FLOAT32_TOLERANCE
+    kernels.uncertain_product_kernel(c, xa, ya, gamma, floor, tolerance, threads, *operands, uncertain, out)
+    del c
+    if _pairwise.with_flagged(out, flagged) is None or _pairwise.with_flagged(out, uncertain) is None:
+        return None
+    listed, redo = _pairwise.flagged_entries(flagged), _pairwise.flagged_entries(uncertain)
+    if len(redo.rows):
+        exact = _masked(Product(X, Y, sr, "masked", redo), np.float64)
+        refine = np.zeros(len(redo.rows), np.bool_)
+        kernels.expand_at_kernel(redo.rows, redo.cols, exact, xn, yn, n, eparams, out, refine)
+        if listed is not None and refine.any():
+            rows = np.concatenate([listed.rows, redo.rows[refine]])
+            cols = np.concatenate([listed.cols, redo.cols[refine]])
+            order = np.lexsort((cols, rows))
+            listed = Entries(rows[order], cols[order])
+    return out, listed
+
+
 def _written(product: Product, out_dtype, expansion):
     """``(kernels, expansion operands, out)`` of a kernel writing the dense result, expanded where asked."""
     sr, m, p = product.sr, product.m, product.p
@@ -317,7 +352,15 @@ STRATEGIES: tuple[Strategy, ...] = (
     # Dense blocks (``dense``): taken wherever the call's densities say they pay (the measured crossover), so
     # first, at no cost.
     Strategy(
-        "blas", "dense", "intersection", _dense_path, _dense_runs, _dense_pays, setting=_DENSE, forced_by=("always",)
+        "blas",
+        "dense",
+        "intersection",
+        _blas,
+        _dense_runs,
+        _dense_pays,
+        setting=_DENSE,
+        forced_by=("always",),
+        expands=True,
     ),
     Strategy("tiled", "dense", "union", _dense_path, _dense_runs, _dense_pays, setting=_DENSE, forced_by=("always",)),
     # Intersections, each by what it costs beyond the other: the row kernel its products (walks of Y's rows by

@@ -178,3 +178,76 @@ def test_dense_dot_path_keeps_the_intersection_where_values_are_infinite(forced,
     # by hand over the stored pairs: row 0 meets Y's row 0 at columns 0 (0 × inf) and 1, Y's row 1 at column 1
     want = np.array([[np.nan, 6.0], [np.inf, -np.inf]])
     np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- float32 products
+
+
+@pytest.fixture
+def float32_products(monkeypatch):
+    """The float32 BLAS path taken on small blocks (it is taken from 2**20 result entries), each call counted."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)
+    monkeypatch.setenv(dense_path.DENSE_ENV, "always")
+    calls = []
+    product = dense_path.float32_product
+
+    def counted(X, Y):
+        calls.append(X.shape)
+        return product(X, Y)
+
+    monkeypatch.setattr(dense_path, "float32_product", counted)
+    return calls
+
+
+def awkward_float32_rows(rng, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose float32 products cancel in the expansions: duplicates, parallel rows, near-duplicates (1e-4
+    apart), an empty row, rows of 1e20 (their float32 products overflow), signed rows."""
+    X = rng.random((m, n)).astype(np.float32)
+    Y = rng.random((m + 3, n)).astype(np.float32)
+    Y[0] = X[0]  # a duplicate
+    Y[1] = 3 * X[1]  # parallel: cosine 0
+    Y[2] = X[2] + np.float32(1e-4) * rng.random(n).astype(np.float32)  # near-duplicate
+    X[3] = 0.0  # empty row: cosine NaN, as SciPy
+    X[4] = Y[4] = np.float32(1e20)  # float32's x·y overflows; float64's does not
+    X[5] -= 0.5  # signs: products that cancel inside the sum
+    Y[5] = X[5]
+    return X, Y
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_float32_products_recompute_what_they_cannot_give(metric, float32_products, rng):
+    """A float32 result of float32 rows is multiplied in float32 and each entry's uncertainty is carried into its
+    expansion: the cancelling entries (duplicates, parallel and near-duplicate rows, overflowed products) are
+    recomputed from the rows, as exact as the float64 path's; the rest are within the float32 tolerance."""
+    X, Y = awkward_float32_rows(rng, 40, 300)
+    got = distances.pairwise_distances(X, Y, metric, backend="cpu")
+    assert float32_products and got.dtype == np.float32, "the float32 path did not run"
+    Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
+    want = oracle(metric, Xd, Yd)
+    np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
+    exact = [(0, 0), (2, 2), (4, 4), (5, 5)] + ([(1, 1)] if metric == "cosine" else [])
+    for i, j in exact:  # recomputed in float64: the exact value (SciPy's own cancels to 2e-16 at the 1e20 rows)
+        assert abs(got[i, j] - want[i, j]) <= 1e-6 * abs(want[i, j]) + 1e-12, (i, j, got[i, j], want[i, j])
+    assert np.isnan(got[3]).all() if metric == "cosine" else np.isfinite(got[3]).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    data=st.data(),
+    m=st.integers(1, 6),
+    p=st.integers(1, 6),
+    n=st.integers(1, 40),
+    scale=st.sampled_from([1e-30, 1e-3, 1.0, 1e6, 1e19]),
+)
+def test_float32_products_against_cdist(data, m, p, n, scale, float32_products):
+    """Any float32 rows (ties, zeros, signs, magnitudes where float32's products underflow or overflow): within
+    the float32 tolerance of cdist in float64, zeros and cancellations exactly."""
+    values = st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, -7.0])
+    X = np.array(data.draw(st.lists(values, min_size=m * n, max_size=m * n)), np.float32).reshape(m, n)
+    Y = np.array(data.draw(st.lists(values, min_size=p * n, max_size=p * n)), np.float32).reshape(p, n)
+    X, Y = X * np.float32(scale), np.concatenate([Y * np.float32(scale), X])  # X's rows among Y's: duplicates
+    got = distances.pairwise_distances(X, Y, "cosine", backend="cpu")
+    want = oracle("cosine", X.astype(np.float64), Y.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
