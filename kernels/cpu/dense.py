@@ -13,8 +13,9 @@ entries one by one loses to reading it as a dense array:
   the measure's expansion and its exact recomputation of cancelling entries
   (``Refinement``) follow on the product as for the sparse kernels.  A
   float32 result of float32 rows (a measure's expansion of the product, not
-  the product itself) is multiplied in float32 instead (``float32_product``:
-  sgemm, twice dgemm's rate, as scikit-learn multiplies float32 rows), each
+  the product itself) is multiplied in float32 instead (``float32_blocks``:
+  sgemm, twice dgemm's rate, as scikit-learn multiplies float32 rows; in
+  tiles, each of the engine's threads calling BLAS on its own), each
   entry known to within ``FLOAT32_ERROR`` · √n · 2⁻²⁴ · ‖x‖‖y‖ (and n · 2⁻¹²⁶
   where products underflow); the engine's
   kernel expands it and recomputes in float64, from the rows, every entry
@@ -47,6 +48,7 @@ engine's.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import cache
 
 import numpy as np
@@ -57,7 +59,16 @@ from semiring.interfaces import CALL_DENSITY
 
 from .jit import generate, scalar_source
 
-__all__ = ["applies", "block_bytes", "float32_product", "multiplies_in_float32", "pays", "product", "runs"]
+__all__ = [
+    "applies",
+    "block_bytes",
+    "float32_blocks",
+    "multiplies_in_float32",
+    "one_blas_thread",
+    "pays",
+    "product",
+    "runs",
+]
 
 DENSE_ENV = settings.CPU_DENSE.name
 # Where the dense paths pay (benchmarks/dense_bench.py's crossover, 2,000 x 300 random rows, 2 threads,
@@ -70,6 +81,11 @@ BLAS_MIN_DENSITY_PRODUCT = 0.05
 UNION_MIN_DENSITY_SUM = 0.55
 # Columns of Y (transposed) a tile: 128 measured fastest of 32-256 (1,000 x 300 float64 rows: 119 ms, 64: 178 ms).
 TILE = 128
+# Rows and columns of a float32 product's tile, multiplied by one thread's BLAS and expanded while in cache
+# (256 x 256 float32: 256 KiB); against BLAS on both threads over the whole block, then the expansion apart,
+# 0.165 against 0.235 s (3,000 x 300 cosine, 2 loaded threads: the pool's spinning threads slowed the pass after
+# it) and 2.89 against 3.08 s (8,000 x 768).
+FLOAT32_TILE = 256
 # A float32 product's error on one entry, against the exact x·y, measured: at most 1.43 · √n · 2⁻²⁴ · ‖x‖‖y‖ over
 # uniform, normal, offset (100 + normal) and lognormal rows of 30, 300, 768 and 4,096 columns (1,000 rows each,
 # all pairs; OpenBLAS 0.3.31 sgemm, 2 threads), falling as n grows (0.32 at 4,096: BLAS sums in several partial
@@ -152,17 +168,33 @@ def _not_the_product(tree) -> bool:
     return not (tree.kind == "var" and tree.args == ("c0",))
 
 
-def float32_product(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
-    """``(c, ‖x‖, ‖y‖, gamma, floor)``: the block's product by BLAS in float32 (X, Y of float32 values), the
-    rows' Euclidean norms (float64), and each ``c[i, j]``'s distance from the exact product bounded by
-    ``gamma · ‖x_i‖ · ‖y_j‖ + floor``: ``FLOAT32_ERROR``'s rounding, and where products fall below float32's
-    normal numbers (x·y under 1.2e-38, rows of 1e-20), up to 2⁻¹²⁶ a term lost (flushed to zero, at worst)."""
+def float32_blocks(
+    X: sp.csr_matrix, Y: sp.csr_matrix
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """``(X, Y, ‖x‖, ‖y‖, gamma, floor)`` for a product in float32: the blocks densified (float32 values), the
+    rows' Euclidean norms (float64), and the bound on each product entry's distance from the exact
+    one, ``gamma · ‖x_i‖ · ‖y_j‖ + floor``: ``FLOAT32_ERROR``'s rounding, and where products fall below
+    float32's normal numbers (x·y under 1.2e-38, rows of 1e-20), up to 2⁻¹²⁶ a term lost (flushed to zero, at
+    worst)."""
     Xd = X.toarray()
     Yd = Xd if Y is X else Y.toarray()
     xa = np.sqrt(np.einsum("ij,ij->i", Xd, Xd, dtype=np.float64))
     ya = xa if Y is X else np.sqrt(np.einsum("ij,ij->i", Yd, Yd, dtype=np.float64))
     n = X.shape[1]
-    return Xd @ Yd.T, xa, ya, FLOAT32_ERROR * np.sqrt(n) * 2.0**-24, n * 2.0**-126
+    return Xd, Yd, xa, ya, FLOAT32_ERROR * np.sqrt(n) * 2.0**-24, n * 2.0**-126
+
+
+@contextmanager
+def one_blas_thread():
+    """BLAS held to one thread (threadpoolctl's limit, where it is installed): the engine's threads each call it
+    on their own tiles.  Without threadpoolctl BLAS keeps its threads: the same results, the cores shared."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def block_bytes(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, rows: int, cols: int) -> int:

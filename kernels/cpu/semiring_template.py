@@ -129,36 +129,48 @@ def _listed(i, j, lists, chunk):
 
 
 @njit(parallel=True, **JIT)
-def uncertain_product_kernel(c, xa, ya, gamma, floor, tau, nthreads, xn, yn, n, eparams, flagged, uncertain, out):
-    # c: a product whose entries are known only to within e = gamma * xa[i] * ya[j] + floor (BLAS in float32,
-    # dense.py's error model), written expanded as the kernels above write theirs.  The expansion is monotone in c0 (every
-    # measure's is), so its values at c - e and c + e bound the exact entry's: the entry is written as their
-    # midpoint, within half their spread of it.  Where the spread exceeds tau of that value (cancelling, or not
-    # finite), or the product itself overflowed (an expansion may clip infinity to a finite value), the entry
-    # is listed in ``uncertain`` for the caller to recompute from the rows (its value here is
-    # a placeholder); the others are tested by refine_when and listed in ``flagged``, as the kernels above list
-    # theirs.  Two evaluations an entry, in a loop that vectorises.
-    m, p = c.shape
-    nchunks = min(m, 8 * nthreads)
+def float32_product_kernel(
+    xd, yd, xa, ya, gamma, floor, tau, tile, nthreads, xn, yn, n, eparams, flagged, uncertain, out
+):
+    # xd @ yd.T (float32 blocks of X's and Y's rows) by BLAS in tiles of ``tile`` rows and columns, each
+    # thread multiplying its own (BLAS held to one thread by the caller: none then waits on another's pool) and
+    # expanding it while it is in cache.  A product is known only to within e = gamma * xa[i] * ya[j] + floor
+    # (dense.py's error model), and the expansion is monotone in c0 (every measure's is), so its values at c - e
+    # and c + e bound the exact entry's: the entry is written as their midpoint, within half their spread of
+    # it.  Where the spread exceeds tau of that value (cancelling, or not finite), or the product itself
+    # overflowed (an expansion may clip infinity to a finite value), the entry is listed in ``uncertain`` for
+    # the caller to recompute from the rows (its value here is a placeholder); the others are tested by
+    # refine_when and listed in ``flagged``, as the kernels above list theirs.  Two evaluations an entry, in a
+    # loop that vectorises.
+    m, p = out.shape
     ny0, ny1 = yn[0], yn[1]  # rows of yn: 2-D indexing in the loop does not vectorise
+    ntiles = (m + tile - 1) // tile
+    nchunks = min(ntiles, 8 * nthreads)
     for chunk in prange(nchunks):
-        far = np.empty(p, np.bool_)
-        for i in range(chunk * m // nchunks, (chunk + 1) * m // nchunks):
-            row, o = c[i], out[i]
-            x0, x1, a = xn[0, i], xn[1, i], gamma * xa[i]
-            for j in range(p):  # vectorises; the rare entries are listed below
-                v, e = np.float64(row[j]), a * ya[j] + floor
-                lo = expansion(v - e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
-                hi = expansion(v + e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
-                f = 0.5 * (lo + hi)
-                o[j] = f
-                far[j] = not (abs(hi - lo) <= tau * abs(f) and abs(v) < np.inf)  # an overflowed product may clip
-            if far.any() or _any_flagged(row, p, i, 0, xn, yn, n, eparams):
-                for j in range(p):
-                    if far[j]:
-                        _listed(i, j, uncertain, chunk)
-                    else:
-                        _flag(np.float64(row[j]), i, j, xn, yn, n, eparams, flagged, chunk)
+        far = np.empty(tile, np.bool_)
+        for t in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
+            i0, i1 = t * tile, min(m, (t + 1) * tile)
+            for j0 in range(0, p, tile):
+                j1 = min(p, j0 + tile)
+                c = np.dot(xd[i0:i1], yd[j0:j1].T)  # row slices: contiguous, as BLAS takes them
+                for r in range(i1 - i0):
+                    i = i0 + r
+                    row, o = c[r], out[i, j0:j1]
+                    x0, x1, a = xn[0, i], xn[1, i], gamma * xa[i]
+                    for jj in range(j1 - j0):  # vectorises; the rare entries are listed below
+                        j = j0 + jj
+                        v, e = np.float64(row[jj]), a * ya[j] + floor
+                        lo = expansion(v - e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
+                        hi = expansion(v + e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
+                        f = 0.5 * (lo + hi)
+                        o[jj] = f
+                        far[jj] = not (abs(hi - lo) <= tau * abs(f) and abs(v) < np.inf)  # inf may clip to finite
+                    if far[: j1 - j0].any() or _any_flagged(row, j1 - j0, i, j0, xn, yn, n, eparams):
+                        for jj in range(j1 - j0):
+                            if far[jj]:
+                                _listed(i, j0 + jj, uncertain, chunk)
+                            else:
+                                _flag(np.float64(row[jj]), i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
 
 
 @njit(parallel=True, **JIT)

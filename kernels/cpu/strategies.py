@@ -155,7 +155,7 @@ def _dense_path(product: Product, out_dtype, expansion=None) -> np.ndarray:
 def _blas(product: Product, out_dtype, expansion=None):
     """BLAS's product; with a measure's ``expansion`` of a float32 result of float32 rows, the product in float32
     written expanded, the entries it cannot give to ``dense.FLOAT32_TOLERANCE`` recomputed from the rows in
-    float64 (``dense.float32_product``; the kernel: ``uncertain_product_kernel``).  None where the expansion
+    float64 (``dense.float32_blocks``; the kernel: ``float32_product_kernel``).  None where the expansion
     is better applied apart (a float64 result, or the product itself), or where more entries than their room
     (``FLAGGED_SHARE``) need recomputing: ``product_expanded`` then multiplies in float64."""
     X, Y, sr = product.X, product.Y, product.sr
@@ -163,15 +163,16 @@ def _blas(product: Product, out_dtype, expansion=None):
         return _dense.product(X, Y, sr, out_dtype)
     if not _dense.multiplies_in_float32(X, Y, out_dtype, expansion[0]):
         return None
-    c, xa, ya, gamma, floor = _dense.float32_product(X, Y)
+    xd, yd, xa, ya, gamma, floor = _dense.float32_blocks(X, Y)
     kernels, operands, out = _written(product, out_dtype, expansion)
     xn, yn, n, eparams, flagged = operands
     room = max(1024, product.m * product.p // (FLAGGED_SHARE * flagged.shape[0]))
     uncertain = np.zeros((flagged.shape[0], 1 + 2 * room), np.int64)
-    threads = numba.get_num_threads()
-    tolerance = _dense.FLOAT32_TOLERANCE
-    kernels.uncertain_product_kernel(c, xa, ya, gamma, floor, tolerance, threads, *operands, uncertain, out)
-    del c
+    threads, tolerance, tile = numba.get_num_threads(), _dense.FLOAT32_TOLERANCE, _dense.FLOAT32_TILE
+    with _dense.one_blas_thread():
+        kernels.float32_product_kernel(
+            xd, yd, xa, ya, gamma, floor, tolerance, tile, threads, *operands, uncertain, out
+        )
     if _pairwise.with_flagged(out, flagged) is None or _pairwise.with_flagged(out, uncertain) is None:
         return None
     listed, redo = _pairwise.flagged_entries(flagged), _pairwise.flagged_entries(uncertain)

@@ -191,13 +191,13 @@ def float32_products(monkeypatch):
     monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)
     monkeypatch.setenv(dense_path.DENSE_ENV, "always")
     calls = []
-    product = dense_path.float32_product
+    blocks = dense_path.float32_blocks
 
     def counted(X, Y):
         calls.append(X.shape)
-        return product(X, Y)
+        return blocks(X, Y)
 
-    monkeypatch.setattr(dense_path, "float32_product", counted)
+    monkeypatch.setattr(dense_path, "float32_blocks", counted)
     return calls
 
 
