@@ -88,8 +88,9 @@ TILE = 128
 FLOAT32_TILE = 256
 # A float32 product's error on one entry, against the exact x·y, measured: at most 1.43 · √n · 2⁻²⁴ · ‖x‖‖y‖ over
 # uniform, normal, offset (100 + normal) and lognormal rows of 30, 300, 768 and 4,096 columns (1,000 rows each,
-# all pairs; OpenBLAS 0.3.31 sgemm, 1 and 2 threads alike), falling as n grows (0.32 at 4,096: BLAS sums in several partial
-# sums); Cauchy–Schwarz bounds Σ|x_k y_k| by ‖x‖‖y‖ whatever the signs.  The bound taken, with room to spare:
+# all pairs; OpenBLAS 0.3.31 sgemm, 1 and 2 threads alike), falling as n grows (0.32 at 4,096: BLAS sums in
+# several partial sums); Cauchy–Schwarz bounds Σ|x_k y_k| by ‖x‖‖y‖ whatever the signs.  The bound taken, with
+# room to spare:
 FLOAT32_ERROR = 4.0
 # An entry is recomputed from the rows where that uncertainty could move its value by more than this share of
 # it: the rest are within half of it (a float32 result's tests compare at 1e-4, tests/oracles.py).
