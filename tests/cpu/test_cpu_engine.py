@@ -527,6 +527,7 @@ def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metri
     from semiring.distances import pairwise_distances
     from semiring.distances.bound import BoundMeasure
     from semiring.distances.specs import expression, resolve_metric
+    from semiring.kernels.cpu import dense as dense_path
     from semiring.kernels.cpu import strategies as cpu_strategies
 
     rng = np.random.default_rng(29)
@@ -545,6 +546,9 @@ def test_expanded_products_match_cdist_and_are_taken_only_where_they_apply(metri
     fused, flagged = ENGINE.pairwise_expanded(Xr.matrix, Yr.matrix, bound.terms[0], np.float32, expansion)
     assert fused.dtype == apart.dtype == np.float32
     np.testing.assert_allclose(fused, apart, rtol=1e-6, atol=1e-6 * np.nanmax(apart))
+    # the public call on the sparse kernels, as the engine's direct call above (dense enough, float32 rows would take
+    # BLAS in float32, equal to within the float32 tolerance only: tests/cpu/test_dense_blocks.py)
+    monkeypatch.setenv(dense_path.DENSE_ENV, "never")
     got = pairwise_distances(X, Y, metric=metric, backend="cpu")
     with np.errstate(invalid="ignore", divide="ignore"):
         ref = cdist(dense(X), dense(Y), metric)
