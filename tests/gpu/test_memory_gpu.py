@@ -9,7 +9,6 @@ Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_memory_gpu.py
 from __future__ import annotations
 
 import gc
-
 from itertools import pairwise
 
 import numpy as np
