@@ -31,6 +31,7 @@ Figures behind the rules: docs/cuda.md, "Strategy choice".
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -82,7 +83,11 @@ class Product:
 
     @cached_property
     def facts(self) -> Facts:
-        return planner.facts(self.sr, self.X, self.Y, self.xv, self.yv, lambda: self.margins is not None, self.split_of)
+        # The margins' question through a weak reference: the facts are kept on the product, and a closure over
+        # the product itself would make a cycle holding its device arrays until the garbage collector ran.
+        product = weakref.ref(self)
+        margins = lambda: product().margins is not None  # asked only while the product plans
+        return planner.facts(self.sr, self.X, self.Y, self.xv, self.yv, margins, self.split_of)
 
     @cached_property
     def operands(self):

@@ -287,6 +287,30 @@ def test_a_product_answers_the_margin_split_question_without_a_gpu():
     assert decide(settings, no_split) == "rowvec"  # forced where it does not apply: as for rowvec
 
 
+def test_a_product_and_its_facts_make_no_reference_cycle():
+    """A planned product goes as its last reference does: its facts ask the margins' question through a weak
+    reference, so no cycle holds its arrays (on a GPU, copies of a tile's values) until the garbage collector
+    runs (one did, and a test's allocator was called from the collector inside another test)."""
+    import gc
+    import weakref
+
+    import scipy.sparse as sp
+
+    from semiring.kernels.cuda import launch
+
+    A = sp.random(6, 9, density=0.4, format="csr", random_state=1)
+    X = launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+    product = strategies.Product(X, X, semiring.plus_times, np.float32)  # float32 of float64: copies of the values
+    assert product.facts.margins() is False  # the question answered through the weak reference: no split
+    gone = weakref.ref(product)
+    gc.disable()
+    try:
+        del product
+        assert gone() is None  # freed by its reference count, no collection needed
+    finally:
+        gc.enable()
+
+
 def test_flag_room_and_index_of_listed_entries(monkeypatch):
     """The room a selection (``elementwise.select``, the row-range kernel's refinement) lists entries in at first:
     1/256 of the result, at least 1,024; their index int32 where positions fit.  Patching the constants (as the
