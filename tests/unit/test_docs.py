@@ -26,7 +26,9 @@ def test_readme_example_runs(tmp_path):
 
 def test_measures_table_in_docs_is_generated_from_specs():
     text = (ROOT / "docs" / "measures.md").read_text()
-    assert measures_table() in text, "docs/measures.md is stale: regenerate with python -m semiring.distances.measures_table"
+    assert measures_table() in text, (
+        "docs/measures.md is stale: regenerate with python -m semiring.distances.measures_table"
+    )
 
 
 def test_readme_counts_the_measures_there_are():
