@@ -145,8 +145,10 @@ _CHILD = "import sys; from semiring.distances.cli import main; raise SystemExit(
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(delay=st.floats(0.0, 6.0))
 def test_sigterm_at_a_random_moment_leaves_the_output_whole_or_absent(tmp_path_factory, delay):
-    """A real SIGTERM at a random moment of a run writing a large CSV: either the whole file (exit 0) or none
-    (exit 143), and never a temporary file."""
+    """A real SIGTERM at a random moment of a run writing a large CSV: exit 0 and the whole file, or 143 (or
+    the signal's own status, before the command's handler is set) and no file — or the whole file, where the
+    signal came after it was published (seen twice in whole-suite runs under load) — never a partial or a
+    temporary file."""
     folder = tmp_path_factory.mktemp("sigterm")
     X = folder / "x.npy"
     np.save(X, np.random.default_rng(1).random((1200, 8)))
@@ -169,10 +171,8 @@ def test_sigterm_at_a_random_moment_leaves_the_output_whole_or_absent(tmp_path_f
     # -15: the signal came before the command set its handler (while Python imported it), nothing written yet
     assert proc.returncode in (0, 143, -signal.SIGTERM), err
     assert _leftovers(folder, {"x.npy", "d.csv"}) == set()
-    if proc.returncode == 0:
+    if proc.returncode == 0 or out.exists():  # published: whole, whatever came after
         assert np.loadtxt(out, delimiter=",").shape == (1200, 1200)
-    else:
-        assert not out.exists()
 
 
 def test_a_closed_pipe_ends_quietly_with_its_documented_status(tmp_path):
