@@ -82,9 +82,11 @@ def topk_push(block, col0: int, self0: int, largest: bool, selection) -> None:
 
 
 def segments(m: int, p: int) -> int:
-    """The segments each of m rows of p candidates is cut into (1: a warp a row)."""
+    """The segments each of m rows of p candidates is cut into (1: a warp a row): at most as many as give the
+    GPU SEGMENT_WARPS_PER_SM warps a multiprocessor, so the segments' lists (m × segments × k pairs, 12 bytes
+    each) stay within a few MiB, and within a grid's second dimension (65,535)."""
     wanted = -(-launch.multiprocessor_count() * SEGMENT_WARPS_PER_SM // max(1, m))
-    return max(1, min(wanted, p // SEGMENT_MIN_ENTRIES))
+    return max(1, min(wanted, p // SEGMENT_MIN_ENTRIES, 65_535))
 
 
 def _expanded(block, dtype):
