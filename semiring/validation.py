@@ -52,7 +52,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
         if A.dtype != dtype:
             A = A.astype(dtype)
             copied = True
-        A = _as_csr_matrix(A)
+        A = _as_csr_matrix(A, copied)
         _check_pointer_arrays(A, name)
         verdict = None if verdicts is None else verdicts(A)
         if verdict is not None:
@@ -205,11 +205,19 @@ def _signed_indices(A, name: str):
     return A, True
 
 
-def _as_csr_matrix(A) -> sp.csr_matrix:
-    """A ``csr_matrix`` view sharing data with ``A`` (which may be a ``csr_array``)."""
-    if isinstance(A, sp.csr_matrix):
+def _as_csr_matrix(A, copied: bool) -> sp.csr_matrix:
+    """A ``csr_matrix`` of A's arrays (A may be a ``csr_array``): A itself where it is ours (``copied``), else a
+    new object sharing them, so that what SciPy caches on a matrix as it is asked (``has_canonical_format``
+    writes ``_has_canonical_format``) is cached on ours, and the caller's object is never written to: a Dask
+    worker sending a query block to another while a task checked the same block failed ("dictionary changed
+    size during iteration") and the call waited forever.  What the caller's object already knows is kept."""
+    if copied and isinstance(A, sp.csr_matrix):
         return A
-    return sp.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape, copy=False)
+    view = sp.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape, copy=False)
+    known = A.__dict__.get("_has_canonical_format")  # read from its dict: the property would compute and write
+    if known is not None:
+        view.has_canonical_format = known
+    return view
 
 
 def _value_dtype(dtype: np.dtype, name: str) -> np.dtype:
@@ -298,8 +306,9 @@ def entry_chunks(nnz: int):
 
 def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
     """Validate X and Y (``Y=None`` means X against itself) and their widths (``verdicts``: see ``check_matrix``)."""
+    same = Y is None or Y is X  # one matrix against itself: checked once, one object (its dense rows made once)
     X = check_matrix(X, "X", allow_inf=allow_inf, verdicts=verdicts)
-    Y = X if Y is None else check_matrix(Y, "Y", allow_inf=allow_inf, verdicts=verdicts)
+    Y = X if same else check_matrix(Y, "Y", allow_inf=allow_inf, verdicts=verdicts)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"X has {X.shape[1]} columns but Y has {Y.shape[1]}; rows are compared column by column, "
@@ -344,7 +353,7 @@ def check_mask(mask, shape: tuple[int, int]):
         raise ValueError(f"mask has shape {mask.shape} but the result has shape {shape} (rows of X by rows of Y)")
     copied = mask.format != "csr"
     M = mask.tocsr() if copied else mask
-    M = M if on_device else _as_csr_matrix(M)
+    M = M if on_device else _as_csr_matrix(M, copied)
     _check_structure(M, "mask")
     return _canonical(M, copied)
 

@@ -131,3 +131,35 @@ def test_one_fitted_estimator_queried_from_threads_answers_each_query():
             inside = np.flatnonzero(ref[i] <= 1.0)
             np.testing.assert_array_equal(np.sort(rind[i]), inside)
             np.testing.assert_allclose(np.sort(rdist[i]), np.sort(ref[i, inside]), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", [sp.csr_matrix, sp.csr_array])
+def test_the_callers_matrices_are_never_written_to(kind):
+    """Every entry point leaves the caller's matrix objects as they were, down to what SciPy caches on them as
+    it is asked (``has_canonical_format``): a Dask worker sending a query block while a task on the same worker
+    checked it failed ("dictionary changed size during iteration") and the call waited forever."""
+    import semiring
+    from semiring.distances import graph
+
+    rng = np.random.default_rng(3)
+    X = kind(sp.random(40, 12, density=0.3, format="csr", random_state=rng))
+    Q = kind(sp.random(7, 12, density=0.3, format="csr", random_state=rng))
+    G = sp.random(30, 30, density=0.2, format="csr", random_state=rng)
+    G = kind(((G + G.T) > 0).astype(np.float64))
+    G.setdiag(0)
+    G.eliminate_zeros()
+    M = kind(sp.random(7, 40, density=0.2, format="csr", random_state=rng))
+    for key in ("_has_canonical_format", "_has_sorted_indices"):  # as fresh from a reader: nothing cached yet
+        for A in (X, Q, G, M):
+            A.__dict__.pop(key, None)
+    before = {name: dict(A.__dict__) for name, A in (("X", X), ("Q", Q), ("G", G), ("M", M))}
+    pairwise_distances(X, metric="cosine", backend="cpu")
+    pairwise_distances(Q, X, metric="cityblock", backend="cpu")
+    nn = NearestNeighbors(n_neighbors=3, backend="cpu").fit(X)
+    nn.kneighbors(Q)
+    nn.radius_neighbors(Q, radius=1.0)
+    semiring.pairwise(Q, X, semiring.plus_times, mask=M, backend="cpu")
+    graph.jaccard(G, backend="cpu")
+    graph.triangle_count(G, backend="cpu")
+    after = {name: dict(A.__dict__) for name, A in (("X", X), ("Q", Q), ("G", G), ("M", M))}
+    assert {k: set(v) for k, v in after.items()} == {k: set(v) for k, v in before.items()}
