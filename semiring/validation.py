@@ -213,7 +213,8 @@ def _as_csr_matrix(A, copied: bool) -> sp.csr_matrix:
     size during iteration") and the call waited forever.  What the caller's object already knows is kept."""
     if copied and isinstance(A, sp.csr_matrix):
         return A
-    view = sp.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape, copy=False)
+    view = sp.csr_matrix(A.shape, dtype=A.dtype)  # its arrays set, not passed: the constructor would narrow them
+    view.indptr, view.indices, view.data = A.indptr, A.indices, A.data
     known = A.__dict__.get("_has_canonical_format")  # read from its dict: the property would compute and write
     if known is not None:
         view.has_canonical_format = known
