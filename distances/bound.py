@@ -194,6 +194,11 @@ class BoundMeasure:
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
         return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
 
+    def dense_block_bytes(self, X, Y, tile: tuple[int, int]) -> int:
+        """The most the engine's dense path densifies for one tile of checked X rows against Y rows (one term
+        at a time), beyond the tile's own temporaries: what ``working_memory`` does not bound."""
+        return max(self.engine.dense_block_bytes(X, Y, sr, self.acc, *tile) for sr in self.terms)
+
     def block(self, X: Rows, Y: Rows):
         """The measure for the rows of X against all of Y, an ``m × p`` array on the engine's device."""
         engine, spec = self.engine, self.spec

@@ -765,7 +765,7 @@ def _check_dense_tile(measure: BoundMeasure, Q, index, working_memory) -> None:
     engine = measure.engine
     shape = (Q.shape[0], index.matrix.shape[0])
     tile = tiling.tile_shape(*shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory))
-    blocks = max(engine.dense_block_bytes(Q, index.matrix, sr, measure.acc, *tile) for sr in measure.terms)
+    blocks = measure.dense_block_bytes(Q, index.matrix, tile)
     if blocks:
         validation.check_allocation(
             tile[0] * tile[1] * measure.bytes_per_entry + blocks,

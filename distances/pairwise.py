@@ -152,7 +152,7 @@ def _check_host_memory(engine, X, Y, measure: BoundMeasure, working_memory) -> N
     result alone)."""
     shape = (X.shape[0], Y.shape[0])
     tile = tiling.tile_shape(*shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory))
-    blocks = max(engine.dense_block_bytes(X, Y, sr, measure.acc, *tile) for sr in measure.terms)
+    blocks = measure.dense_block_bytes(X, Y, tile)
     validation.check_tiled_result(
         shape,
         measure.dtype,
