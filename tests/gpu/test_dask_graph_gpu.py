@@ -22,12 +22,6 @@ distributed = pytest.importorskip("distributed")
 dask_cuda = pytest.importorskip("dask_cuda")
 
 
-@pytest.fixture(scope="module")
-def client():
-    with dask_cuda.LocalCUDACluster(dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
 def blocks(A, rows):
     return da.from_array(A, chunks=(rows, -1), asarray=False)
 
