@@ -522,7 +522,7 @@ def test_bad_arguments_are_refused_before_work(data, tmp_path, capsys):
         (["pairwise", x, "-s", "plus_times", "-p", 3], "-p applies to --metric minkowski, not to a semiring"),
         (
             ["pairwise", x, "-m", "minkowski", "-p", -1],
-            "p must be > 0 and <= 1024, or inf for minkowski (p = inf gives chebyshev)",
+            "p must be > 0 and <= 1024, or inf for minkowski (p = 1 gives cityblock; p = 2 gives euclidean; p = inf gives chebyshev)",
         ),
         (["knn", "-q", x], "--queries needs a data file"),
         (["knn", x, "-q", q], f"(data = {x}, queries = {q})"),

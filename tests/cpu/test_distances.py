@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
-from oracles import NONNEGATIVE, ORACLES, constant_rows, ill_posed, oracle, tolerances  # noqa: F401 - re-exported
+from oracles import NONNEGATIVE, ORACLES, OWN_PATH_PARAMS, constant_rows, ill_posed, oracle, tolerances  # noqa: F401 - re-exported
 from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
 
@@ -57,11 +57,12 @@ def test_declarations_are_consistent():
 
 
 def test_resolve_metric_checks_and_rewrites():
-    assert resolve_metric("Minkowski", {"p": 1}) == (distances.get_metric("minkowski"), {"p": 1.0})
-    assert resolve_metric("minkowski", {}) == (distances.get_metric("minkowski"), {"p": 2.0})
+    assert resolve_metric("Minkowski", {"p": 3}) == (distances.get_metric("minkowski"), {"p": 3.0})
+    assert resolve_metric("minkowski", {"p": 1}) == (distances.get_metric("cityblock"), {})
+    assert resolve_metric("minkowski", {}) == (distances.get_metric("euclidean"), {})
     assert resolve_metric("minkowski", {"p": np.inf}) == (distances.get_metric("chebyshev"), {})
     with pytest.raises(
-        ValueError, match=r"^p must be > 0 and <= 1024, or inf for minkowski \(p = inf gives chebyshev\), got -1\.0$"
+        ValueError, match=r"^p must be > 0 and <= 1024, or inf for minkowski \(p = 1 gives cityblock; p = 2 gives euclidean; p = inf gives chebyshev\), got -1\.0$"
     ):
         resolve_metric("minkowski", {"p": -1})
     with pytest.raises(TypeError, match=r"metric 'minkowski' got unexpected parameter\(s\) \['q'\]; it takes p$"):
@@ -85,7 +86,7 @@ def test_metric_matches_oracle(name, data):
     X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE, index=index))
     # seuclidean's default V refuses constant columns (tests/cpu/test_scipy_parity.py): here V is given
     params = {"V": data.draw(st.lists(st.floats(0.1, 10), min_size=X.shape[1], max_size=X.shape[1]))}
-    check_metric(name, X, Y, **(params if name == "seuclidean" else {}))
+    check_metric(name, X, Y, **(params if name == "seuclidean" else OWN_PATH_PARAMS.get(name, {})))
 
 
 @pytest.mark.parametrize("p", [0.5, 1.0, 1.5, 2.0, 3.0, 7.0])

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
-from oracles import NONNEGATIVE, constant_rows, oracle, tolerances
+from oracles import NONNEGATIVE, OWN_PATH_PARAMS, constant_rows, oracle, tolerances
 from strategies import dense, sparse_pair
 
 import semiring
@@ -97,7 +97,7 @@ def test_metric_on_gpu_matches_oracle(name, data, strategy):
     X, Y = data.draw(sparse_pair(nonnegative=name in NONNEGATIVE))
     # seuclidean's default V refuses constant columns (tests/cpu/test_scipy_parity.py): here V is given
     V = data.draw(st.lists(st.floats(0.1, 10), min_size=X.shape[1], max_size=X.shape[1]))
-    params = {"V": V} if name == "seuclidean" else {}
+    params = {"V": V} if name == "seuclidean" else OWN_PATH_PARAMS.get(name, {})
     got = distances.pairwise_distances(X, Y, metric=name, backend="cuda", **params)
     Xd, Yd = dense(X), dense(Y)
     ref = oracle(name, Xd, Yd, **params)
