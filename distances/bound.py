@@ -54,7 +54,12 @@ def prepare(A, how: str):
             xp.sqrt(data, out=data)
     else:
         raise ValueError(f"unknown row preparation {how!r}")
-    return type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
+    B = type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
+    # What validation proved of A gives its rows' facts: 0s and 1s, or shares of non-negative values in their
+    # row's sum (within [0, 1]; 0 where it is 0) and their square roots, are finite and non-negative.
+    if validation.facts_of(A) is not None and (how == "binary" or validation.proved(A, "nonnegative")):
+        B.facts = validation.Facts(finite=True, nonnegative=True)
+    return B
 
 
 # A row-scale-free measure's squares and products stay in the accumulation type's normal range, with room for
@@ -188,11 +193,21 @@ class BoundMeasure:
         Rows of a narrower type than the result (float32 against float64) are widened first, so their scaling,
         normalisation and norms have the result's precision: a float64 result is float64-accurate."""
         if A.dtype != self.rows_dtype:
-            A = A.astype(self.rows_dtype)
+            A = validation.carry_facts(A.astype(self.rows_dtype), A)
         Ap = prepare(scale_columns(A, self.scale), self.spec.prepare)
-        Ap = self.engine.to_device(rows_in_range(Ap, self.acc) if self.spec.row_scale_free else Ap)
+        Ap = rows_in_range(Ap, self.acc) if self.spec.row_scale_free else Ap
+        if self.finds_sign and validation.facts_of(Ap) is not None:  # kept there: no tile's product scans again
+            validation.is_nonnegative(Ap)
+        Ap = self.engine.to_device(Ap)
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
         return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
+
+    @property
+    def finds_sign(self) -> bool:
+        """Whether the rows' sign is found as they are prepared, where they carry what validation proved (the
+        values it checked, not scaled or divided ones: ``validation.carry_facts``): a plus-monoid union term's
+        product asks it (its margin split holds on some signs only)."""
+        return any(sr.is_union and sr.add.kind == "plus" for sr in self.terms)
 
     def dense_block_bytes(self, X, Y, tile: tuple[int, int]) -> int:
         """The most the engine's dense path densifies for one tile of checked X rows against Y rows (one term

@@ -543,10 +543,10 @@ class NearestNeighbors:
 
 def _owned_copy(A):
     """A copy of the CSR matrix A with A's own index types (SciPy's ``copy`` narrows int64 indices to int32,
-    and each index type the kernels meet is another compile of each)."""
+    and each index type the kernels meet is another compile of each), with what validation proved of A."""
     B = A.copy()
     B.indices, B.indptr = A.indices.copy(), A.indptr.copy()
-    return B
+    return validation.carry_facts(B, A)
 
 
 def _shares_arrays(A, given) -> bool:

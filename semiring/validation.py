@@ -3,6 +3,10 @@
 Inputs are never modified: anything that must change (format, dtype, sorting,
 summing duplicates) happens on a copy.
 
+A checked matrix carries what its check proved of it (:class:`Facts`: finite values, their sign once asked) to
+the engines, so that none scans for it again (``facts_of``; ``carry_facts`` passes them to a matrix of the same
+values or of some of its rows).
+
 CuPy input (``cupy`` arrays, ``cupyx.scipy.sparse`` matrices) is validated
 where it lives, on the GPU, by CuPy reductions: only their scalar verdicts
 reach the host, and the result is a canonical ``cupyx.scipy.sparse`` CSR
@@ -13,8 +17,10 @@ library an array belongs to is ``semiring.arrays``' to say.
 
 from __future__ import annotations
 
+import copy
 import numbers
 import os
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,6 +29,82 @@ from . import backend as _backend
 from .arrays import array_module, as_cupy, csr_matrix_class, is_cupy, sparse_module  # noqa: F401 (earlier callers)
 
 FLOAT_TYPES = (np.float32, np.float64)
+
+FACTS = ("finite", "nonnegative")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What validation proved of a checked matrix's stored values (``facts_of``): True, False, or None where
+    nothing proved it.
+
+    A matrix carrying facts is canonical CSR (sorted column indices without repeats in every row: validation made
+    it so) with signed int32 or int64 index arrays (their type is the arrays' own, read, never scanned).
+    ``finite``: no stored value is NaN or infinite (proved by every check; False only where ``allow_inf``
+    let an infinity through).  ``nonnegative``: no stored value is below 0 (-0.0 is not), found where a measure's
+    rule or its form asks (``check_nonnegative``, ``is_nonnegative``), or where a bound measure's union term may
+    ask, once a call (``semiring.distances.bound``).
+    """
+
+    finite: bool | None = None
+    nonnegative: bool | None = None
+
+    def of_part(self) -> Facts:
+        """The facts of some of the entries (a slice of the rows): what holds of all holds of each part; what
+        fails somewhere may hold in a part, so it is unknown there."""
+        return Facts(self.finite or None, self.nonnegative or None)
+
+
+def facts_of(A) -> Facts | None:
+    """What validation proved of ``A`` (a checked matrix, or a matrix or device matrix they were carried to), or
+    None: nothing, as for any matrix that did not come from a check."""
+    facts = getattr(A, "facts", None)
+    return facts if isinstance(facts, Facts) else None
+
+
+def carry_facts(B, A, *, part: bool = False):
+    """``B``, a new matrix of our own whose stored values are A's (A's arrays, or copies, in A's type or a wider
+    one: a narrower one gets none) or, with ``part``, those of some of A's rows, given the facts A carries; B
+    returned."""
+    facts = facts_of(A)
+    if facts is not None and np.dtype(B.dtype).itemsize >= np.dtype(A.dtype).itemsize:  # a narrower cast: unknown
+        B.facts = facts.of_part() if part else facts
+    return B
+
+
+def proved(A, fact: str, values=None) -> bool | None:
+    """What validation proved of ``fact`` (one of ``FACTS``) for A's stored values, or None where nothing did.
+
+    ``values``: the values a caller reads, A's own in the caller's type; a type narrower than A's answers None (a
+    cast may overflow to infinity, or round a negative value to -0.0), a wider one A's own answer (exact)."""
+    facts = facts_of(A)
+    if facts is None or values is not None and np.dtype(values.dtype).itemsize < np.dtype(A.dtype).itemsize:
+        return None
+    return getattr(facts, fact)
+
+
+def all_hold(fact: str, scan, *operands) -> bool:
+    """Whether ``fact`` (one of ``FACTS``) holds of every operand: each ``(A, values)``, a matrix and its stored
+    values as the caller reads them (``proved``).  What validation proved answers where it can; the values of
+    the others are found by one ``scan(*values)``, as a caller with no facts finds them all."""
+    unknown = []
+    for A, values in operands:
+        known = proved(A, fact, values)
+        if known is False:
+            return False
+        if known is None:
+            unknown.append(values)
+    return scan(*unknown) if unknown else True
+
+
+def _with_facts(A, finite: bool, given):
+    """The checked ``A`` carrying its facts, on an object of our own: a CuPy matrix that is the caller's
+    ``given`` object itself is shared through a shallow copy (its arrays, not its object: the caller's is never
+    written to, see ``_as_csr_matrix``)."""
+    if A is given:
+        A = copy.copy(A)
+    A.facts = Facts(finite=finite)
+    return A
 
 
 def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.csr_matrix:
@@ -36,8 +118,9 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
     ``verdicts`` (an engine's ``csr_verdicts``) checks a SciPy CSR matrix's entries in one pass where it
     gives verdicts for it; elsewhere NumPy's reductions do.
     """
+    given = A
     if is_cupy(A):
-        return _check_device_matrix(A, name, allow_inf)
+        return _with_facts(*_check_device_matrix(A, name, allow_inf), given)
     if sp.issparse(A):
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse array of shape {A.shape}")
@@ -56,7 +139,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
         _check_pointer_arrays(A, name)
         verdict = None if verdicts is None else verdicts(A)
         if verdict is not None:
-            return _checked_by_verdicts(A, name, allow_inf, copied, verdict)
+            return _with_facts(*_checked_by_verdicts(A, name, allow_inf, copied, verdict), given)
         _check_structure(A, name)
         A = _canonical(A, copied)
     else:
@@ -78,8 +161,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
             )
         dtype = _value_dtype(dense.dtype, name)
         A = _dense_to_csr(dense.astype(dtype, copy=False))
-    _check_finite(A, name, allow_inf)
-    return A
+    return _with_facts(A, _check_finite(A, name, allow_inf), given)
 
 
 def _dense_to_csr(D: np.ndarray) -> sp.csr_matrix:
@@ -97,17 +179,21 @@ def _dense_to_csr(D: np.ndarray) -> sp.csr_matrix:
     return A
 
 
-def _check_finite(A, name: str, allow_inf: bool) -> None:
+def _check_finite(A, name: str, allow_inf: bool) -> bool:
+    """NaN refused, infinity too unless ``allow_inf``; whether every stored value is finite."""
     xp = array_module(A)
     if A.nnz and not bool(xp.isfinite(A.data).all()):
         if bool(xp.isnan(A.data).any()):
             raise ValueError(f"{name} contains NaN; stored values must be numbers")
         if not allow_inf:
             raise ValueError(f"{name} contains infinity; all stored values must be finite")
+        return False
+    return True
 
 
 def _check_device_matrix(A, name: str, allow_inf: bool):
-    """``check_matrix`` for CuPy input, on the device: the same rules, the same messages, no host copy."""
+    """``check_matrix`` for CuPy input, on the device: the same rules, the same messages, no host copy; with
+    whether every stored value is finite."""
     xp, xsp = array_module(A), sparse_module(A)
     if xsp.issparse(A):
         dtype = _value_dtype(A.dtype, name)
@@ -141,7 +227,8 @@ def _checked_on_device(A, name: str, allow_inf: bool, copied: bool):
 def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: dict[str, int]):
     """CSR ``A`` (its index arrays' types and indptr's length checked) judged by what an engine's one pass found
     in it (``csr_verdicts``: the GPU engine's kernel, or the CPU engine's), with the NumPy checks' messages;
-    canonical order restored on a copy when the pass finds a row out of order or repeated."""
+    canonical order restored on a copy when the pass finds a row out of order or repeated.  ``(A, whether every
+    stored value is finite)``."""
     n = A.shape[1]
     nnz = _check_pointer_ends(A, name, verdict["first"], verdict["last"])
     if verdict["decreasing rows"]:
@@ -151,12 +238,12 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
         raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
     if verdict["unsorted"]:
         A = _canonical(A, copied)  # repeats summed: their sums are checked again below
-        _check_finite(A, name, allow_inf)
-    elif verdict["nan"]:
+        return A, _check_finite(A, name, allow_inf)
+    if verdict["nan"]:
         raise ValueError(f"{name} contains NaN; stored values must be numbers")
-    elif verdict["inf"] and not allow_inf:
+    if verdict["inf"] and not allow_inf:
         raise ValueError(f"{name} contains infinity; all stored values must be finite")
-    return A
+    return A, not verdict["inf"]
 
 
 def _canonical(A, copied: bool):
@@ -285,12 +372,12 @@ def row_slice(A, r0: int, r1: int):
     if (r0, r1) == (0, A.shape[0]):
         return A
     if is_cupy(A):
-        return A[r0:r1]
+        return carry_facts(A[r0:r1], A, part=True)
     lo, hi = A.indptr[r0], A.indptr[r1]
     rows = type(A)((r1 - r0, A.shape[1]), dtype=A.dtype)
     rows.data, rows.indices, rows.indptr = A.data[lo:hi], A.indices[lo:hi], A.indptr[r0 : r1 + 1] - lo
     rows.has_canonical_format = True  # rows of a canonical matrix
-    return rows
+    return carry_facts(rows, A, part=True)
 
 
 # Entries an elementwise pass over a matrix's values handles at a time (row sums, column scaling, column
@@ -325,18 +412,26 @@ def lowest_value(A) -> float:
 
 
 def is_nonnegative(A) -> bool:
-    """Whether no stored value of ``A`` (checked by ``check_matrix``) is negative."""
-    return lowest_value(A) >= 0
+    """Whether no stored value of ``A`` (checked by ``check_matrix``) is negative: what A's facts say, else
+    found (one pass) and kept in them, for the engines and the next question."""
+    known = proved(A, "nonnegative")
+    if known is None:
+        known = lowest_value(A) >= 0
+        facts = facts_of(A)
+        if facts is not None:
+            A.facts = replace(facts, nonnegative=known)
+    return known
 
 
 def check_nonnegative(A, name: str, metric: str) -> None:
     """On the host or the device, wherever ``A`` (checked by ``check_matrix``) lives."""
+    if is_nonnegative(A):
+        return
     low = lowest_value(A)
-    if low < 0:
-        raise ValueError(
-            f"{name} contains negative values (min {low!r}); metric {metric!r} is defined "
-            "for non-negative data (counts or probabilities) only"
-        )
+    raise ValueError(
+        f"{name} contains negative values (min {low!r}); metric {metric!r} is defined "
+        "for non-negative data (counts or probabilities) only"
+    )
 
 
 def check_mask(mask, shape: tuple[int, int]):

@@ -54,7 +54,7 @@ from functools import cache
 import numpy as np
 import scipy.sparse as sp
 
-from semiring import settings
+from semiring import settings, validation
 from semiring.interfaces import CALL_DENSITY
 
 from .jit import generate, scalar_source
@@ -117,7 +117,17 @@ def runs(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
     if not (_is_dot(sr) or sr.is_union) or X.shape[1] == 0 or 0 in (X.shape[0], Y.shape[0]):
         return False
     # A dense row reads a missing entry as 0, and 0 × ±inf is NaN where the intersection has none.
-    return not _is_dot(sr) or bool(np.isfinite(X.data).all() and np.isfinite(Y.data).all())
+    return not _is_dot(sr) or all_finite(X, Y)
+
+
+def all_finite(X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
+    """Whether every value of X and Y is finite: what validation proved of them (``validation.Facts``), else
+    found."""
+    return validation.all_hold("finite", _finite_values, (X, X.data), (Y, Y.data))
+
+
+def _finite_values(*values) -> bool:
+    return all(bool(np.isfinite(v).all()) for v in values)
 
 
 def pays(sr) -> bool:

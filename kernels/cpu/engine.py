@@ -46,8 +46,8 @@ def _with_index_type(A: sp.csr_matrix, index_dtype) -> sp.csr_matrix:
         A.indices.astype(index_dtype, copy=False),
         A.indptr.astype(index_dtype, copy=False),
     )
-    B.has_canonical_format = A.has_canonical_format
-    return B
+    B.has_canonical_format = validation.facts_of(A) is not None or A.has_canonical_format  # checked: canonical
+    return validation.carry_facts(B, A)
 
 
 def _csr_entries(M: sp.csr_matrix) -> Entries:
@@ -107,7 +107,8 @@ class CpuEngine:
         return _checks.csr_verdicts(A)
 
     def to_device(self, A) -> sp.csr_matrix:
-        return arrays.on_host(A)  # a CuPy caller's matrix, checked on the GPU, copied here once
+        B = arrays.on_host(A)  # a CuPy caller's matrix, checked on the GPU, copied here once
+        return B if B is A else validation.carry_facts(B, A)
 
     def to_host(self, a, out=None) -> np.ndarray:
         if out is None:

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import expr as _expr
-from semiring import monoid, settings
+from semiring import monoid, settings, validation
 from semiring import semantics as _semantics
 from semiring.interfaces import SCRATCH_BUDGET, Entries
 
@@ -90,8 +90,8 @@ class Product:
         X, Y = self.X, self.Y
         if self.sr.add.key != monoid.plus.key:
             return None
-        nonnegative = not ((X.data[: X.indptr[-1]] < 0).any() or (Y.data[: Y.indptr[-1]] < 0).any())
-        return self.sr.margin_split(nonnegative)
+        stored = (X, X.data[: X.indptr[-1]]), (Y, Y.data[: Y.indptr[-1]])
+        return self.sr.margin_split(validation.all_hold("nonnegative", _none_negative, *stored))
 
     @cached_property
     def scatter_workers(self) -> int:
@@ -103,6 +103,10 @@ class Product:
     @property
     def mean_row(self) -> float:
         return (self.X.indptr[-1] + self.Y.indptr[-1]) / max(1, self.m + self.p)
+
+
+def _none_negative(*values) -> bool:
+    return not any(bool((v < 0).any()) for v in values)
 
 
 def _always(product: Product) -> bool:
@@ -268,7 +272,7 @@ def _extremum_runs(product: Product) -> bool:
     return (
         sr.add.kind in ("max", "min")
         and _finite_op(sr.mult.tree, tuple(sr.mult.params))
-        and bool(np.isfinite(product.X.data).all() and np.isfinite(product.Y.data).all())
+        and _dense.all_finite(product.X, product.Y)
     )
 
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semiring import validation
 from semiring.interfaces import CALL_CACHE
+from semiring.validation import Facts
 
 from .compile import compile_cached
 from .source import KernelSource, render_column_counts, render_csr_check, render_entry_rows
@@ -126,12 +128,15 @@ def allow_shared(fn, nbytes: int) -> None:
 
 @dataclass
 class DeviceCSR:
-    """A CSR matrix whose arrays live on the GPU."""
+    """A CSR matrix whose arrays live on the GPU; ``facts``: what validation proved of the checked matrix it was
+    made from (``semiring.validation.Facts``; None: nothing, as for a matrix an engine derives), read instead
+    of a scan where a strategy asks (``validation.all_hold``)."""
 
     indptr: object
     indices: object
     data: object
     shape: tuple[int, int]
+    facts: Facts | None = None
 
     @property
     def dtype(self):
@@ -228,7 +233,8 @@ def to_device(A) -> DeviceCSR:
     import cupy
 
     nnz = int(A.indptr[-1])
-    return DeviceCSR(cupy.asarray(A.indptr), cupy.asarray(A.indices[:nnz]), cupy.asarray(A.data[:nnz]), A.shape)
+    data = cupy.asarray(A.data[:nnz])
+    return DeviceCSR(cupy.asarray(A.indptr), cupy.asarray(A.indices[:nnz]), data, A.shape, validation.facts_of(A))
 
 
 def to_host(a):
@@ -244,7 +250,8 @@ def empty(shape, dtype):
 def row_slice(A: DeviceCSR, r0: int, r1: int) -> DeviceCSR:
     """Rows r0..r1 of A as a DeviceCSR of views (the indptr rebased; no host round trip)."""
     k0, k1 = int(A.indptr[r0]), int(A.indptr[r1])
-    return DeviceCSR(A.indptr[r0 : r1 + 1] - k0, A.indices[k0:k1], A.data[k0:k1], (r1 - r0, A.shape[1]))
+    rows = DeviceCSR(A.indptr[r0 : r1 + 1] - k0, A.indices[k0:k1], A.data[k0:k1], (r1 - r0, A.shape[1]))
+    return validation.carry_facts(rows, A, part=True)
 
 
 # --------------------------------------------------------------------------- kernel arguments
