@@ -18,7 +18,9 @@ on its device too, until ``to_host``.
 One representation per concept:
 
 * a matrix on the device — whatever ``to_device`` returns: ``.shape``,
-  ``.indptr``, ``.indices``, ``.data`` and ``.dtype``;
+  ``.indptr``, ``.indices``, ``.data`` and ``.dtype``, and what validation
+  proved of it where it was made from a checked matrix
+  (``semiring.validation.facts_of``: read instead of scanning again);
 * a set of entries (a mask to compute, the entries a condition selects) —
   :class:`Entries`, row and column index arrays of equal length on the
   device, in no particular order unless said;
@@ -177,7 +179,7 @@ class PairwiseEngine(Protocol):
     def to_device(self, A) -> Any:
         """A canonical CSR matrix (sorted, unique indices; float32/float64) on the device: a SciPy one, or a
         ``cupyx.scipy.sparse`` one checked on the GPU (``semiring.validation``), which each engine brings into its
-        own memory (a GPU engine uses it as it is)."""
+        own memory (a GPU engine uses it as it is), with what validation proved of it (``validation.facts_of``)."""
 
     def to_host(self, a, out=None) -> np.ndarray:
         """A device array as a NumPy array (the same object on the CPU), or copied into ``out`` (C-contiguous,
