@@ -77,6 +77,7 @@ GPU_STRATEGY = Setting(
         "dense-gemm",
         "split",
         "margins",
+        "extrema",
         "coo",
         "hash",
     ),

@@ -23,14 +23,15 @@ def label(tree) -> str:
     return "e" + hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
 
 
-def row_norm(A: DeviceCSR, tree, dtype=np.float64):
-    """``Σ_k f(A[i, k])`` over each row's stored values, in ``dtype`` (float32 or float64)."""
+def row_norm(A: DeviceCSR, tree, dtype=np.float64, reduce: str = "sum"):
+    """``Σ_k f(A[i, k])`` over each row's stored values, in ``dtype`` (float32 or float64); ``reduce="max"`` or
+    ``"min"``: their maximum or minimum (∓inf for an empty row)."""
     import cupy
 
     value_name, T = value_type(dtype)
     index_type, (indptr,) = common_index(A.indptr)
     out = cupy.zeros(A.shape[0], dtype=T)
-    kernel = source.render_row_norm(tree, label(tree), value_name, index_type)
+    kernel = source.render_row_norm(tree, label(tree), value_name, index_type, reduce)
     launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(T, copy=False), np.int64(A.shape[0]), out))
     return out
 

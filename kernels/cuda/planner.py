@@ -167,6 +167,8 @@ class Facts:
     inverted_pays: Lazy = False  # the inverted kernel's weighted work is the smaller
     ranges_pays: Lazy = False  # the row-range kernel's walks of the postings are few for the output's size
     split_pays: Lazy = False  # heavy columns as a dense product and the rest scatter-added cost the least
+    extremum: bool = False  # the add monoid is max or min
+    few_share: Lazy = False  # at most 1/EXTREMA_SHARED_SHARE of the row pairs can share a stored column
 
 
 def _passes(facts: Facts, entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
@@ -214,6 +216,11 @@ def dense_pays(facts: Facts) -> bool:
     return facts.y_stored >= DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
 
 
+# A max- or min-union takes its row extrema and recomputes the pairs that share a column (``strategies.extrema``)
+# where at most 1 pair in EXTREMA_SHARED_SHARE can share one: the stored pairs meeting in a column bound them.
+EXTREMA_SHARED_SHARE = 8
+
+
 def inverted_applies(facts: Facts) -> bool:
     return facts.plus and not facts.union and 0 < facts.ncols <= INVERTED_MAX_COLUMNS
 
@@ -257,6 +264,8 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: Lazy = Fals
         inverted_pays=lambda: X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size,
         ranges_pays=lambda: ranges_pay(work(), X.shape[0], Y.shape[0], range_width(Y.shape[0], itemsize)),
         split_pays=lambda: split_pays(X, Y, itemsize, work()),
+        extremum=sr.add.kind in ("max", "min"),
+        few_share=lambda: EXTREMA_SHARED_SHARE * work() <= X.shape[0] * Y.shape[0],
     )
 
 

@@ -140,27 +140,35 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
+# How a row reduction starts and combines two values: sums, and the maxima and minima of a max- or min-union's
+# margins (an empty row keeps the start, the monoid's identity).
+ROW_REDUCTIONS = {"sum": ("T(0)", "a + b"), "max": ("T(-sr_inf())", "fmax(a, b)"), "min": ("T(sr_inf())", "fmin(a, b)")}
+
+
 def render_row_norm(
-    tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32"
+    tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32", reduce: str = "sum"
 ) -> KernelSource:
-    """One warp per row: ``out[i] = Σ f(x)`` over row i's stored values, ``f`` a tree of ``x``."""
+    """One warp per row: ``out[i] = Σ f(x)`` (or the max or min, ``reduce``) over row i's stored values, ``f`` a
+    tree of ``x``."""
     T, I = _types(value_type, index_type)
-    name = f"sr_row_norm_{_suffix(label, value_type, index_type)}"
+    start, combine = ROW_REDUCTIONS[reduce]
+    name = f"sr_row_norm_{_suffix(label, value_type, index_type)}" + ("" if reduce == "sum" else f"_{reduce}")
     f = _expr.render_cuda(tree, {"x": "x"}, "T")
     body = f"""\
 typedef {T} T;
 typedef {I} I;
+__device__ __forceinline__ T sr_combine(T a, T b) {{ return {combine}; }}
 extern "C" __global__ void {name}(const I* __restrict__ indptr, const T* __restrict__ data, long long m, T* __restrict__ out)
 {{
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= m) return;
-    T acc = T(0);
+    T acc = {start};
     for (I k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {{
         const T x = data[k];
-        acc += {f};
+        acc = sr_combine(acc, {f});
     }}
-    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    for (int offset = 16; offset > 0; offset /= 2) acc = sr_combine(acc, __shfl_down_sync(0xffffffffu, acc, offset));
     if (lane == 0) out[row] = acc;
 }}
 """

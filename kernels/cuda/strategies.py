@@ -172,6 +172,10 @@ def _margins(product: Product, expansion=None):
     return union_by_margins(product)
 
 
+def _extrema(product: Product, expansion=None):
+    return union_by_extrema(product)
+
+
 def _dense_gemm(product: Product, expansion=None):
     out = _out(product)
     dense_gemm(product.value_name, *product.operands, product.X.shape[1], out)
@@ -270,6 +274,10 @@ def _margins_apply(facts: Facts) -> bool:
     return facts.union and known(facts.margins)
 
 
+def _extrema_apply(facts: Facts) -> bool:
+    return facts.union and facts.extremum and known(facts.finite)
+
+
 def _dense_gemm_applies(facts: Facts) -> bool:
     return facts.plus_times and planner.DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols > 0
 
@@ -311,6 +319,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     # A plus-monoid union whose op never exceeds its margins, with finite margins: row margins and one
     # intersection product (any strategy below), the cancelling entries recomputed by merging.
     Strategy("margins", "rewrite", _margins, applies=_margins_apply),
+    # A max- or min-monoid union (chebyshev) on finite values where few row pairs share a column: the rows'
+    # extrema, the pairs sharing one found by counting and recomputed by merging.
+    Strategy("extrema", "rewrite", _extrema, _extrema_apply, lambda facts: known(facts.few_share)),
     # Plus-monoid intersections, in place of the kernel: cuBLAS where Y is dense enough (DENSE_GEMM_DENSITY; a
     # product the cost model merges is left to merge); the postings kernels where their work is the smaller
     # (INVERTED_COST): the row ranges where they walk the postings few times an output entry, the split where
@@ -506,6 +517,45 @@ def union_by_margins(work: Product):
         if found.rows.size:
             values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols))
             elementwise.scatter(part, found, values)
+    return out
+
+
+_SHARES = _expr.parse("c0 > 0.0", EXPANSION_VARIABLES)[0]
+
+
+def extremum_margins(sr) -> tuple:
+    """Trees of ``x`` for ``f(x, 0)`` and ``f(0, x)`` of ``sr``'s op, its parameters' values bound."""
+    f, zero, x = sr.mult, _expr.Node("num", (0.0,)), _expr.Node("var", ("x",))
+    bound = {p: _expr.Node("num", (v,)) for p, v in f.params}
+    return (
+        _expr.substitute(f.tree, {"y": zero, **bound}),
+        _expr.substitute(f.tree, {"x": zero, "y": x, **bound}),
+    )
+
+
+def union_by_extrema(work: Product):
+    """A max- or min-monoid union: a pair of rows that share no stored column is exactly
+    ``start ⊕ (⊕ f(x, 0) over X's row) ⊕ (⊕ f(0, y) over Y's row)``, whatever the order ⊕ takes, so every
+    entry is written from the two rows' extrema; the pairs that share a column, found by counting the shared
+    columns (``plus_pair``, structural), are recomputed by merging.  Where more of them than the recompute may
+    list turn up (a forced choice on data where many share), the whole product is merged instead."""
+    from semiring import plus_pair
+
+    sr, X, Y, settings = work.sr, work.X, work.Y, work.settings
+    kind, ncols = sr.add.kind, X.shape[1]
+    fx0, f0y = extremum_margins(sr)
+    nx, ny = elementwise.row_norm(X, fx0, work.T, kind), elementwise.row_norm(Y, f0y, work.T, kind)
+    out = product(X, Y, plus_pair, work.out_dtype, settings=settings)
+    limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
+    none = np.zeros(0)
+    shared = elementwise.select(_SHARES, (), none, [out], [], [], ncols, out.shape, limit=limit)
+    if not isinstance(shared, Entries):
+        return _merge(work)
+    start = float(work.start)
+    tree = f"{kind}(nx0, ny0)" if not np.isfinite(start) else f"{kind}({kind}({start!r}, nx0), ny0)"
+    elementwise.expand(_expr.parse(tree, EXPANSION_VARIABLES)[0], (), none, [], [nx], [ny], ncols, out)
+    if shared.rows.size:
+        elementwise.scatter(out, shared, product(X, Y, sr, work.out_dtype, mask=shared, settings=settings))
     return out
 
 

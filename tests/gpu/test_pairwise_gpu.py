@@ -27,6 +27,7 @@ STRATEGIES = (
     "dense-gemm",
     "split",
     "margins",
+    "extrema",
     "coo",
     "hash",
 )
@@ -305,3 +306,28 @@ def test_memory_limit_counts_the_pools_cached_blocks_and_keeps_them():
     assert pool.free_bytes() == cached  # nothing given back
     # another process (a test worker) may allocate meanwhile: the device's free memory only bounds it
     assert cached // 2 <= limit <= (max(free_before, cupy.cuda.Device().mem_info[0]) + cached) // 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype, monkeypatch):
+    """Wide, very sparse signed rows (EDGAR-like), some empty, some explicit zeros: auto takes the rows' extrema
+    (few pairs share a column) and recomputes the pairs that share one; every entry against SciPy in float64."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cuda import strategies
+
+    rng = np.random.default_rng(7)
+    wide = sp.random(300, 20_000, density=3e-4, format="csr", random_state=rng, dtype=dtype)
+    popular = sp.random(300, 3, density=0.05, format="csr", random_state=rng, dtype=dtype)  # some pairs share
+    X = sp.hstack([popular, wide], format="csr", dtype=dtype)
+    empty = sp.csr_matrix((1, X.shape[1]), dtype=dtype)
+    X = sp.vstack([empty, X[:150], empty, X[150:298]], format="csr")  # two empty rows
+    X.data = (X.data - 0.5).astype(dtype)
+    X.data[::7] = 0  # explicit zeros
+    calls = []
+    real = strategies.union_by_extrema
+    monkeypatch.setattr(strategies, "union_by_extrema", lambda work: calls.append(1) or real(work))
+    got = distances.pairwise_distances(X[:120], X, metric="chebyshev", backend="cuda")
+    assert calls, "auto did not take the extrema"
+    ref = cdist(X[:120].toarray().astype(np.float64), X.toarray().astype(np.float64), "chebyshev")
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=0)

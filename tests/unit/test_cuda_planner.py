@@ -47,6 +47,7 @@ def facts_of(sr, ncols=1000, y_rows=100, y_stored=1000, mean_degree=None, x_rows
         plus_times=sr.add.kind == "plus" and sr.mult.kind == "times",
         x_rows=x_rows,
         x_stored=x_stored,
+        extremum=sr.add.kind in ("max", "min"),
         **lazy,
     )
 
@@ -209,6 +210,9 @@ def test_inverted_only_within_its_column_limit():
         ("margins", semiring.plus_absdiff, "margins"),
         ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)
+        ("extrema", semiring.max_absdiff, "extrema"),  # forced: however many pairs share a column
+        ("extrema", semiring.plus_absdiff, "rowvec"),  # a plus union: margins, not extrema
+        ("extrema", semiring.plus_times, "rowvec"),  # an intersection
         ("coo", semiring.plus_times, "coo"),
         ("coo", semiring.max_absdiff, "coo"),
         ("hash", semiring.plus_times, "hash"),
@@ -239,9 +243,39 @@ def test_every_gpu_strategy_can_be_forced():
     """The GPU tests' strategy fixture reaches every executor: each one is the answer to some forced setting."""
     reached = set()
     for forced in STRATEGIES[1:]:
-        for sr in (semiring.plus_times, semiring.plus_absdiff):
+        for sr in (semiring.plus_times, semiring.plus_absdiff, semiring.max_absdiff):
             reached.add(decide(Settings(forced), facts_of(sr, margins=True, **SPARSE)))
     assert reached == set(STRATEGIES[1:])
+
+
+def test_auto_takes_extrema_for_a_max_union_where_few_pairs_share_a_column():
+    """Chebyshev's max union: its rows' extrema where at most 1 pair in 8 can share a column, on finite values;
+    elsewhere a kernel of the union."""
+    few = facts_of(semiring.max_absdiff, few_share=True, **SPARSE)
+    assert decide(Settings(), few) == "extrema"
+    assert decide(Settings(), facts_of(semiring.max_absdiff, few_share=False, **SPARSE)) != "extrema"
+    assert decide(Settings(), facts_of(semiring.max_absdiff, few_share=True, finite=False, **SPARSE)) == "merge"
+    assert decide(Settings(), facts_of(semiring.plus_absdiff, few_share=True, **SPARSE)) != "extrema"
+
+
+def test_few_share_bounds_the_pairs_by_the_stored_pairs_meeting_in_a_column():
+    """The stored pairs meeting in a column (each X entry against its column's count in Y) bound the row pairs
+    that share one: at most 1 in EXTREMA_SHARED_SHARE of them, and a max union takes its extrema."""
+    import scipy.sparse as sp
+
+    from semiring.kernels.cuda import launch
+
+    def held(A):  # host arrays standing in for device ones, Y's column counts given as the device counts them
+        M = launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+        M.__dict__["column_counts"] = lambda: np.bincount(A.indices, minlength=A.shape[1])
+        return M
+
+    X = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 2.0, 0, 0]]))
+    Y = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 8 + [[1.0, 0, 0, 0]]))  # one stored pair meets: rows 0 and 8
+    facts = planner.facts(semiring.max_absdiff, held(X), held(Y))
+    assert facts.extremum and planner.known(facts.few_share)  # 8 × 1 <= 2 × 9
+    dense = sp.csr_matrix(np.ones((2, 4)))
+    assert not planner.known(planner.facts(semiring.max_absdiff, held(dense), held(dense)).few_share)  # 8 × 2 > 2 × 2
 
 
 def test_plus_is_recognised_however_written():
@@ -397,6 +431,9 @@ def _ladder(forced: str, facts: Facts) -> str:
     known, auto = planner.known, forced == "auto"
     if facts.union and (auto or forced == "margins") and known(facts.margins):
         return "margins"
+    extrema = facts.union and facts.extremum and (auto or forced == "extrema") and known(facts.finite)
+    if extrema and (forced == "extrema" or known(facts.few_share)):
+        return "extrema"
     strategy = _ladder_family(forced, facts)
     if facts.annihilates and strategy != "hash" and not known(facts.finite):
         return "merge"
@@ -417,7 +454,7 @@ def _ladder(forced: str, facts: Facts) -> str:
     return strategy
 
 
-LAZY = ("margins", "finite", "rowvec_fits", "inverted_pays", "ranges_pays", "split_pays")
+LAZY = ("margins", "finite", "rowvec_fits", "inverted_pays", "ranges_pays", "split_pays", "few_share")
 
 
 def _random_facts(rng: np.random.Generator) -> tuple[Facts, dict[str, bool]]:

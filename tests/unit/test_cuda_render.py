@@ -129,6 +129,23 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
         assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
+@pytest.mark.parametrize("sr", [sr for sr in SEMIRINGS if sr.is_union and sr.add.kind in ("max", "min")], ids=str)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+def test_extrema_kernels_compile(sr, value_type, index_type):
+    """The GPU's max- and min-union path: the rows' extrema of f(x, 0) and f(0, y) and the expansion writing
+    the larger (or smaller) of the two."""
+    from semiring.kernels.cuda import strategies
+
+    kernels = [
+        cuda_source.render_row_norm(t, f"{sr.name}_{side}", value_type, index_type, sr.add.kind)
+        for side, t in zip("xy", strategies.extremum_margins(sr), strict=True)
+    ]
+    tree = E.parse(f"{sr.add.kind}({sr.add.kind}(0.0, nx0), ny0)", tuple(cuda_source.EXPANSION_ARGS))[0]
+    kernels.append(cuda_source.render_expansion(tree, (), f"{sr.name}_extrema", value_type))
+    for kernel in kernels:
+        assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
 @pytest.mark.parametrize(
     "sr", [sr for sr in SEMIRINGS if sr.add.op.text == "x + y" and not sr.is_union], ids=lambda s: s.name
 )
