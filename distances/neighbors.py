@@ -553,9 +553,11 @@ def _shares_arrays(A, given) -> bool:
     """Whether the checked matrix ``A`` may use any of the arrays of the caller's ``given`` (no copy made)."""
     if A is given:
         return True
+    if arrays.is_cupy(A) != arrays.is_cupy(given):  # one on the device, the other on the host
+        return False
     mine = [getattr(A, name, None) for name in ("data", "indices", "indptr")]
     theirs = [getattr(given, name, None) for name in ("data", "indices", "indptr", "row", "col")]
-    if not sp.issparse(given) and hasattr(given, "shape"):
+    if not arrays.sparse_module(given).issparse(given) and hasattr(given, "shape"):
         theirs = [given]
     xp = arrays.array_module(A)
     return any(a is not None and hasattr(b, "shape") and xp.may_share_memory(a, b) for a in mine for b in theirs)

@@ -537,25 +537,31 @@ def union_by_extrema(work: Product):
     """A max- or min-monoid union: a pair of rows that share no stored column is exactly
     ``start ⊕ (⊕ f(x, 0) over X's row) ⊕ (⊕ f(0, y) over Y's row)``, whatever the order ⊕ takes, so every
     entry is written from the two rows' extrema; the pairs that share a column, found by counting the shared
-    columns (``plus_pair``, structural), are recomputed by merging.  Where more of them than the recompute may
-    list turn up (a forced choice on data where many share), the whole product is merged instead."""
+    columns (``plus_pair``, structural), are recomputed by merging, all at once where they fit the recompute's
+    budget (as ``union_by_margins``), else a band of rows at a time, each band listed before it is written."""
     from semiring import plus_pair
 
     sr, X, Y, settings = work.sr, work.X, work.Y, work.settings
-    kind, ncols = sr.add.kind, X.shape[1]
+    kind, ncols, m = sr.add.kind, X.shape[1], X.shape[0]
     fx0, f0y = extremum_margins(sr)
     nx, ny = elementwise.row_norm(X, fx0, work.T, kind), elementwise.row_norm(Y, f0y, work.T, kind)
-    out = product(X, Y, plus_pair, work.out_dtype, settings=settings)
+    out = product(X, Y, plus_pair, work.out_dtype, settings=settings)  # shared columns per pair
+    start = float(work.start)
+    tree = f"{kind}(nx0, ny0)" if not np.isfinite(start) else f"{kind}({kind}({start!r}, nx0), ny0)"
+    extrema = _expr.parse(tree, EXPANSION_VARIABLES)[0]
     limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
     none = np.zeros(0)
     shared = elementwise.select(_SHARES, (), none, [out], [], [], ncols, out.shape, limit=limit)
-    if not isinstance(shared, Entries):
-        return _merge(work)
-    start = float(work.start)
-    tree = f"{kind}(nx0, ny0)" if not np.isfinite(start) else f"{kind}({kind}({start!r}, nx0), ny0)"
-    elementwise.expand(_expr.parse(tree, EXPANSION_VARIABLES)[0], (), none, [], [nx], [ny], ncols, out)
-    if shared.rows.size:
-        elementwise.scatter(out, shared, product(X, Y, sr, work.out_dtype, mask=shared, settings=settings))
+    band = max(1, m if isinstance(shared, Entries) else m * limit // shared)  # hits taken as spread evenly
+    for r0 in range(0, m, band):
+        r1 = min(m, r0 + band)
+        part = out[r0:r1]
+        if band < m:
+            shared = elementwise.select(_SHARES, (), none, [part], [], [], ncols, part.shape)
+        elementwise.expand(extrema, (), none, [], [nx[r0:r1]], [ny], ncols, part)
+        if shared.rows.size:
+            mask = Entries(shared.rows + r0, shared.cols)
+            elementwise.scatter(part, shared, product(X, Y, sr, work.out_dtype, mask=mask, settings=settings))
     return out
 
 

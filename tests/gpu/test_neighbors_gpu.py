@@ -163,6 +163,25 @@ def test_matches_scikit_learn_on_the_gpu():
         assert same > 0.99, f"{metric}: {same:.4f} of the neighbours as scikit-learn's"
 
 
+def test_fit_takes_cupy_rows_as_users_pass_them():
+    """A CuPy CSR matrix and a CuPy dense array fitted as they are (the index owns a copy of the caller's device
+    arrays: changing them in place after fit changes no answer); neighbours against SciPy's float64 distances."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    from scipy.spatial.distance import cdist
+
+    X = sp.random(500, 80, density=0.1, format="csr", random_state=5, dtype=np.float32)
+    D = cdist(X.toarray().astype(np.float64), X.toarray().astype(np.float64), "cosine")
+    for given in (csp.csr_matrix(X), cupy.asarray(X.toarray())):
+        nn = distances.NearestNeighbors(n_neighbors=10, metric="cosine").fit(given)
+        d, i = (cupy.asnumpy(a) for a in nn.kneighbors())
+        assert_neighbors_up_to_ties(d, i, D, 10, exclude_self=True, rtol=1e-4, atol=1e-5)
+        (given.data if hasattr(given, "indptr") else given)[...] = 1  # the caller's arrays changed in place
+        d2, i2 = (cupy.asnumpy(a) for a in nn.kneighbors())
+        np.testing.assert_array_equal(i2, i)
+        np.testing.assert_array_equal(d2, d)
+
+
 def test_peak_memory_within_working_memory_plus_inputs_and_outputs():
     import cupy
 
