@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 
 import semiring
@@ -128,6 +130,44 @@ def test_unsorted_and_duplicate_indices_are_canonicalised_on_a_copy(metric):
     np.testing.assert_allclose(
         got, cdist(dense != 0, dense != 0, metric) if metric == "jaccard" else cdist(dense, dense, metric), rtol=1e-12
     )
+    for now, then in zip((A.data, A.indices, A.indptr), before):
+        np.testing.assert_array_equal(now, then)
+
+
+@st.composite
+def scrambled_csr(draw):
+    """A CSR matrix with rows out of order, each column stored at most twice in a row (a repeat: two stored values
+    sum exactly, in either order), explicit zeros, empty rows, one column or many, float32/float64 values and
+    int32/int64 indices."""
+    m, n = draw(st.integers(0, 6)), draw(st.integers(1, 40))
+    cells = st.tuples(st.integers(0, max(m - 1, 0)), st.integers(0, n - 1))
+    pairs = draw(st.lists(cells, max_size=30 if m else 0, unique=True))
+    pairs += draw(st.lists(st.sampled_from(pairs), max_size=5, unique=True)) if pairs else []  # repeats
+    pairs = draw(st.permutations(pairs))
+    rows = np.array([r for r, _ in pairs], dtype=np.int64)
+    order = np.argsort(rows, kind="stable")  # each row's entries together, columns in drawn order
+    cols = np.array([c for _, c in pairs], dtype=np.int64)[order]
+    values = st.sampled_from([0.0, 1.0, -2.5, 3.0e-3, 7.0])
+    data = np.array(draw(st.lists(values, min_size=len(pairs), max_size=len(pairs))))
+    index, dtype = draw(st.sampled_from([np.int32, np.int64])), draw(st.sampled_from([np.float32, np.float64]))
+    indptr = np.searchsorted(rows[order], np.arange(m + 1)).astype(index)
+    return sp.csr_matrix((data.astype(dtype), cols.astype(index), indptr), shape=(m, n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(A=scrambled_csr())
+def test_rows_out_of_order_are_put_in_order_as_scipy_sorts_them(A):
+    """Canonical order (rows sorted, repeats summed) equal to SciPy's own on a copy, explicit zeros kept, in the
+    input's index type, the input untouched."""
+    from semiring import validation
+
+    before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
+    want = A.copy()
+    want.sum_duplicates()
+    got = validation.check_matrix(A, "X")
+    assert got.has_canonical_format and got.indices.dtype == got.indptr.dtype == A.indices.dtype
+    for g, w in ((got.indptr, want.indptr), (got.indices, want.indices), (got.data, want.data)):
+        np.testing.assert_array_equal(g, w)
     for now, then in zip((A.data, A.indices, A.indptr), before):
         np.testing.assert_array_equal(now, then)
 
