@@ -199,8 +199,9 @@ def _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg):
 
 
 @njit(inline="always", **JIT)
-def _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg):
+def _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, pos, rg):
     fill = keyptr[rg * nslots : (rg + 1) * nslots].copy()
+    noted = pos.size > 0
     for j in range(rg * width, min(yp.size - 1, (rg + 1) * width)):
         for t in range(yp[j], yp[j + 1]):
             s = ys[t]
@@ -209,26 +210,28 @@ def _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg):
                 prow[q] = j - rg * width
                 pval[q] = yv[t]
                 fill[s] = q + 1
+                if noted:
+                    pos[t] = q
 
 
 @njit(parallel=True, **JIT)
-def _index_by_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, parallel):
+def _index_by_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, pos, place, parallel):
     """One pass of the row index over Y's ranges: count Y's entries by (range, slot) into keyptr[1:], noting
-    their slots in ys, or (``place``) put them in place; across ranges when ``parallel``, else in the calling
-    thread (a small Y: no parallel region to start)."""
+    their slots in ys, or (``place``) put them in place, each one's place in ``pos`` where it is not empty;
+    across ranges when ``parallel``, else in the calling thread (a small Y: no parallel region to start)."""
     nranges = (yp.size - 1 + width - 1) // width
     if parallel:
         for rg in prange(nranges):
-            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
+            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, pos, place, rg)
     else:
         for rg in range(nranges):
-            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg)
+            _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, pos, place, rg)
 
 
 @njit(inline="always", **JIT)
-def _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, place, rg):
+def _index_range(yp, yi, yv, slot, held, nslots, width, keyptr, ys, prow, pval, pos, place, rg):
     if place:
-        _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, rg)
+        _place_range(yp, yv, ys, nslots, width, keyptr, prow, pval, pos, rg)
     else:
         _count_range(yp, yi, slot, held, nslots, width, keyptr, ys, rg)
 
@@ -261,19 +264,21 @@ def count_row_index(X, xi, Y, yi, ncols: int) -> RowCount:
     ys = np.empty(int(Y.indptr[-1]), np.int32)
     parallel = ys.size >= ROW_INDEX_PARALLEL_ENTRIES
     index = (Y.indptr, yi, Y.data, slot, held, nslots, width, keyptr, ys)
-    _index_by_range(*index, np.empty(0, np.int32), np.empty(0), False, parallel)
+    _index_by_range(*index, np.empty(0, np.int32), np.empty(0), np.empty(0, np.int64), False, parallel)
     per_column = keyptr[1:].reshape(nranges, nslots).sum(axis=0)  # Y's entries in each X column
     return RowCount(index, xs, nslots, width, keyptr, parallel, int(per_column[xs].sum()))
 
 
-def place_row_index(counted: RowCount):
+def place_row_index(counted: RowCount, positions: np.ndarray | None = None):
     """The row index from its counts: ``(xs, nslots, width, keyptr, prow, pval)`` (see ``row_index``); the
-    counts' ``keyptr`` becomes the index's."""
+    counts' ``keyptr`` becomes the index's.  ``positions`` (int64, one a Y entry): each entry's place in
+    ``prow``, written where given (Y is X: an X entry's own posting, where the row kernel's ``upper`` starts)."""
     keyptr = counted.keyptr
     np.cumsum(keyptr, out=keyptr)
     prow = np.empty(int(keyptr[-1]), np.int32)
     pval = np.empty(int(keyptr[-1]), np.float64)
-    _index_by_range(*counted.index, prow, pval, True, counted.parallel)
+    pos = np.empty(0, np.int64) if positions is None else positions
+    _index_by_range(*counted.index, prow, pval, pos, True, counted.parallel)
     return counted.xs, counted.nslots, counted.width, keyptr, prow, pval
 
 
@@ -291,6 +296,21 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
     if not forced and counted.products > ROWS_MAX_PRODUCTS * X.shape[0] * Y.shape[0]:
         return None
     return place_row_index(counted)
+
+
+@njit(parallel=True, **JIT)
+def mirror_upper(out):
+    """``out[j, i] = out[i, j]`` below the diagonal of a square result (the row kernel's ``upper``), in tiles of
+    64 x 64, so that the column read of each stays in cache."""
+    m = out.shape[0]
+    ntiles = (m + 63) >> 6
+    for tj in prange(ntiles):
+        j0, j1 = tj << 6, min(m, (tj + 1) << 6)
+        for ti in range(tj + 1):
+            i0 = ti << 6
+            for j in range(j0, j1):
+                for i in range(i0, min(i0 + 64, j)):
+                    out[j, i] = out[i, j]
 
 
 @njit(**JIT)

@@ -226,13 +226,17 @@ def inverted_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, start, params, xn, 
 
 @njit(parallel=True, **JIT)
 def row_kernel(
-    xp, xv, xs, nslots, width, keyptr, prow, pval, nthreads, start, params, xn, yn, n, eparams, flagged, out
+    xp, xv, xs, nslots, width, keyptr, prow, pval, pos, nthreads, upper, start, params, xn, yn, n, eparams, flagged, out
 ):
     # Intersection only, each X row at a time against a range of ``width`` Y rows (Gustavson's product): the X
     # row's entries walk the Y rows of the range holding their column (``pairwise.row_index``) into a
     # range-long accumulator, which is then written as one run of the output row, expanded as in inverted_kernel.
     # Long runs: where products are few against the entries (EDGAR-like rows), writing the result is the work.
     # Sums are formed in the inverted kernel's order (column by column), so both give the same bits.
+    # ``upper`` (X is Y, an op that commutes, the product unexpanded): only the entries j >= i are formed, each X
+    # entry's walk in its own row's range starting at its own posting (``pos``); ``pairwise.mirror_upper`` then
+    # copies them below the diagonal.  Entry (j, i)'s sum is (i, j)'s terms, each mult(x, y) as mult(y, x), in
+    # the same column order: the same value.
     m, p = xp.size - 1, out.shape[1]
     nranges = (p + width - 1) // width
     nblocks = max(1, min(m, (8 * nthreads + nranges - 1) // nranges))  # X rows cut too where ranges are few
@@ -246,23 +250,46 @@ def row_kernel(
             nj = min(width, p - j0)
             a = acc[:nj]
             ny0, ny1 = yn[0, j0 : j0 + nj], yn[1, j0 : j0 + nj]
-            for i in range(b * m // nblocks, (b + 1) * m // nblocks):
+            i0, i1 = _row_block(m, b, nblocks, upper)
+            for i in range(i0, i1):
+                first = 0  # the first column of the range written: past the diagonal where ``upper``
+                if upper:
+                    if j0 + nj <= i:
+                        continue
+                    first = max(0, i - j0)
+                own = upper and j0 <= i  # X row i is row i of this range: its entries' own postings start
                 for k in range(xp[i], xp[i + 1]):
                     key = rg * nslots + xs[k]
                     x = np.float64(xv[k])
-                    for q in range(keyptr[key], keyptr[key + 1]):
+                    for q in range(pos[k] if own else keyptr[key], keyptr[key + 1]):
                         jj = prow[q]
                         a[jj] = add(a[jj], mult(x, pval[q], params), params)
                 o = out[i, j0 : j0 + nj]  # a row view: 2-D indexing in the loop below does not vectorise
                 nx0, nx1 = xn[0, i], xn[1, i]
                 hit = False
-                for jj in range(nj):
+                for jj in range(first, nj):
                     o[jj] = expansion(a[jj], 0.0, nx0, nx1, ny0[jj], ny1[jj], n, eparams)
                     hit |= refine_when(a[jj], 0.0, nx0, nx1, ny0[jj], ny1[jj], n, eparams) != 0.0
                 if hit:  # rare: a test that vectorises above, then the list
-                    for jj in range(nj):
+                    for jj in range(first, nj):
                         _flag(a[jj], i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
-                a[:] = start
+                a[first:] = start
+
+
+@njit(inline="always", **JIT)
+def _row_block(m, b, nblocks, upper):
+    # Block b of nblocks of X's rows: equal counts, or where only j >= i is formed (row i's work falling with i),
+    # equal shares of the triangle (the rows before i hold 1 - (1 - i/m)^2 of it).
+    if not upper:
+        return b * m // nblocks, (b + 1) * m // nblocks
+    return _triangle_row(m, b, nblocks), _triangle_row(m, b + 1, nblocks)
+
+
+@njit(inline="always", **JIT)
+def _triangle_row(m, b, nblocks):
+    if b >= nblocks:
+        return m
+    return min(m, int(m * (1.0 - np.sqrt(1.0 - b / nblocks))))
 
 
 @njit(parallel=True, **JIT)

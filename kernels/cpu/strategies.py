@@ -82,7 +82,18 @@ class Product:
     @cached_property
     def row_index(self):
         """The row kernel's index of Y, placed from its count (``pairwise.row_index``)."""
-        return _pairwise.place_row_index(self.row_count)
+        return _pairwise.place_row_index(self.row_count, self.row_positions if self.upper else None)
+
+    @cached_property
+    def upper(self) -> bool:
+        """X is Y under an op that commutes: entry (j, i) is entry (i, j), so the row kernel may form j >= i
+        only (for the product unexpanded: a measure's expansion need not read the two rows' norms alike)."""
+        return self.X is self.Y and self.m > 1 and _commutes(self.sr.mult.tree)
+
+    @cached_property
+    def row_positions(self) -> np.ndarray:
+        """Each of Y's entries' place in the row index (``upper`` only; empty otherwise)."""
+        return np.empty(int(self.Y.indptr[-1]) if self.upper else 0, np.int64)
 
     @cached_property
     def margin_split(self):
@@ -218,10 +229,20 @@ def _finished(out, operands, expansion):
 def _rows(product: Product, out_dtype, expansion=None):
     X, sr = product.X, product.sr
     kernels, operands, out = _written(product, out_dtype, expansion)
-    kernels.row_kernel(
-        X.indptr, X.data, *product.row_index, numba.get_num_threads(), sr.start(X.shape[1]), sr.params, *operands, out
-    )
+    upper = expansion is None and product.upper  # half the products
+    index, threads = (*product.row_index, product.row_positions), numba.get_num_threads()
+    kernels.row_kernel(X.indptr, X.data, *index, threads, upper, sr.start(X.shape[1]), sr.params, *operands, out)
+    if upper:
+        _pairwise.mirror_upper(out)
     return _finished(out, operands, expansion)
+
+
+@cache
+def _commutes(tree) -> bool:
+    """Whether the op gives the same bits with its operands exchanged: its tree with ``x`` and ``y`` swapped has
+    the same canonical form (``expr.canonical`` orders only the operands of ops exact in either order)."""
+    x, y = _expr.Node("var", ("x",)), _expr.Node("var", ("y",))
+    return _expr.canonical(_expr.substitute(tree, {"x": y, "y": x})) == _expr.canonical(tree)
 
 
 def _inverted(product: Product, out_dtype, expansion=None):

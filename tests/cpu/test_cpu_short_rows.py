@@ -10,10 +10,17 @@ and several blocks of X rows.
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
+from strategies import dense, sparse_pair
 
 import semiring
 from semiring import settings
@@ -122,3 +129,34 @@ def test_an_unknown_intersection_strategy_is_refused(monkeypatch):
         ValueError, match="SEMIRING_CPU_INTERSECTION must be one of 'auto', 'rows', 'inverted', got 'columns'"
     ):
         ENGINE.pairwise(sp.csr_matrix(np.eye(2)), sp.csr_matrix(np.eye(2)), semiring.plus_times, np.float64)
+
+
+@hypothesis_settings(max_examples=25, deadline=None)
+@given(pair=sparse_pair(max_rows=12), width=st.sampled_from([1, 3, 4096]))
+def test_rows_against_themselves_form_each_pair_once_with_the_full_products_bits(pair, width):
+    """X against itself (one object) under an op that commutes: the row kernel forms entries j >= i only and
+    mirrors them (``upper``); the result is the full product's, to the bit (the same terms, exchanged, in the same
+    order), and the float64 product of the dense rows.  Ranges of 1 and 3 rows: rows before, on and after the
+    diagonal's range.  Empty rows and matrices, explicit zeros, negative values, one column, int32/int64."""
+    X = pair[0]
+    with (
+        mock.patch.object(cpu_pairwise, "ROW_RANGE", width),
+        mock.patch.dict(os.environ, {settings.CPU_INTERSECTION.name: "rows"}),
+    ):
+        assert cpu_strategies.Product(X, X, semiring.plus_times, "dense").upper == (X.shape[0] > 1)
+        once = ENGINE.pairwise(X, X, semiring.plus_times, np.float64)
+        full = ENGINE.pairwise(X, X.copy(), semiring.plus_times, np.float64)
+    np.testing.assert_array_equal(once, full)
+    np.testing.assert_allclose(once, dense(X) @ dense(X).T, rtol=1e-12, atol=1e-8)
+
+
+def test_only_ops_that_commute_form_each_pair_once():
+    """``upper`` needs X to be Y and the op to give the same value with its operands exchanged."""
+    X = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+
+    def upper(op, Y=X):
+        return cpu_strategies.Product(X, Y, semiring.Semiring(semiring.monoid.plus, op), "dense").upper
+
+    assert upper(semiring.binary_op("y * x")) and upper(semiring.binary_op("min(x, y) * (x + y)"))
+    assert not upper(semiring.binary_op("x * y * y")) and not upper(semiring.binary_op("x * (x - y)"))
+    assert not upper(semiring.binary_op("x * y"), X.copy())  # equal rows, but not one object
