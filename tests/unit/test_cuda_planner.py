@@ -271,11 +271,13 @@ def test_few_share_bounds_the_pairs_by_the_stored_pairs_meeting_in_a_column():
         return M
 
     X = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 2.0, 0, 0]]))
-    Y = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 8 + [[1.0, 0, 0, 0]]))  # one stored pair meets: rows 0 and 8
+    Y = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 40 + [[1.0, 0, 0, 0]]))  # one stored pair meets: rows 0 and 40
+    share = planner.EXTREMA_SHARED_SHARE
+    assert share * 1 <= 2 * 41 < share * 3
     facts = planner.facts(semiring.max_absdiff, held(X), held(Y))
-    assert facts.extremum and planner.known(facts.few_share)  # 8 × 1 <= 2 × 9
-    dense = sp.csr_matrix(np.ones((2, 4)))
-    assert not planner.known(planner.facts(semiring.max_absdiff, held(dense), held(dense)).few_share)  # 8 × 2 > 2 × 2
+    assert facts.extremum and planner.known(facts.few_share)
+    Y3 = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 38 + [[1.0, 0, 0, 0]] * 3))  # three meet: too many
+    assert not planner.known(planner.facts(semiring.max_absdiff, held(X), held(Y3)).few_share)
 
 
 def test_plus_is_recognised_however_written():
