@@ -299,18 +299,28 @@ def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
 
 
 @njit(parallel=True, **JIT)
-def mirror_upper(out):
+def mirror_upper(out, parallel):
     """``out[j, i] = out[i, j]`` below the diagonal of a square result (the row kernel's ``upper``), in tiles of
-    64 x 64, so that the column read of each stays in cache."""
+    64 x 64, so that the column read of each stays in cache; across threads when ``parallel``, else in the calling
+    thread (a small result: no parallel region to start)."""
+    ntiles = (out.shape[0] + 63) >> 6
+    if parallel:
+        for tj in prange(ntiles):
+            _mirror_tiles(out, tj)
+    else:
+        for tj in range(ntiles):
+            _mirror_tiles(out, tj)
+
+
+@njit(inline="always", **JIT)
+def _mirror_tiles(out, tj):
     m = out.shape[0]
-    ntiles = (m + 63) >> 6
-    for tj in prange(ntiles):
-        j0, j1 = tj << 6, min(m, (tj + 1) << 6)
-        for ti in range(tj + 1):
-            i0 = ti << 6
-            for j in range(j0, j1):
-                for i in range(i0, min(i0 + 64, j)):
-                    out[j, i] = out[i, j]
+    j0, j1 = tj << 6, min(m, (tj + 1) << 6)
+    for ti in range(tj + 1):
+        i0 = ti << 6
+        for j in range(j0, j1):
+            for i in range(i0, min(i0 + 64, j)):
+                out[j, i] = out[i, j]
 
 
 @njit(**JIT)

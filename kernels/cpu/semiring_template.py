@@ -261,8 +261,9 @@ def row_kernel(
                 for k in range(xp[i], xp[i + 1]):
                     key = rg * nslots + xs[k]
                     x = np.float64(xv[k])
-                    for q in range(pos[k] if own else keyptr[key], keyptr[key + 1]):
-                        jj = prow[q]
+                    # unsigned indices: numba tests a signed one for a negative (wraparound) at every product
+                    for q in range(np.uint64(pos[k] if own else keyptr[key]), np.uint64(keyptr[key + 1])):
+                        jj = np.uint64(prow[q])
                         a[jj] = add(a[jj], mult(x, pval[q], params), params)
                 o = out[i, j0 : j0 + nj]  # a row view: 2-D indexing in the loop below does not vectorise
                 nx0, nx1 = xn[0, i], xn[1, i]

@@ -233,7 +233,7 @@ def _rows(product: Product, out_dtype, expansion=None):
     index, threads = (*product.row_index, product.row_positions), numba.get_num_threads()
     kernels.row_kernel(X.indptr, X.data, *index, threads, upper, sr.start(X.shape[1]), sr.params, *operands, out)
     if upper:
-        _pairwise.mirror_upper(out)
+        _pairwise.mirror_upper(out, out.size >= _pairwise.ROW_INDEX_PARALLEL_ENTRIES)
     return _finished(out, operands, expansion)
 
 
