@@ -25,7 +25,7 @@ from functools import cache
 
 from semiring import settings
 from semiring.interfaces import CALL_CACHE, SCRATCH_BUDGET, DerivedCache
-from semiring.validation import array_module
+from semiring.validation import all_hold, array_module, proved
 
 from . import launch
 from .launch import DeviceCSR
@@ -263,7 +263,11 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: Lazy = Fals
         margins=margins,
         # Y's in the accumulation type, kept with what else is derived from Y's memory (a held index: its tiles
         # were read whole at every query, ~2 ms a tile of the 8.8 M-row MS MARCO-shaped index on an H200)
-        finite=lambda: all_finite(xv) and launch.derived(Y, ("finite", value_type), lambda: all_finite(yv)),
+        # (what validation proved of them, where they carry it, is not scanned for again: semiring.validation.Facts)
+        finite=lambda: (
+            all_hold("finite", all_finite, (X, xv))
+            and (proved(Y, "finite", yv) or launch.derived(Y, ("finite", value_type), lambda: all_finite(yv)))
+        ),
         rowvec_fits=lambda: rowvec_fits(sr, X.shape[1], value_type),
         inverted_pays=lambda: X.indices.size > 0 and INVERTED_COST * work() < X.shape[0] * Y.indices.size,
         ranges_pays=lambda: ranges_pay(work(), X.shape[0], Y.shape[0], range_width(Y.shape[0], itemsize)),

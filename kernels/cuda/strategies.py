@@ -98,8 +98,14 @@ class Product:
 
     @cached_property
     def margin_split(self):
-        """``Semiring.margin_split`` on these data's signs (a union's; one scan of both for the sign), or None."""
-        return self.sr.margin_split(planner.all_nonnegative(self.xv, self.yv)) if self.sr.is_union else None
+        """``Semiring.margin_split`` on these data's signs (a union's), or None: the signs validation proved
+        (``semiring.validation.Facts``), else one scan of both."""
+        operands = (self.X, self.xv), (self.Y, self.yv)
+        return (
+            self.sr.margin_split(validation.all_hold("nonnegative", planner.all_nonnegative, *operands))
+            if self.sr.is_union
+            else None
+        )
 
     @cached_property
     def margins(self):
