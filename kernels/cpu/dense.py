@@ -154,17 +154,26 @@ def applies(X: sp.csr_matrix, Y: sp.csr_matrix, sr) -> bool:
 def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> np.ndarray:
     """The dense ``(m, p)`` product of the block (``applies`` holds), in ``out_dtype``."""
     if _is_dot(sr):
-        Xd = X.toarray().astype(np.float64, copy=False)
-        Yd = Xd if Y is X else Y.toarray().astype(np.float64, copy=False)
+        Xd = densified(X).astype(np.float64, copy=False)
+        Yd = Xd if Y is X else densified(Y).astype(np.float64, copy=False)
         out = Xd @ Yd.T
         return out if out.dtype == out_dtype else out.astype(out_dtype)
-    Xd = X.toarray()
-    YT = np.ascontiguousarray(Y.toarray().T)
+    Xd = densified(X)
+    YT = np.ascontiguousarray(densified(Y).T)
     out = np.empty((X.shape[0], Y.shape[0]), dtype=out_dtype)
     _union_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names).tiled_kernel(
         Xd, YT, float(sr.start(X.shape[1])), sr.params, TILE, out
     )
     return out
+
+
+def densified(A: sp.csr_matrix) -> np.ndarray:
+    """Canonical CSR ``A`` as a dense array, to be read only: a view of its values where it stores every entry
+    (dense input: sorted, unique columns, so row i's are 0 .. n-1 in order), else ``A.toarray()``."""
+    m, n = A.shape
+    if A.indptr[0] == 0 and A.indptr[-1] == m * n:
+        return A.data[: m * n].reshape(m, n)
+    return A.toarray()
 
 
 def multiplies_in_float32(X: sp.csr_matrix, Y: sp.csr_matrix, out_dtype, tree) -> bool:
@@ -187,8 +196,8 @@ def float32_blocks(
     one, ``gamma · ‖x_i‖ · ‖y_j‖ + floor``: ``FLOAT32_ERROR``'s rounding, and where products fall below
     float32's normal numbers (x·y under 1.2e-38, rows of 1e-20), up to 2⁻¹²⁶ a term lost (flushed to zero, at
     worst)."""
-    Xd = X.toarray()
-    Yd = Xd if Y is X else Y.toarray()
+    Xd = densified(X)
+    Yd = Xd if Y is X else densified(Y)
     xa = np.sqrt(np.einsum("ij,ij->i", Xd, Xd, dtype=np.float64))
     ya = xa if Y is X else np.sqrt(np.einsum("ij,ij->i", Yd, Yd, dtype=np.float64))
     n = X.shape[1]
@@ -199,13 +208,26 @@ def float32_blocks(
 def one_blas_thread():
     """BLAS held to one thread (threadpoolctl's limit, where it is installed): the engine's threads each call it
     on their own tiles.  Without threadpoolctl BLAS keeps its threads: the same results, the cores shared."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
+    controller = _blas_controller()
+    if controller is None:
         yield
         return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with controller.limit(limits=1, user_api="blas"):
         yield
+
+
+@cache
+def _blas_controller():
+    """threadpoolctl's view of the process's BLAS libraries, found once (``threadpool_limits`` looks for them in
+    every loaded library at each use: 1.06 ms, against 0.016 ms for a limit through the controller), after SciPy's
+    BLAS, the one numba's kernels call, is loaded; None without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    import scipy.linalg  # noqa: F401  (loads SciPy's BLAS, which numba's np.dot calls)
+
+    return ThreadpoolController()
 
 
 def block_bytes(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, rows: int, cols: int) -> int:

@@ -28,6 +28,7 @@ Figures behind the constants: docs/cpu-engine.md.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
@@ -53,6 +54,10 @@ MERGE_MIN_MEAN_ROW = 512
 # A measure's expansion is applied in the product kernel (``product_expanded``) from this many result entries:
 # below it the separate pass costs less than compiling a kernel of the semiring and the measure together.
 EXPANDED_MIN_ENTRIES = 1 << 20
+# A pass of less work than this (entries x columns) runs in the calling thread: the float32 products' cancelling
+# entries of 3,000 x 300 dense rows against themselves (its 3,000 self-pairs: 900,000) took 14 ms on 2 threads of a
+# loaded 2-core machine (waking a thread there can take a time slice), about 2 ms on one.
+CALLING_THREAD_WORK = 1 << 21
 # Room for the entries a refinement recomputes (near-duplicates): 1/FLAGGED_SHARE of the result, at least 1,024
 # a chunk; more, and the product is written again unexpanded (the refinement's selection then reads its terms).
 FLAGGED_SHARE = 64
@@ -192,15 +197,31 @@ def _blas(product: Product, out_dtype, expansion=None):
         return None
     listed, redo = _pairwise.flagged_entries(flagged), _pairwise.flagged_entries(uncertain)
     if len(redo.rows):
-        exact = _masked(Product(X, Y, sr, "masked", redo), np.float64)
-        refine = np.zeros(len(redo.rows), np.bool_)
-        kernels.expand_at_kernel(redo.rows, redo.cols, exact, xn, yn, n, eparams, out, refine)
+        with _calling_thread_for(len(redo.rows) * X.shape[1]):
+            exact = _masked(Product(X, Y, sr, "masked", redo), np.float64)
+            refine = np.zeros(len(redo.rows), np.bool_)
+            kernels.expand_at_kernel(redo.rows, redo.cols, exact, xn, yn, n, eparams, out, refine)
         if listed is not None and refine.any():
             rows = np.concatenate([listed.rows, redo.rows[refine]])
             cols = np.concatenate([listed.cols, redo.cols[refine]])
             order = np.lexsort((cols, rows))
             listed = Entries(rows[order], cols[order])
     return out, listed
+
+
+@contextmanager
+def _calling_thread_for(work: int):
+    """numba's threads held to the calling one for a pass of less ``work`` than ``CALLING_THREAD_WORK``: waking
+    the others costs more than they save there, on a loaded machine many times more."""
+    if work >= CALLING_THREAD_WORK:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _written(product: Product, out_dtype, expansion):

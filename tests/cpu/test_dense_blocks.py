@@ -251,3 +251,20 @@ def test_float32_products_against_cdist(data, m, p, n, scale, float32_products):
     got = distances.pairwise_distances(X, Y, "cosine", backend="cpu")
     want = oracle("cosine", X.astype(np.float64), Y.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
+
+
+def test_rows_storing_every_entry_are_read_in_place():
+    """``dense.densified``: CSR storing every entry (dense input, and a tile of its rows) is its values seen as
+    an array, no copy; with an entry missing, SciPy's ``toarray``."""
+    from semiring import validation
+
+    D = np.arange(1.0, 13.0, dtype=np.float32).reshape(4, 3)
+    A = validation.check_matrix(D, "X")
+    tile = validation.row_slice(A, 1, 3)
+    assert np.shares_memory(dense_path.densified(A), A.data) and np.shares_memory(dense_path.densified(tile), A.data)
+    np.testing.assert_array_equal(dense_path.densified(A), D)
+    np.testing.assert_array_equal(dense_path.densified(tile), D[1:3])
+    gap = D.copy()
+    gap[2, 1] = 0.0
+    B = validation.check_matrix(gap, "X")
+    np.testing.assert_array_equal(dense_path.densified(B), gap)

@@ -77,3 +77,21 @@ def test_small_calls_run_on_the_calling_thread(monkeypatch):
     distances.pairwise_distances(np.eye(3), backend="cpu")
     assert seen == [1, numba.config.NUMBA_NUM_THREADS, current]
     assert numba.get_num_threads() == current
+
+
+def test_the_float32_tiles_hold_blas_to_one_thread_and_restore_it():
+    """``dense.one_blas_thread`` (the float32 products' tiles, each thread calling BLAS): every BLAS library
+    threadpoolctl finds at one thread inside, its own number again after."""
+    from semiring.kernels.cpu import dense
+
+    def blas():
+        return {
+            lib["filepath"]: lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"
+        }
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas()
+        with dense.one_blas_thread():
+            inside = blas()
+        assert blas() == before
+    assert inside and set(inside.values()) == {1} and inside.keys() == before.keys()
