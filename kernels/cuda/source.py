@@ -231,10 +231,8 @@ def render_expansion(
     entries where it holds instead of writing an m×p result: the k-th hit goes
     to ``rows[k], cols[k]`` (of ``index_type``) while k < ``capacity``, and ``count`` (the output)
     ends as the number of hits, so a caller whose buffers were too small knows
-    how large to make them.  No m×p flag array is ever allocated.  The hits of
-    a warp that run together take their places with one atomic add (its
-    first such lane's, shared by a shuffle): the counter is one address, where
-    an atomic a hit would queue.
+    how large to make them.  Hits are rare (entries to recompute), so one
+    atomic per hit costs little, and no m×p flag array is ever allocated.
     """
     T, I = _types(value_type, index_type)
     kind = "select" if select else "expand"
@@ -245,12 +243,7 @@ def render_expansion(
     if select:
         tail = "long long capacity, I* __restrict__ rows, I* __restrict__ cols, unsigned long long* __restrict__ count"
         store = f"""if ({f} != T(0)) {{
-        const unsigned together = __activemask();  // the lanes of this warp listing a hit now
-        const int lane = threadIdx.x & 31, first = __ffs(together) - 1;
-        unsigned long long base = 0;
-        if (lane == first) base = atomicAdd(count, (unsigned long long)__popc(together));
-        base = __shfl_sync(together, base, first);
-        const unsigned long long k = base + __popc(together & ((1u << lane) - 1u));
+        const unsigned long long k = atomicAdd(count, 1ULL);
         if (k < (unsigned long long)capacity) {{ rows[k] = (I)i; cols[k] = (I)j; }}
     }}"""
     else:
