@@ -164,7 +164,7 @@ def test_each_forced_strategy_is_the_plan_where_it_applies(forced):
     from semiring.kernels.cuda import ENGINE, planner
 
     X = ENGINE.to_device(sp.random(6, 9, density=0.4, format="csr", random_state=1))
-    sr = semiring.plus_absdiff if forced == "margins" else semiring.plus_times
+    sr = {"margins": semiring.plus_absdiff, "extrema": semiring.max_absdiff}.get(forced, semiring.plus_times)
     assert planned(sr, X, X, planner.Settings(forced)) == forced
 
 
