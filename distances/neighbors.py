@@ -236,7 +236,7 @@ class NearestNeighbors:
         fitted rows' (scikit-learn computes it over each call's queries and fitted rows stacked)."""
         X = self._index.X
         scale = column_scale(spec, values, columns, X, X)
-        if spec.on_nonnegative is not None and self._index.nonnegative():  # the queries' sign: each call
+        if spec.on_nonnegative is not None and validation.is_nonnegative(X):  # the queries' sign: each call
             spec = spec.for_rows(Q)
         return BoundMeasure(_backend.engine(self.backend), spec, values, validation.result_dtype(Q, X), scale)
 
@@ -265,7 +265,7 @@ class NearestNeighbors:
             raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
-        self._index = _LocalIndex(X, checked_nonnegative=spec.nonnegative)
+        self._index = _LocalIndex(X)
         if shared:
             self._index.source = _Source.of(given)
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
@@ -352,7 +352,7 @@ class NearestNeighbors:
         D = _precomputed.check_distances(D, "X", square=True)
         if D.shape[0] == 0:
             raise ValueError(f"X has 0 samples (shape={D.shape}); NearestNeighbors needs at least one to fit")
-        self._index = _LocalIndex(D, checked_nonnegative=False, precomputed=True)
+        self._index = _LocalIndex(D, precomputed=True)
         self.effective_metric_, self.effective_metric_params_ = PRECOMPUTED, dict(self.metric_params or {})
         self.n_samples_fit_, self.n_features_in_ = D.shape
         return self
@@ -368,9 +368,8 @@ class NearestNeighbors:
         against the measure as it is now: ``set_params(metric=...)`` after ``fit`` may name a measure with
         rules the fitted rows break."""
         self._check_fitted()
-        if spec.nonnegative and not self._index.checked_nonnegative:
+        if spec.nonnegative:  # the fitted rows' sign, found once and kept in their facts (validation.Facts)
             validation.check_nonnegative(self._index.X, "the fitted X", spec.name)
-            self._index.checked_nonnegative = True  # the fitted rows do not change until the next fit
         if X is None:
             return self._index.X
         source = getattr(self._index, "source", None)
@@ -641,21 +640,14 @@ def _digest(A) -> bytes | None:
 
 class _LocalIndex:
     """The index of a model fitted on one machine (``NearestNeighbors._index``; a Dask-fitted one holds a
-    ``semiring.dask.ShardedIndex``): the fitted rows (the distances, ``precomputed``), and what queries derive
-    from them once a fit: their sign (read when a measure first asks), whether they were checked against a
-    measure's non-negative rule, and their copy prepared on the engine's device."""
+    ``semiring.dask.ShardedIndex``): the fitted rows (the distances, ``precomputed``; what validation proved of
+    them, their sign once a measure asks, kept in their facts: ``validation.Facts``), and their copy prepared on
+    the engine's device, made once a fit."""
 
-    def __init__(self, X, checked_nonnegative: bool, precomputed: bool = False):
+    def __init__(self, X, precomputed: bool = False):
         self.X, self.precomputed = X, precomputed
-        self.checked_nonnegative = checked_nonnegative  # the fitted rows are read once against the rule
-        self._nonnegative = None  # whether X has no negative value, read when a measure asks
         self.prepared = None  # (key, Rows) of the last prepare
         self.derived = DerivedCache()  # what the engine derived from the prepared rows, for every later query
-
-    def nonnegative(self) -> bool:
-        if self._nonnegative is None:
-            self._nonnegative = validation.is_nonnegative(self.X)
-        return self._nonnegative
 
     def prepare(self, measure: BoundMeasure):
         """The fitted rows prepared on the engine's device (rows as the measure reads them, and their norms).

@@ -16,7 +16,7 @@ from strategies import dense, sparse_pair
 
 import semiring
 from semiring import validation
-from semiring.distances import pairwise_distances
+from semiring.distances import NearestNeighbors, pairwise_distances
 from semiring.distances.bound import BoundMeasure
 from semiring.distances.specs import resolve_metric
 from semiring.interfaces import call_density
@@ -234,3 +234,20 @@ def test_negative_values_refused_as_before():
         pairwise_distances(X, metric="jensenshannon", backend="cpu")
     with pytest.raises(ValueError, match="X contains NaN"):
         pairwise_distances(sp.csr_matrix(np.array([[np.nan, 1.0]])), metric="cityblock", backend="cpu")
+
+
+@pytest.mark.parametrize("metric", ["jensenshannon", "braycurtis", "cityblock"])
+def test_a_fitted_index_reads_its_rows_sign_once(metric, monkeypatch):
+    """Its fit finds the sign where the measure asks (a rule, a form on non-negative rows, a union's split), and
+    its queries read the fitted rows' facts: each query call reads only its own rows' signs."""
+    read = []
+    lowest_value = validation.lowest_value
+    monkeypatch.setattr(validation, "lowest_value", lambda A: read.append(A.nnz) or lowest_value(A))
+    X = abs(sp.random(40, 12, density=0.4, format="csr", random_state=5))
+    Q = abs(sp.random(9, 12, density=0.4, format="csr", random_state=6))
+    nn = NearestNeighbors(n_neighbors=3, metric=metric, backend="cpu").fit(X)
+    assert sum(read) == X.nnz
+    for _ in range(2):
+        dist, _ = nn.kneighbors(Q)
+        np.testing.assert_allclose(dist, np.sort(oracle(metric, Q.toarray(), X.toarray()), axis=1)[:, :3], rtol=1e-9)
+    assert sum(read) == X.nnz + 2 * Q.nnz
