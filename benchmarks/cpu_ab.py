@@ -6,10 +6,13 @@ So each side runs in a process of its own, kept alive, with its data built once,
 turn, one call each, for ``--rounds`` rounds: load shifts fall on every side alike, and the figures are each
 side's fastest and median call.  A side is ``NAME=PATH``, PATH a folder holding the package laid out as
 installed (``semiring/`` with ``distances/`` and ``kernels/`` inside, as ``benchmarks/gpu_run.sh`` lays it
-out; for a commit: ``git archive`` it and copy the three folders so), or ``NAME=graphblas`` for ``mxm``.
+out; for a commit: ``git archive`` it and copy the three folders so), ``NAME=graphblas`` for ``mxm``, or
+``NAME=sklearn`` for scikit-learn's ``pairwise_distances`` (``n_jobs=None``, BLAS at ``--threads``).
 The measured call is ``semiring.pairwise(Q, X, plus_times, backend="cpu", sparse=True)`` (``--measure
 sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/synthetic.py``'s seeded
-data, the first ``--queries`` rows against all.  Every side's result is checked against the first side's.
+data, the first ``--queries`` rows against all (``--self``: every row against every row, ``pairwise_distances(X)``;
+``--datasets tfidf``: the small call's 200 TF-IDF rows, ``dense``: 3,000 x 300 float32 rows).  Every side's result
+is checked against the first side's.
 
     python -m benchmarks cpu-ab --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\
         --scale 0.25 --queries 512 --threads 2 --rounds 15 --seed 0 --json results.json
@@ -34,10 +37,19 @@ def worker(args) -> None:
     """One side: build the data, then time one call per line read from stdin, answering its ms on stdout."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
     sys.path.insert(0, str(HERE.parent))
+    if args.tree not in ("graphblas", "sklearn"):  # the tree's package before anything imports one
+        sys.path.insert(0, args.tree)
     from benchmarks.synthetic import make_dataset
 
-    X = make_dataset(args.dataset, args.scale, args.seed)
-    Q = X[: min(args.queries, X.shape[0])]
+    if args.dataset == "tfidf":  # the small call's rows (benchmarks/small_call.py): TF-IDF of docstrings
+        from benchmarks.small_call import tfidf
+
+        X = tfidf(200, 3000)
+    elif args.dataset == "dense":  # dense float32 rows uniform in [0, 1), as benchmarks/dense_bench.py draws them
+        X = np.random.default_rng(args.seed).random((3000, 300), dtype=np.float32)
+    else:
+        X = make_dataset(args.dataset, args.scale, args.seed)
+    Q = X if args.self else X[: min(args.queries, X.shape[0])]
     if args.tree == "graphblas":
         import graphblas as gb
 
@@ -53,8 +65,25 @@ def worker(args) -> None:
             _, cols, vals = C.to_coo()
             return [int(C.nvals), float(np.sum(vals, dtype=np.float64)), int(np.sum(cols, dtype=np.int64))]
 
+    elif args.tree == "sklearn":  # scikit-learn's pairwise_distances, n_jobs=None (one thread; BLAS's own)
+        from sklearn.metrics import pairwise_distances
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=args.threads)
+        if args.measure == "sparse":
+            raise SystemExit("sklearn is a side of a distance's --measure only")
+
+        def call():
+            return (
+                pairwise_distances(X, metric=args.measure)
+                if args.self
+                else pairwise_distances(Q, X, metric=args.measure)
+            )
+
+        def summary(D):
+            return [int(D.size), float(np.nansum(D, dtype=np.float64)), 0]
+
     else:
-        sys.path.insert(0, args.tree)
         import numba
 
         import semiring
@@ -72,6 +101,8 @@ def worker(args) -> None:
         else:
 
             def call():
+                if args.self:  # every row against every row, one object (the call's own rows)
+                    return distances.pairwise_distances(X, metric=args.measure, backend="cpu")
                 return distances.pairwise_distances(Q, X, metric=args.measure, backend="cpu")
 
             def summary(D):
@@ -91,7 +122,7 @@ def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
     for name, tree in sides:
         cmd = [sys.executable, __file__, "--worker", "--tree", tree, "--dataset", dataset]
         cmd += ["--scale", str(args.scale), "--queries", str(args.queries), "--seed", str(args.seed)]
-        cmd += ["--threads", str(args.threads), "--measure", args.measure]
+        cmd += ["--threads", str(args.threads), "--measure", args.measure] + (["--self"] if args.self else [])
         # The worker's cwd is not the checkout, so that a tree's semiring is the one imported.
         procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
     summaries = {name: json.loads(p.stdout.readline())["summary"] for name, p in procs.items()}
@@ -126,8 +157,18 @@ def main() -> None:
     from .synthetic import DATASETS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--side", action="append", default=[], help="NAME=PATH (a laid-out package) or NAME=graphblas")
-    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    p.add_argument(
+        "--side", action="append", default=[], help="NAME=PATH (a laid-out package), NAME=graphblas or NAME=sklearn"
+    )
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=(*DATASETS, "tfidf", "dense"),
+        default=list(DATASETS),
+        help="synthetic datasets (--scale), or tfidf (200 x 3,000 TF-IDF rows of docstrings: the small call) or "
+        "dense (3,000 x 300 float32 rows, --seed)",
+    )
+    p.add_argument("--self", action="store_true", help="every row against every row: pairwise_distances(X)")
     p.add_argument("--measure", default="sparse", help="sparse (plus_times, sparse=True) or a distance's name")
     p.add_argument("--scale", type=float, default=0.25)
     p.add_argument("--queries", type=int, default=512)

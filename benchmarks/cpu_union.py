@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         payload = {
             "command": " ".join([sys.executable, *sys.argv]),
             "commit": commit(),
-            "machine": f"{os.cpu_count()} host cores",
+            "host_cores": os.cpu_count(),
             "args": {k: str(v) for k, v in vars(args).items()},
             "results": rows,
         }

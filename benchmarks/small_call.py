@@ -1,7 +1,8 @@
 """The fixed cost of a small call: cosine of 200 x 3,000 TF-IDF rows (installed packages' docstrings), ours on the
 CPU engine against scikit-learn's ``pairwise_distances`` (``n_jobs`` the threads, and None), and ours with the small-call rule off
-(``distances.pairwise.SMALL_CALL_WORK = 0``: every thread woken).  Best and median of ``--repeats`` calls; the
-answers are compared.
+(``distances.pairwise.SMALL_CALL_WORK = 0``: every thread woken).  Best and median of ``--repeats`` calls, the four
+sides called in turn (one call each a round, so that a shared machine's load falls on each alike); the answers
+are compared.
 
     python -m benchmarks small-call --threads 2 --json benchmarks/results/small_call_2core_f21ca66.json
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
+import sys
 import time
 
 import numpy as np
@@ -37,14 +40,32 @@ def tfidf(rows: int, cols: int):
     return TfidfVectorizer(max_features=cols).fit_transform(docs)  # unsorted indices, as users get them
 
 
-def times(fn, repeats: int) -> dict:
-    fn()
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+def times(fns: dict, repeats: int) -> dict:
+    """Each side's best and median of ``repeats`` calls, the sides called in turn, one call each a round (the
+    order reversed every other round): a shared machine's load shifts fall on every side alike."""
+    for fn in fns.values():
         fn()
-        out.append(time.perf_counter() - t)
-    return {"best_ms": 1e3 * min(out), "median_ms": 1e3 * float(np.median(out))}
+    out = {name: [] for name in fns}
+    for r in range(repeats):
+        for name in list(fns) if r % 2 == 0 else list(reversed(fns)):
+            t = time.perf_counter()
+            fns[name]()
+            out[name].append(time.perf_counter() - t)
+    return {name: {"best_ms": 1e3 * min(v), "median_ms": 1e3 * float(np.median(v))} for name, v in out.items()}
+
+
+def _all_threads(fn):
+    """``fn`` with the small-call rule off (``distances.pairwise.SMALL_CALL_WORK = 0``: every thread woken)."""
+
+    def call():
+        small = pairwise.SMALL_CALL_WORK
+        pairwise.SMALL_CALL_WORK = 0
+        try:
+            return fn()
+        finally:
+            pairwise.SMALL_CALL_WORK = small
+
+    return call
 
 
 def main() -> None:
@@ -55,21 +76,39 @@ def main() -> None:
     args = parser.parse_args()
     X = tfidf(200, 3000)
     with threadpool_limits(limits=args.threads):
-        result = {"commit": commit(), "threads": args.threads, "shape": list(X.shape), "nnz": int(X.nnz)}
-        result["ours"] = times(lambda: distances.pairwise_distances(X, metric="cosine", backend="cpu"), args.repeats)
-        result["sklearn"] = times(lambda: sk_pairwise(X, metric="cosine", n_jobs=args.threads), args.repeats)
-        # n_jobs=None: one thread, no joblib (its threads cost more than they save here too)
-        result["sklearn_n_jobs_none"] = times(lambda: sk_pairwise(X, metric="cosine"), args.repeats)
-        small = pairwise.SMALL_CALL_WORK
-        pairwise.SMALL_CALL_WORK = 0
-        result["ours_all_threads"] = times(
-            lambda: distances.pairwise_distances(X, metric="cosine", backend="cpu"), args.repeats
+        result = {
+            "commit": commit(),
+            "command": " ".join(["python", *sys.argv]),
+            "host_cores": os.cpu_count(),
+        }
+        result.update(
+            {
+                "threads": args.threads,
+                "shape": list(X.shape),
+                "nnz": int(X.nnz),
+                "seed": "none: the installed packages' docstrings",
+            }
         )
-        pairwise.SMALL_CALL_WORK = small
-        ours = distances.pairwise_distances(X, metric="cosine", backend="cpu")
-        result["max_abs_diff"] = float(np.abs(ours - sk_pairwise(X, metric="cosine")).max())
+
+        def ours():
+            return distances.pairwise_distances(X, metric="cosine", backend="cpu")
+
+        result.update(
+            times(
+                {
+                    "ours": ours,
+                    "sklearn": lambda: sk_pairwise(X, metric="cosine", n_jobs=args.threads),
+                    # n_jobs=None: one thread, no joblib (its threads cost more than they save here too)
+                    "sklearn_n_jobs_none": lambda: sk_pairwise(X, metric="cosine"),
+                    "ours_all_threads": _all_threads(ours),
+                },
+                args.repeats,
+            )
+        )
+        result["max_abs_diff"] = float(np.abs(ours() - sk_pairwise(X, metric="cosine")).max())
     result["vs_sklearn_best"] = result["sklearn"]["best_ms"] / result["ours"]["best_ms"]
     result["vs_sklearn_n_jobs_none_best"] = result["sklearn_n_jobs_none"]["best_ms"] / result["ours"]["best_ms"]
+    result["vs_sklearn_n_jobs_none_median"] = result["sklearn_n_jobs_none"]["median_ms"] / result["ours"]["median_ms"]
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:
