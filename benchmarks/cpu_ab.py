@@ -31,6 +31,13 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+try:
+    from .record import commit
+    from .synthetic import DATASETS
+except ImportError:  # run as a script: a side's worker, which compare() starts so
+    sys.path.insert(0, str(HERE.parent))
+    from benchmarks.record import commit
+    from benchmarks.synthetic import DATASETS
 
 
 def worker(args) -> None:
@@ -153,9 +160,6 @@ def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
 
 
 def main() -> None:
-    from .record import commit
-    from .synthetic import DATASETS
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--side", action="append", default=[], help="NAME=PATH (a laid-out package), NAME=graphblas or NAME=sklearn"

@@ -435,8 +435,9 @@ def extremum_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, largest, start, par
                 k = xbest[r]
                 c, x = xi[k], np.float64(xv[k])
                 bit = _u(1) << _u(r) if r < 64 else _u(0)
-                for q in range(ycolptr[c], ycolptr[c + 1]):
-                    j = yrow[q]
+                # unsigned indices: numba tests a signed one for a negative (wraparound) at every product
+                for q in range(_u(ycolptr[c]), _u(ycolptr[c + 1])):
+                    j = _u(yrow[q])
                     acc[j] = add(acc[j], mult(x, yval[q], params), params)
                     found[j] |= bit
             for j in range(p):
@@ -453,9 +454,9 @@ def extremum_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, largest, start, par
                         if at == yp[j + 1] or yi[at] != c:
                             v = add(v, mult(np.float64(xv[xbest[r]]), 0.0, params), params)
                             break
-                for t in range(yp[j], yp[j + 1]):
-                    s = ybest[t]
-                    if stamp[yi[s]] != i:
+                for t in range(_u(yp[j]), _u(yp[j + 1])):
+                    s = _u(ybest[t])
+                    if stamp[_u(yi[s])] != i:
                         v = add(v, mult(0.0, np.float64(yv[s]), params), params)
                         break
                 out[i, j] = v
