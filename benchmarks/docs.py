@@ -390,6 +390,14 @@ def _deviations(fig: Figure, rows: list[dict], peers: tuple[str, ...] | None = N
         how = {"l1": "L1-normalised", "binary": "binary"}
         parts = [f"{how.get(k, k)} rows for {', '.join(sorted(v))}" for k, v in sorted(prepared.items())]
         notes.append("cuVS was given " + "; ".join(parts) + ", as its definitions expect, prepared outside its timing.")
+    blocked = {f"{r['dataset']} {r['metric']}": r["cusparse_row_blocks"] for r in rows if r.get("cusparse_row_blocks")}
+    if blocked and (peers is None or "cusparse" in peers):
+        counts = sorted(set(blocked.values()))
+        span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+        notes.append(
+            f"cuSPARSE was called on row blocks of Q ({span} blocks a product), each of at most "
+            "2^29 intermediate products: larger SpGEMMs through CuPy fail or come back as zeros (CuPy issue #10033)."
+        )
     left = [a.get("sklearn_skip") for _, a in runs if a.get("sklearn_skip") and a.get("sklearn_metrics")]
     if left and (peers is None or "sklearn" in peers):
         notes.append(f"scikit-learn left out for time (`--sklearn-skip`): {', '.join(sorted(set(left)))}.")

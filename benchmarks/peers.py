@@ -1,7 +1,9 @@
 """The peers of every suite, called as a competent user of each would call it, in one place.
 
-* GPU products (``product_peers``): cuSPARSE ``Q @ X.T`` through cupyx plus the expansion in CuPy, and dense
-  cuBLAS GEMM on rows densified beforehand (the densify timed apart), for the measures a product gives.
+* GPU products (``product_peers``): cuSPARSE ``Q @ X.T`` through cupyx plus the expansion in CuPy, Q cut
+  into row blocks of at most ``SPGEMM_BLOCK_PRODUCTS`` intermediate products (CuPy issue #10033: larger
+  SpGEMMs fail or come back as zeros), and dense cuBLAS GEMM on rows densified beforehand (the densify timed
+  apart), for the measures a product gives.
 * cuVS (``CuvsHarness``): ``cuvs::distance::pairwise_distance`` on CSR views and sparse brute-force kNN,
   through ``benchmarks/cuvs/harness.cu``; each measure is given the rows its definition expects
   (``cuvs_rows``: L1-normalised for jensenshannon and hellinger, binary for jaccard, dice and russellrao),
@@ -66,6 +68,34 @@ def peer_norms(metric: str, A):
     return cupy.asarray(data.sum(axis=1)).ravel().astype(np.float32)
 
 
+# cupyx's SpGEMM (cuSPARSE through CuPy 14.2, CUDA 13.0) gives CUSPARSE_STATUS_INSUFFICIENT_RESOURCES and then
+# all-zero products as they grow (https://github.com/cupy/cupy/issues/10033, open).  Measured on an H200 with
+# 2,048 query rows of each dataset shape against 40,000 (16,000, 100,000): every block of up to 7.05e8
+# intermediate products (Σ over a block's entries of the column's count in X) came back right, every one of
+# 1.12e9 or more failed or came back zero.  A user who met the bug cuts Q so; the blocks are planned before
+# the timing, from the column counts.
+SPGEMM_BLOCK_PRODUCTS = 2**29
+
+
+def spgemm_blocks(Qs, Xs, budget: int = SPGEMM_BLOCK_PRODUCTS) -> list[tuple[int, int]]:
+    """Row ranges of Q, consecutive, each of at most ``budget`` intermediate products against X (one row alone
+    where its own products exceed it)."""
+    import cupy
+
+    counts = cupy.bincount(Xs.indices, minlength=Xs.shape[1])
+    met = cupy.concatenate([counts[Qs.indices], cupy.zeros(1, counts.dtype)])  # a 0 where trailing rows are empty
+    rows = cupy.asnumpy(cupy.add.reduceat(met, Qs.indptr[:-1]))
+    rows[np.diff(cupy.asnumpy(Qs.indptr)) == 0] = 0  # reduceat gives an empty row its next entry's count
+    blocks, start, total = [], 0, 0
+    for i, products in enumerate(rows.tolist()):
+        if i > start and total + products > budget:
+            blocks.append((start, i))
+            start, total = i, 0
+        total += products
+    blocks.append((start, Qs.shape[0]))
+    return blocks
+
+
 def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) -> dict:
     """cuSPARSE ``Q @ X.T`` + the expansion, and dense cuBLAS on rows densified beforehand, where Q and X
     fit dense in ``fits_dense`` of free memory.  ``Qs``, ``Xs``: the rows as the measure needs them
@@ -78,13 +108,18 @@ def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) ->
 
     out: dict = {}
     nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
+    blocks = spgemm_blocks(Qs, Xs)
 
     def cusparse():
-        return expand_product(metric, (Qs @ Xs.T).toarray(), nq, nx)
+        XT = Xs.T.tocsr()
+        dot = cupy.empty((Qs.shape[0], Xs.shape[0]), dtype=Qs.dtype)
+        for r0, r1 in blocks:
+            dot[r0:r1] = (Qs[r0:r1] @ XT).toarray()
+        return expand_product(metric, dot, nq, nx)
 
     try:
         t, result = on_device(cusparse, repeats)
-        out["cusparse"] = {"timing": t.as_dict(), "result": result}
+        out["cusparse"] = {"timing": t.as_dict(), "result": result, "row_blocks": len(blocks)}
         del result
         out["cusparse"]["extra_mib"] = round(PeakMemory().extra_mib(cusparse), 1)
     except Exception as exc:  # noqa: BLE001 - the peer's failure is a result

@@ -153,6 +153,8 @@ def run_metric(name, metric, Q, X, Qc, Xc, args, qi, xi, cuvs: dict | None) -> d
                     timings["densify"], row["densify_ms"] = r["densify"], round(r["densify"]["median_ms"], 2)
                 if "extra_mib" in r:
                     row[f"{peer}_extra_mib"] = r["extra_mib"]
+                if "row_blocks" in r:
+                    row[f"{peer}_row_blocks"] = r["row_blocks"]
             else:
                 row[f"{peer}_error" if "error" in r else f"{peer}_skipped"] = r.get("error") or r.get("skipped")
         del products, Qs, Xs
