@@ -96,6 +96,20 @@ def spgemm_blocks(Qs, Xs, budget: int = SPGEMM_BLOCK_PRODUCTS) -> list[tuple[int
     return blocks
 
 
+def spgemm_dense(Qs, XT, blocks: list[tuple[int, int]], r0: int = 0, r1: int | None = None):
+    """``(Q[r0:r1] @ XT).toarray()`` through cupyx, one SpGEMM per part of ``blocks`` (``spgemm_blocks``) in
+    rows r0 to r1."""
+    import cupy
+
+    r1 = Qs.shape[0] if r1 is None else r1
+    out = cupy.empty((r1 - r0, XT.shape[1]), dtype=Qs.dtype)
+    for b0, b1 in blocks:
+        lo, hi = max(b0, r0), min(b1, r1)
+        if lo < hi:
+            out[lo - r0 : hi - r0] = (Qs[lo:hi] @ XT).toarray()
+    return out
+
+
 def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) -> dict:
     """cuSPARSE ``Q @ X.T`` + the expansion, and dense cuBLAS on rows densified beforehand, where Q and X
     fit dense in ``fits_dense`` of free memory.  ``Qs``, ``Xs``: the rows as the measure needs them
@@ -111,11 +125,7 @@ def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) ->
     blocks = spgemm_blocks(Qs, Xs)
 
     def cusparse():
-        XT = Xs.T.tocsr()
-        dot = cupy.empty((Qs.shape[0], Xs.shape[0]), dtype=Qs.dtype)
-        for r0, r1 in blocks:
-            dot[r0:r1] = (Qs[r0:r1] @ XT).toarray()
-        return expand_product(metric, dot, nq, nx)
+        return expand_product(metric, spgemm_dense(Qs, Xs.T.tocsr(), blocks), nq, nx)
 
     try:
         t, result = on_device(cusparse, repeats)
