@@ -26,7 +26,7 @@ COMMANDS = {
     "profile": ("profile_gpu", "tool: a GPU call's stages, time and memory"),
     "cpu-profile": ("profile_cpu", "tool: a CPU call's stages at a thread count"),
     "strategies": ("strategies", "tool: every GPU strategy forced in turn"),
-    "cpu-ab": ("cpu_ab", "tool: builds of the CPU engine timed interleaved"),
+    "cpu-ab": ("cpu_ab", "tool: builds of an engine timed interleaved (the GPU's with --backend cuda)"),
     "cpu-union": ("cpu_union", "tool: the CPU engine's union kernels forced in turn"),
     "dense-cpu": ("dense_bench", "tool: the CPU engine's dense paths, their crossover, against scikit-learn and cdist"),
     "dense-gpu": ("dense_gpu", "tool: dense CuPy rows, ours against CuPy's X @ Y.T formulation"),

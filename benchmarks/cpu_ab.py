@@ -1,4 +1,4 @@
-"""Two or more builds of the CPU engine (and python-graphblas ``mxm``) timed call by call, interleaved.
+"""Two or more builds of an engine (and python-graphblas ``mxm``) timed call by call, interleaved.
 
 On a shared machine the time a call takes moves with its neighbours' load by more than a kernel change moves
 it (the 2-core development machine: ``mxm`` on the same input from 101 to 172 ms between runs a minute apart).
@@ -11,8 +11,10 @@ out; for a commit: ``git archive`` it and copy the three folders so), ``NAME=gra
 The measured call is ``semiring.pairwise(Q, X, plus_times, backend="cpu", sparse=True)`` (``--measure
 sparse``) or ``distances.pairwise_distances(Q, X, metric=...)``, on ``benchmarks/synthetic.py``'s seeded
 data, the first ``--queries`` rows against all (``--self``: every row against every row, ``pairwise_distances(X)``;
-``--datasets tfidf``: the small call's 200 TF-IDF rows, ``dense``: 3,000 x 300 float32 rows).  Every side's result
-is checked against the first side's.
+``--datasets tfidf``: the small call's 200 TF-IDF rows, ``dense``: 3,000 x 300 float32 rows); ``--knn K``:
+``NearestNeighbors(K, metric=...).fit(X)`` and its ``kneighbors`` of those rows.  Every side's result is checked
+against the first side's.  ``--backend cuda`` times the GPU engine on CuPy inputs, as its users pass them, each
+call to the device's end.
 
     python -m benchmarks cpu-ab --side before=/tmp/before --side after=/tmp/after --side mxm=graphblas \\
         --scale 0.25 --queries 512 --threads 2 --rounds 15 --seed 0 --json results.json
@@ -32,11 +34,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 try:
-    from .record import commit
+    from .record import commit, machine
     from .synthetic import DATASETS
 except ImportError:  # run as a script: a side's worker, which compare() starts so
     sys.path.insert(0, str(HERE.parent))
-    from benchmarks.record import commit
+    from benchmarks.record import commit, machine
     from benchmarks.synthetic import DATASETS
 
 
@@ -57,6 +59,14 @@ def worker(args) -> None:
     else:
         X = make_dataset(args.dataset, args.scale, args.seed)
     Q = X if args.self else X[: min(args.queries, X.shape[0])]
+    sync, backend = (lambda: None), "cpu"
+    if args.backend == "cuda" and args.tree not in ("graphblas", "sklearn"):
+        import cupy
+        import cupyx.scipy.sparse as csp
+
+        on_device = cupy.asarray if isinstance(X, np.ndarray) else csp.csr_matrix
+        X, Q = on_device(X), on_device(Q)
+        sync, backend = cupy.cuda.Device().synchronize, "cuda"
     if args.tree == "graphblas":
         import graphblas as gb
 
@@ -100,27 +110,41 @@ def worker(args) -> None:
         if args.measure == "sparse":
 
             def call():
-                return semiring.pairwise(Q, X, semiring.plus_times, backend="cpu", sparse=True)
+                return semiring.pairwise(Q, X, semiring.plus_times, backend=backend, sparse=True)
 
             def summary(C):
+                C = C.get() if hasattr(C, "get") else C
                 return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
+
+        elif args.knn:
+
+            def call():
+                nn = distances.NearestNeighbors(n_neighbors=args.knn, metric=args.measure, backend=backend)
+                return nn.fit(X).kneighbors(None if args.self else Q)
+
+            def summary(found):  # the distances (tied neighbours may come in either order)
+                dist = found[0].get() if hasattr(found[0], "get") else found[0]
+                return [int(dist.size), float(np.nansum(dist, dtype=np.float64)), 0]
 
         else:
 
             def call():
                 if args.self:  # every row against every row, one object (the call's own rows)
-                    return distances.pairwise_distances(X, metric=args.measure, backend="cpu")
-                return distances.pairwise_distances(Q, X, metric=args.measure, backend="cpu")
+                    return distances.pairwise_distances(X, metric=args.measure, backend=backend)
+                return distances.pairwise_distances(Q, X, metric=args.measure, backend=backend)
 
             def summary(D):
+                D = D.get() if hasattr(D, "get") else D
                 return [int(D.size), float(np.nansum(D, dtype=np.float64)), 0]
 
     last = [call()]  # warm-up: compiles or loads the kernels
     print(json.dumps({"ready": True, "summary": summary(last[0])}), flush=True)
     for _line in sys.stdin:
         last.clear()  # the previous result freed before the next is made
+        sync()
         t = time.perf_counter()
         last.append(call())
+        sync()
         print(json.dumps({"ms": (time.perf_counter() - t) * 1e3}), flush=True)
 
 
@@ -130,6 +154,7 @@ def compare(dataset: str, sides: list[tuple[str, str]], args) -> dict:
         cmd = [sys.executable, __file__, "--worker", "--tree", tree, "--dataset", dataset]
         cmd += ["--scale", str(args.scale), "--queries", str(args.queries), "--seed", str(args.seed)]
         cmd += ["--threads", str(args.threads), "--measure", args.measure] + (["--self"] if args.self else [])
+        cmd += ["--backend", args.backend] + (["--knn", str(args.knn)] if args.knn else [])
         # The worker's cwd is not the checkout, so that a tree's semiring is the one imported.
         procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
     summaries = {name: json.loads(p.stdout.readline())["summary"] for name, p in procs.items()}
@@ -174,6 +199,8 @@ def main() -> None:
     )
     p.add_argument("--self", action="store_true", help="every row against every row: pairwise_distances(X)")
     p.add_argument("--measure", default="sparse", help="sparse (plus_times, sparse=True) or a distance's name")
+    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="the engine timed (cuda: CuPy inputs)")
+    p.add_argument("--knn", type=int, default=0, help="K: time NearestNeighbors' fit and kneighbors instead")
     p.add_argument("--scale", type=float, default=0.25)
     p.add_argument("--queries", type=int, default=512)
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -205,6 +232,9 @@ def main() -> None:
             "script_commit": commit(),
             "sides": dict(sides),
             "cores": os.cpu_count(),
+            "backend": args.backend,
+            "machine": machine(),
+            "seed": args.seed,
         }
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
