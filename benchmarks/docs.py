@@ -395,7 +395,7 @@ def _deviations(fig: Figure, rows: list[dict], peers: tuple[str, ...] | None = N
         counts = sorted(set(blocked.values()))
         span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
         notes.append(
-            f"cuSPARSE was called on row blocks of Q ({span} blocks a product), each of at most "
+            f"cuSPARSE was called on row blocks of Q ({span} block{'' if span == '1' else 's'} a product), each of at most "
             "2^29 intermediate products: larger SpGEMMs through CuPy fail or come back as zeros (CuPy issue #10033)."
         )
     left = [a.get("sklearn_skip") for _, a in runs if a.get("sklearn_skip") and a.get("sklearn_metrics")]
