@@ -174,42 +174,76 @@ def vertex_triangles(G: DeviceCSR, by_degree: bool):
     return counts.astype(np.int64)
 
 
-def ktruss_keep(G: DeviceCSR, k: int):
-    """Whether each entry's edge is in the k-truss: supports recounted on the surviving edges, those below
-    k − 2 removed, until none is."""
-    import cupy
+class _Peeling:
+    """The k-truss peeling of G, supports kept up to date as edges go (``render_peel``) instead of counted
+    again on the survivors each round: the rounds together cost about one triangle count, where recounting
+    cost one a round.
 
-    S, where = G, cupy.arange(nnz(G))  # the entries of S in G
-    while nnz(S):
-        keep = edge_triangles(S, True) >= k - 2
-        if bool(keep.all()):
-            break
-        S, kept = compact_graph(S, keep)
-        where = where[kept]
-    out = cupy.zeros(nnz(G), bool)
-    out[where] = True
-    return out
+    Everything is kept at the canonical entries (row < column) of G's own arrays, which never shrink (a removed
+    edge stays stored, flagged dead); ``canonical[e]`` is the canonical entry of entry e's edge.
+    """
+
+    def __init__(self, G: DeviceCSR):
+        import cupy
+
+        self.index_type, self.indptr, self.indices = _index(G)
+        self.rows = edge_rows(G)
+        n, count = G.shape[0], nnz(G)
+        below = self.rows < self.indices
+        keys = self.rows.astype(np.int64) * n + self.indices  # sorted: CSR order is (row, column) order
+        mirror = cupy.searchsorted(keys, self.indices.astype(np.int64) * n + self.rows)
+        self.canonical = cupy.where(below, cupy.arange(count, dtype=np.int64), mirror)
+        self.support = edge_triangles(G, True).astype(np.int32)
+        self.alive = below.astype(np.uint8)
+        self.removed = cupy.zeros(count, np.uint8)
+
+    def below(self, bound: int):
+        """The canonical entries of the live edges in fewer than ``bound`` live triangles."""
+        import cupy
+
+        return cupy.nonzero((self.alive != 0) & (self.support < bound))[0]
+
+    def remove(self, edges) -> None:
+        """Edges (canonical entries) go together: the triangles they closed lose them, once each."""
+        self.alive[edges] = 0
+        self.removed[edges] = 1
+        args = (self.indptr, self.indices, self.rows, edges, np.int64(edges.size), self.alive, self.removed)
+        _launch(src.render_peel(self.index_type), 32 * int(edges.size), (*args, self.support))
+        self.removed[edges] = 0
+
+    def least_live_support(self) -> int | None:
+        live = self.alive != 0
+        return int(self.support[live].min()) if bool(live.any()) else None
+
+
+def ktruss_keep(G: DeviceCSR, k: int):
+    """Whether each entry's edge is in the k-truss: edges in fewer than k − 2 live triangles removed, round
+    after round, until none is."""
+    peeling = _Peeling(G)
+    while (low := peeling.below(k - 2)).size:
+        peeling.remove(low)
+    return peeling.alive[peeling.canonical] != 0
 
 
 def truss_numbers(G: DeviceCSR):
-    """Peeling by levels, supports recounted on the surviving edges each round: at level k the edges with
-    support below k − 2 get truss number k − 1 and go; once none does, the least support s of the survivors
-    makes them the (s + 2)-truss, so the next level tried is s + 3."""
+    """Peeling by levels: at level k the edges in fewer than k − 2 live triangles get truss number k − 1 and go,
+    round after round; once none does, the least support s of the survivors makes them the (s + 2)-truss, so the
+    next level tried is s + 3."""
     import cupy
 
+    peeling = _Peeling(G)
     truss = cupy.full(nnz(G), 2, dtype=cupy.int64)
-    S, where = G, cupy.arange(nnz(G))
     k = 3
-    while nnz(S):
-        support = edge_triangles(S, True)
-        low = support < k - 2
-        if bool(low.any()):
-            truss[where[low]] = k - 1
-            S, kept = compact_graph(S, ~low)
-            where = where[kept]
-        else:
-            k = int(support.min()) + 3
-    return truss
+    while True:
+        low = peeling.below(k - 2)
+        if low.size:
+            truss[low] = k - 1
+            peeling.remove(low)
+            continue
+        least = peeling.least_live_support()
+        if least is None:
+            return truss[peeling.canonical]
+        k = least + 3
 
 
 # How the per-edge counts behind common neighbours and the edge similarities are found:

@@ -36,6 +36,9 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
   measure of (count, d(u), d(v)) — how the edge similarities are finished when
   the per-edge counts come from the oriented graph.
 * ``render_expand`` — ``out[k] = f(c[k], norms[rows[k]], norms[cols[k]])``.
+* ``render_peel`` — one warp per edge removed in a round of the k-truss
+  peeling: the triangles it closed that were whole before the round lose it,
+  and each of their surviving edges' supports drops by one, once a triangle.
 """
 
 from __future__ import annotations
@@ -398,6 +401,53 @@ extern "C" __global__ void {name}(
     if (k >= count) return;
     const double c = cs[k], nu = norms[rows[k]], nv = norms[cols[k]];
     out[k] = {f};
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+def render_peel(index_type: str = "int32") -> KernelSource:
+    """One warp per edge ``(u, v)`` removed in this round (``edges``: its entry with u < v).
+
+    Supports, flags and removals are kept at the entries with row < column (an undirected edge's canonical
+    entry).  The lanes deal out the shorter of the two lists, each element w searched for in the longer; a
+    match is the triangle {u, v, w}.  It was whole before the round where both other edges were alive or
+    removed in it; of its edges removed this round the least (by its vertex pair) does its bookkeeping, so
+    each surviving edge loses one support per triangle however many of its edges went: ``atomicSub`` on it.
+    """
+    name = f"gr_peel_{index_type}"
+    body = f"""\
+__device__ __forceinline__ I gr_canonical(const I* __restrict__ indptr, const I* __restrict__ indices, I a, I x,
+                                          I entry) {{  // the entry of edge {{a, x}} in row min(a, x), given a's
+    return a < x ? entry : gr_lower_bound(indices, indptr[x], indptr[x + 1], a);
+}}
+__device__ __forceinline__ bool gr_before(I a, I b, I c, I d) {{  // pair {{a, b}} before {{c, d}}, each sorted
+    const I a0 = min(a, b), a1 = max(a, b), c0 = min(c, d), c1 = max(c, d);
+    return a0 < c0 || (a0 == c0 && a1 < c1);
+}}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rows,
+    const long long* __restrict__ edges, long long count, const unsigned char* __restrict__ alive,
+    const unsigned char* __restrict__ removed, int* __restrict__ support)
+{{
+    const long long wid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (wid >= count) return;
+    const long long e = edges[wid];
+    const I u = rows[e], v = indices[e];
+    const I du = indptr[u + 1] - indptr[u], dv = indptr[v + 1] - indptr[v];
+    const I s = du <= dv ? u : v, l = du <= dv ? v : u;  // the shorter list's owner, the longer's
+    const I sa = indptr[s], send = indptr[s + 1], lb = indptr[l], lend = indptr[l + 1];
+    for (I k = sa + lane; k < send; k += 32) {{
+        const I w = indices[k];
+        const I r = gr_lower_bound(indices, lb, lend, w);
+        if (r >= lend || indices[r] != w) continue;
+        const I cs = gr_canonical(indptr, indices, s, w, k), cl = gr_canonical(indptr, indices, l, w, r);
+        if (!(alive[cs] | removed[cs]) || !(alive[cl] | removed[cl])) continue;  // not whole before the round
+        if ((removed[cs] && gr_before(s, w, u, v)) || (removed[cl] && gr_before(l, w, u, v))) continue;
+        if (alive[cs]) atomicSub(&support[cs], 1);
+        if (alive[cl]) atomicSub(&support[cl], 1);
+    }}
 }}
 """
     return KernelSource(name, _head(index_type) + body)

@@ -171,3 +171,26 @@ def test_weighted_similarities_at_extreme_weights_match_cpu_engine(magnitude):
     np.testing.assert_array_equal(first, want[0])
     np.testing.assert_array_equal(second, want[1])
     np.testing.assert_allclose(value, want[2], rtol=1e-12, atol=1e-290)
+
+
+def test_truss_peeling_matches_networkx_where_edges_of_a_triangle_go_together():
+    """Overlapping cliques and random edges: rounds in which two or three edges of one triangle go at once (each
+    surviving edge loses that triangle once) and hubs whose supports fall over many rounds; every k-truss and the
+    truss numbers against networkx's k_truss."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(11)
+    G = nx.Graph()
+    for _ in range(40):
+        G.add_edges_from(combinations(rng.choice(150, size=int(rng.integers(3, 10)), replace=False).tolist(), 2))
+    G.add_edges_from(rng.integers(0, 150, (400, 2)).tolist())
+    G.remove_edges_from(nx.selfloop_edges(G))
+    nodes = sorted(G)
+    A = nx.to_scipy_sparse_array(G, nodelist=nodes, format="csr")
+    truss = graph.truss_decomposition(A, backend="cuda").tocoo()
+    numbers = {(nodes[i], nodes[j]): int(t) for i, j, t in zip(truss.row, truss.col, truss.data, strict=True)}
+    for k in range(3, 12):
+        want = {frozenset(e) for e in nx.k_truss(G, k).edges}
+        kept = graph.ktruss(A, k, backend="cuda").tocoo()
+        assert {frozenset((nodes[i], nodes[j])) for i, j in zip(kept.row, kept.col, strict=True)} == want, k
+        assert {frozenset(e) for e, t in numbers.items() if t >= k} == want, k

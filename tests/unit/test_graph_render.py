@@ -22,6 +22,7 @@ def kernels(index_type: str):
     yield src.render_check(index_type)
     yield src.render_check_exact(index_type)
     yield src.render_mirror(index_type)
+    yield src.render_peel(index_type)
     for mode in ("orient", "keep"):
         for fill in (False, True):
             yield src.render_compact(mode, index_type, fill)
@@ -43,7 +44,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 10 + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
+    assert WEIGHTS and len(names) == 11 + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
