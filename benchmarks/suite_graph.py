@@ -6,7 +6,8 @@ no self-loops or duplicates, seeded.  For each scale (``--scales``):
 
 * **ours**, the public ``semiring.distances.graph`` call on a device-resident CSR matrix (input checks
   included): ``triangle_count`` (degree order and vertex-id order), ``jaccard`` and ``common_neighbors`` at
-  every edge, ``triangle_count(per="vertex")``; CUDA events; the peak device memory of one call;
+  every edge, ``triangle_count(per="vertex")``, ``truss_decomposition`` and ``ktruss(k=5)``; CUDA events; the
+  peak device memory of one call;
 * **cuSPARSE** SpGEMM through cupyx: ``(L·L)∘L`` (triangles) and ``(A·A)∘A`` (triangles × 6 and the
   common neighbours), in float64;
 * **cuGraph** (``pylibcugraph``, where installed): ``triangle_count`` and ``jaccard_coefficients``;
@@ -18,7 +19,8 @@ Checks, in the same run: per-edge common neighbours and Jaccard of ours and each
 sampled edges against set arithmetic on the adjacency lists; ours per vertex at 200 sampled vertices against
 set arithmetic (½ Σ over neighbours u of |N(u) ∩ N(v)|); every triangle total against python-graphblas's
 (SuiteSparse, the project's semiring oracle) where it ran, and ours also against its own checked per-edge
-counts (Σ = 6 × total).
+counts (Σ = 6 × total); the truss numbers of every edge against the CPU engine's (numba, its own peeling) up to
+``--truss-check-scale``, and above it the 5-truss against the edges whose truss number is at least 5.
 
     python -m benchmarks graph --seed 1 --scales 18,20,22 --json benchmarks/results/graph_h200.json
 """
@@ -45,6 +47,7 @@ def add_arguments(p) -> None:
     p.add_argument("--host-repeats", type=int, default=2)
     p.add_argument("--graphblas-timeout", type=float, default=60.0, help="seconds for its warm-up and repeats")
     p.add_argument("--check-edges", type=int, default=2000)
+    p.add_argument("--truss-check-scale", type=int, default=18, help="the largest scale checked by the CPU engine")
     p.add_argument("--json", type=Path)
 
 
@@ -61,6 +64,27 @@ def vertex_triangles_reference(A: sp.csr_matrix, vertices) -> np.ndarray:
         out[i] = int(mask[A.indices[np.arange(lengths.sum()) + offsets]].sum()) // 2
         mask[nv] = False
     return out
+
+
+def truss_check(Ah: sp.csr_matrix, truss, kept, scale: int, args) -> dict:
+    """Our truss numbers (a CuPy CSR matrix) against the CPU engine's at every edge, up to
+    ``--truss-check-scale``; above it, our 5-truss against the edges our truss numbers put in it."""
+    from semiring.distances import graph
+
+    T = truss.get() if hasattr(truss, "get") else truss
+    if scale <= args.truss_check_scale:
+        want = graph.truss_decomposition(Ah, backend="cpu")
+        same = np.array_equal(T.indptr, want.indptr) and np.array_equal(T.indices, want.indices)
+        off = int((T.data != want.data).sum()) if same else -1
+        return {"subject": "ours", "against": "the CPU engine's truss numbers, every edge", "ok": off == 0,
+                "edges_off": off}  # fmt: skip
+    K = kept.get() if hasattr(kept, "get") else kept
+    rows = np.repeat(np.arange(T.shape[0]), np.diff(T.indptr))
+    mine = set(zip(rows[T.data >= 5].tolist(), T.indices[T.data >= 5].tolist(), strict=True))
+    krows = np.repeat(np.arange(K.shape[0]), np.diff(K.indptr))
+    theirs = set(zip(krows.tolist(), K.indices.tolist(), strict=True))
+    return {"subject": "ours", "against": "our truss numbers >= 5 (the CPU engine above scale "
+            f"{args.truss_check_scale} takes too long)", "ok": mine == theirs, "edges": len(theirs)}  # fmt: skip
 
 
 def run_scale(scale: int, args, threads: int) -> dict:
@@ -93,6 +117,8 @@ def run_scale(scale: int, args, threads: int) -> dict:
         ("triangles_per_vertex", lambda: graph.triangle_count(A, per="vertex")),
         ("jaccard", lambda: graph.jaccard(A)),
         ("common_neighbors", lambda: graph.common_neighbors(A)),
+        ("truss_decomposition", lambda: graph.truss_decomposition(A)),
+        ("ktruss5", lambda: graph.ktruss(A, 5)),
     ):
         t, ours[label] = on_device(fn, args.repeats)
         timings[f"ours {label}"] = t.as_dict()
@@ -118,6 +144,8 @@ def run_scale(scale: int, args, threads: int) -> dict:
     checks["ours triangles, id order"] = count_check(
         int(ours["triangles_id_order"]), total, "ours", "ours, degree order"
     )
+    checks["ours truss numbers and ktruss5"] = truss_check(Ah, ours["truss_decomposition"], ours["ktruss5"], scale, args)
+    row["max_truss"] = int(ours["truss_decomposition"].data.max()) if ours["truss_decomposition"].nnz else 2
     del ours
 
     # cuSPARSE through cupyx, in float64 (float32 sums of ~1e9 counts would round)
