@@ -653,6 +653,57 @@ def table_suite_time(fig: Figure) -> str:
     return "\n".join(out) + "\n"
 
 
+def table_small_call(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    threads = data.get("threads")
+    sides = (
+        ("ours", "ours"),
+        ("ours_all_threads", f"ours, every thread woken (the small-call rule off; {threads} threads)"),
+        ("sklearn_n_jobs_none", "scikit-learn, `n_jobs=None` (one thread)"),
+        ("sklearn", f"scikit-learn, `n_jobs={threads}`"),
+    )
+    out = ["| side | best | median |", "| --- | ---: | ---: |"]
+    for key, label in sides:
+        if key in data:
+            out.append(f"| {label} | {data[key]['best_ms']:.2f} ms | {data[key]['median_ms']:.2f} ms |")
+    ours, peer = data["ours"], data["sklearn_n_jobs_none"]
+    shape = f"{data['shape'][0]:,} × {data['shape'][1]:,}, {data['nnz']:,} stored entries"
+    ratios = f"{peer['best_ms'] / ours['best_ms']:.2f}× best, {peer['median_ms'] / ours['median_ms']:.2f}× median"
+    diff = f"largest difference of the answers {data['max_abs_diff']:.1e}"
+    out += ["", f"Ours against scikit-learn's one thread: {ratios}; {diff}; {shape}."]
+    return "\n".join(out) + "\n"
+
+
+def table_cpu_union(fig: Figure) -> str:
+    data = record.load(RESULTS / fig.files[-1])
+    rows = data["results"]
+    out = []
+    cheb = [r for r in rows if r.get("measure") == "chebyshev"]
+    if cheb:
+        out += [
+            "| dataset | extremum ms | merge ms | scatter ms | cityblock ms | chebyshev / cityblock | checked |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for r in cheb:
+            ok = "yes" if r["agree_with_scipy"] else "**no**"
+            out.append(
+                f"| {r['dataset']} | {r['extremum']:,.0f} | {r['merge']:,.0f} | {r['scatter']:,.0f} "
+                f"| {r['cityblock_auto']:,.0f} | {r['ratio_to_cityblock']:.2f} ({r['auto']}) | {ok} |"
+            )
+    knn = [r for r in rows if r.get("measure") == "knn all rows"]
+    if knn:
+        out += ["", "| dataset | rows × cols | chebyshev kNN ms | cityblock kNN ms | chebyshev / cityblock | checked |"]
+        out.append("| --- | --- | ---: | ---: | ---: | --- |")
+        for r in knn:
+            ok = "yes" if r["agree_with_scipy"] else "**no**"
+            shape = f"{r['shape'][0]:,} × {r['shape'][1]:,}"
+            out.append(
+                f"| {r['dataset']} | {shape} | {r['chebyshev_ms']:,.0f} | {r['cityblock_ms']:,.0f} "
+                f"| {r['ratio_to_cityblock']:.2f} | {ok} (k = {r['k']}) |"
+            )
+    return "\n".join(out).lstrip("\n") + "\n"
+
+
 def table_index(fig: Figure) -> str:
     out = ["| figure | page | results files | made again by |", "| --- | --- | --- | --- |"]
     for f in FIGURES:
@@ -687,6 +738,8 @@ TABLES = {
     "suite_time": table_suite_time,
     "scale": table_scale,
     "retrieval": table_retrieval,
+    "small_call": table_small_call,
+    "cpu_union": table_cpu_union,
     "index": table_index,
 }
 
