@@ -52,6 +52,8 @@ FIGURES = (
     Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_2611563.json",), "cpu", "cpu"),
     Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
+    Figure("small-call", "cpu-engine.md", ("small_call_2core_b91b452.json",), "small_call", "small-call"),
+    Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b91b452_knn.json",), "cpu_union", "cpu-union"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
     Figure(
         "scale",
