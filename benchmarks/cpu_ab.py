@@ -42,6 +42,14 @@ except ImportError:  # run as a script: a side's worker, which compare() starts 
     from benchmarks.synthetic import DATASETS
 
 
+# The graph measures a side may time, on a --datasets rmatN graph.
+GRAPH_MEASURES = {
+    "truss_decomposition": lambda graph, A, backend: graph.truss_decomposition(A, backend=backend),
+    "ktruss5": lambda graph, A, backend: graph.ktruss(A, 5, backend=backend),
+    "jaccard": lambda graph, A, backend: graph.jaccard(A, backend=backend),
+}
+
+
 def worker(args) -> None:
     """One side: build the data, then time one call per line read from stdin, answering its ms on stdout."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
@@ -54,6 +62,10 @@ def worker(args) -> None:
         from benchmarks.small_call import tfidf
 
         X = tfidf(200, 3000)
+    elif args.dataset.startswith("rmat"):  # an R-MAT graph of that scale (Graph500's, seeded) for a graph measure
+        from benchmarks.synthetic import rmat_csr
+
+        X = rmat_csr(int(args.dataset[4:]), seed=args.seed)
     elif args.dataset == "dense":  # dense float32 rows uniform in [0, 1), as benchmarks/dense_bench.py draws them
         X = np.random.default_rng(args.seed).random((3000, 300), dtype=np.float32)
     else:
@@ -111,6 +123,16 @@ def worker(args) -> None:
 
             def call():
                 return semiring.pairwise(Q, X, semiring.plus_times, backend=backend, sparse=True)
+
+            def summary(C):
+                C = C.get() if hasattr(C, "get") else C
+                return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
+
+        elif args.measure in GRAPH_MEASURES:
+            from semiring.distances import graph
+
+            def call():
+                return GRAPH_MEASURES[args.measure](graph, X, backend)
 
             def summary(C):
                 C = C.get() if hasattr(C, "get") else C
@@ -192,10 +214,11 @@ def main() -> None:
     p.add_argument(
         "--datasets",
         nargs="+",
-        choices=(*DATASETS, "tfidf", "dense"),
+        choices=(*DATASETS, "tfidf", "dense", *(f"rmat{s}" for s in range(8, 27))),
         default=list(DATASETS),
         help="synthetic datasets (--scale), or tfidf (200 x 3,000 TF-IDF rows of docstrings: the small call) or "
-        "dense (3,000 x 300 float32 rows, --seed)",
+        "dense (3,000 x 300 float32 rows, --seed), or rmatN (an R-MAT graph of scale N, --seed) for a graph "
+        "--measure (truss_decomposition, ktruss5, jaccard)",
     )
     p.add_argument("--self", action="store_true", help="every row against every row: pairwise_distances(X)")
     p.add_argument("--measure", default="sparse", help="sparse (plus_times, sparse=True) or a distance's name")
