@@ -260,7 +260,7 @@ def _rows(product: Product, out_dtype, expansion=None):
 
 @cache
 def _commutes(tree) -> bool:
-    """Whether the op gives the same bits with its operands exchanged: its tree with ``x`` and ``y`` swapped has
+    """Whether the op gives the same value with its operands exchanged: its tree with ``x`` and ``y`` swapped has
     the same canonical form (``expr.canonical`` orders only the operands of ops exact in either order)."""
     x, y = _expr.Node("var", ("x",)), _expr.Node("var", ("y",))
     return _expr.canonical(_expr.substitute(tree, {"x": y, "y": x})) == _expr.canonical(tree)
