@@ -35,22 +35,20 @@ class Figure:
 
 # --------------------------------------------------------------------------- where each figure comes from
 
-# the newest run of each dataset and measure: movielens- and nytimes-like at 797a356, four of their measures again
-# at 0ac5da7 (hellinger's rewrite), scRNA- and EDGAR-like at cf3cd2c
+# every measure on the four dataset shapes at 619acf9, in two calls of the lent machine
 DISTANCES_GPU = (
-    "distances_h200_797a356_movielens_nytimes.json",
-    "distances_h200_0ac5da7_under2x.json",
-    "distances_h200_cf3cd2c_scrna_edgar.json",
+    "distances_h200_619acf9_movielens_nytimes.json",
+    "distances_h200_619acf9_scrna_edgar.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances"),
     Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances"),
-    Figure("knn-gpu", "benchmarks.md", ("public_api_cuvs_h200_206432b_full.json",), "knn_gpu", "knn"),
-    Figure("knn-host", "neighbors.md", ("knn_bench.json",), "knn_host", "knn"),
-    Figure("graph-gpu", "graph.md", ("graph_bench_h200.json",), "graph", "graph"),
-    Figure("cpu-16threads", "cpu-engine.md", ("cpu_engine_16threads_623c58c.json",), "cpu", "cpu"),
+    Figure("knn-gpu", "benchmarks.md", ("knn_h200_619acf9.json",), "knn_gpu", "knn"),
+    Figure("knn-host", "neighbors.md", ("knn_h200_619acf9.json",), "knn_host", "knn"),
+    Figure("graph-gpu", "graph.md", ("graph_h200_619acf9.json",), "graph", "graph"),
+    Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_619acf9.json",), "cpu", "cpu"),
     Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_2611563.json",), "cpu", "cpu"),
-    Figure("dask", "dask.md", ("dask_scaling_h200x2_161c8ef.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
+    Figure("dask", "dask.md", ("dask_h200x2_619acf9.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("small-call", "cpu-engine.md", ("small_call_2core_b91b452.json",), "small_call", "small-call"),
     Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b91b452_knn.json",), "cpu_union", "cpu-union"),
