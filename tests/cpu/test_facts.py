@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import ill_posed, oracle, tolerances
+from spies import Calls
 from strategies import dense, sparse_pair
 
 import semiring
@@ -58,17 +59,6 @@ def assert_true_facts(A) -> None:
     assert facts.nonnegative in (None, bool((values >= 0).all()))
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     assert (np.diff(A.indices[: A.indptr[-1]])[np.diff(rows) == 0] > 0).all()
-
-
-class Calls:
-    """Counts the calls of a function it stands in for."""
-
-    def __init__(self, function):
-        self.function, self.count = function, 0
-
-    def __call__(self, *args, **kwargs):
-        self.count += 1
-        return self.function(*args, **kwargs)
 
 
 def forms(A: sp.csr_matrix) -> dict:

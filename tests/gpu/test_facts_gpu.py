@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from oracles import ill_posed, oracle, tolerances
+from spies import Calls
 
 import semiring
 from semiring import validation
@@ -32,17 +33,6 @@ def rows(seed: int, m: int, n: int, nonnegative: bool, dtype=np.float64, index=n
     A = sp.csr_matrix((data, (r, c)), shape=(m, n))
     assert A.nnz == r.size
     return sp.csr_matrix((A.data.astype(dtype), A.indices.astype(index), A.indptr.astype(index)), shape=A.shape)
-
-
-class Calls:
-    """Counts the calls of a function it stands in for."""
-
-    def __init__(self, function):
-        self.function, self.count = function, 0
-
-    def __call__(self, *args, **kwargs):
-        self.count += 1
-        return self.function(*args, **kwargs)
 
 
 def planned(monkeypatch) -> list:

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from spies import Calls
 
 import semiring
 from semiring import validation
 from semiring.kernels.cuda import launch, planner, strategies
 from semiring.validation import Facts
-
-
-class Calls:
-    """Counts the calls of a function it stands in for."""
-
-    def __init__(self, function):
-        self.function, self.count = function, 0
-
-    def __call__(self, *args, **kwargs):
-        self.count += 1
-        return self.function(*args, **kwargs)
 
 
 def device(A: sp.csr_matrix, facts: Facts | None = None) -> launch.DeviceCSR:
