@@ -77,13 +77,13 @@ def peer_norms(metric: str, A):
 SPGEMM_BLOCK_PRODUCTS = 2**29
 
 
-def spgemm_blocks(Qs, Xs, budget: int = SPGEMM_BLOCK_PRODUCTS) -> list[tuple[int, int]]:
-    """Row ranges of Q, consecutive, each of at most ``budget`` intermediate products against X (one row alone
-    where its own products exceed it)."""
+def spgemm_blocks(Qs, per_column, budget: int = SPGEMM_BLOCK_PRODUCTS) -> list[tuple[int, int]]:
+    """Row ranges of Q, consecutive, each of at most ``budget`` intermediate products (one row alone where its
+    own products exceed it); ``per_column``: the products an entry of Q in each column brings — for ``Q @ X.T``
+    X's column counts (``column_counts``), for ``Q @ B`` B's row lengths."""
     import cupy
 
-    counts = cupy.bincount(Xs.indices, minlength=Xs.shape[1])
-    met = cupy.concatenate([counts[Qs.indices], cupy.zeros(1, counts.dtype)])  # a 0 where trailing rows are empty
+    met = cupy.concatenate([per_column[Qs.indices], cupy.zeros(1, per_column.dtype)])  # 0: trailing rows empty
     rows = cupy.asnumpy(cupy.add.reduceat(met, Qs.indptr[:-1]))
     rows[np.diff(cupy.asnumpy(Qs.indptr)) == 0] = 0  # reduceat gives an empty row its next entry's count
     blocks, start, total = [], 0, 0
@@ -94,6 +94,13 @@ def spgemm_blocks(Qs, Xs, budget: int = SPGEMM_BLOCK_PRODUCTS) -> list[tuple[int
         total += products
     blocks.append((start, Qs.shape[0]))
     return blocks
+
+
+def column_counts(Xs):
+    """Stored entries per column of a cupyx CSR matrix."""
+    import cupy
+
+    return cupy.bincount(Xs.indices, minlength=Xs.shape[1])
 
 
 def spgemm_dense(Qs, XT, blocks: list[tuple[int, int]], r0: int = 0, r1: int | None = None):
@@ -122,7 +129,7 @@ def product_peers(metric: str, Qs, Xs, repeats: int, fits_dense: float = 0.4) ->
 
     out: dict = {}
     nq, nx = peer_norms(metric, Qs), peer_norms(metric, Xs)
-    blocks = spgemm_blocks(Qs, Xs)
+    blocks = spgemm_blocks(Qs, column_counts(Xs))
 
     def cusparse():
         return expand_product(metric, spgemm_dense(Qs, Xs.T.tocsr(), blocks), nq, nx)

@@ -64,7 +64,7 @@ def product_knn(X, metric: str, dense: bool):
     sign = -1.0 if metric == "inner_product" else 1.0  # largest products first
     dist, ind = cupy.empty((m, K), np.float32), cupy.empty((m, K), np.int64)
     if not dense:  # SpGEMMs in row blocks CuPy computes right (peers.SPGEMM_BLOCK_PRODUCTS)
-        XT, blocks = Xs.T.tocsr(), peers.spgemm_blocks(Xs, Xs)
+        XT, blocks = Xs.T.tocsr(), peers.spgemm_blocks(Xs, peers.column_counts(Xs))
     for r0 in range(0, m, PEER_TILE):
         r1 = min(m, r0 + PEER_TILE)
         dot = Xd[r0:r1] @ Xd.T if dense else peers.spgemm_dense(Xs, XT, blocks, r0, r1)
