@@ -50,6 +50,12 @@ GRAPH_MEASURES = {
 }
 
 
+def _host(a):
+    """A result on the host (CuPy's copied back). Not ``semiring.arrays.on_host``: a side may be a build older
+    than it."""
+    return a.get() if hasattr(a, "get") else a
+
+
 def worker(args) -> None:
     """One side: build the data, then time one call per line read from stdin, answering its ms on stdout."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, os.cpu_count() or 1))
@@ -125,7 +131,7 @@ def worker(args) -> None:
                 return semiring.pairwise(Q, X, semiring.plus_times, backend=backend, sparse=True)
 
             def summary(C):
-                C = C.get() if hasattr(C, "get") else C
+                C = _host(C)
                 return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
 
         elif args.measure in GRAPH_MEASURES:
@@ -135,7 +141,7 @@ def worker(args) -> None:
                 return GRAPH_MEASURES[args.measure](graph, X, backend)
 
             def summary(C):
-                C = C.get() if hasattr(C, "get") else C
+                C = _host(C)
                 return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
 
         elif args.knn:
@@ -145,7 +151,7 @@ def worker(args) -> None:
                 return nn.fit(X).kneighbors(None if args.self else Q)
 
             def summary(found):  # the distances (tied neighbours may come in either order)
-                dist = found[0].get() if hasattr(found[0], "get") else found[0]
+                dist = _host(found[0])
                 return [int(dist.size), float(np.nansum(dist, dtype=np.float64)), 0]
 
         else:
@@ -156,7 +162,7 @@ def worker(args) -> None:
                 return distances.pairwise_distances(Q, X, metric=args.measure, backend=backend)
 
             def summary(D):
-                D = D.get() if hasattr(D, "get") else D
+                D = _host(D)
                 return [int(D.size), float(np.nansum(D, dtype=np.float64)), 0]
 
     last = [call()]  # warm-up: compiles or loads the kernels

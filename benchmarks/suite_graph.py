@@ -69,16 +69,17 @@ def vertex_triangles_reference(A: sp.csr_matrix, vertices) -> np.ndarray:
 def truss_check(Ah: sp.csr_matrix, truss, kept, scale: int, args) -> dict:
     """Our truss numbers (a CuPy CSR matrix) against the CPU engine's at every edge, up to
     ``--truss-check-scale``; above it, our 5-truss against the edges our truss numbers put in it."""
+    from semiring import arrays
     from semiring.distances import graph
 
-    T = truss.get() if hasattr(truss, "get") else truss
+    T = arrays.on_host(truss)
     if scale <= args.truss_check_scale:
         want = graph.truss_decomposition(Ah, backend="cpu")
         same = np.array_equal(T.indptr, want.indptr) and np.array_equal(T.indices, want.indices)
         off = int((T.data != want.data).sum()) if same else -1
         return {"subject": "ours", "against": "the CPU engine's truss numbers, every edge", "ok": off == 0,
                 "edges_off": off}  # fmt: skip
-    K = kept.get() if hasattr(kept, "get") else kept
+    K = arrays.on_host(kept)
     n = T.shape[0]
 
     def keys(M, where=None):  # each stored entry as row * n + column (sorted in CSR order), as arrays: at scale 22
