@@ -140,8 +140,9 @@ def source_line(fig: Figure, current: str) -> str:
             if checks and (checks["passed"] or checks["failed"])
             else ""
         )
+        rebased = f" (a helper's commit, rebased onto main as {data['rebased_as']})" if data.get("rebased_as") else ""
         line = (
-            f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}, {meta['machine']}, "
+            f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}{rebased}, {meta['machine']}, "
             f"`{meta['command'] or 'command not recorded'}`{counted}."
         )
         stale = freshness(meta, path, current)

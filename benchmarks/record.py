@@ -44,6 +44,15 @@ def git(*args: str, cwd: Path = ROOT) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def in_history(rev: str) -> bool:
+    """Whether commit ``rev`` is HEAD or one of its ancestors (False without git)."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", rev, "HEAD"], capture_output=True)
+    except OSError:
+        return False
+    return out.returncode == 0
+
+
 def commit() -> str:
     """The commit of the code measured: ``$COMMIT`` where set (the lent GPU machine's copy of the tree, whose
     ``.git``, where it has one, is not the tree's: ``stamp`` checks it against the engine digest), else this
@@ -78,8 +87,13 @@ def engine_digest(root: Path = ROOT) -> str:
 
 
 def engine_digest_at(rev: str) -> str | None:
-    """The engine digest of commit ``rev`` from git's tree (None where git does not know the commit)."""
-    listing = git("ls-tree", "-r", rev.split("+")[0], "--", *ENGINE_FOLDERS)
+    """The engine digest of commit ``rev`` from git's tree (None where the commit is not in HEAD's history: a
+    commit later rebased may still be among a local clone's objects, never among a fresh clone's, and the docs
+    must read the same in both)."""
+    rev = rev.split("+")[0]
+    if not in_history(rev):
+        return None
+    listing = git("ls-tree", "-r", rev, "--", *ENGINE_FOLDERS)
     if not listing:
         return None
     entries = []
