@@ -113,6 +113,19 @@ class BinaryOp:
             return None
         return _BUILTIN_KINDS().get(_expr.canonical(self.tree))
 
+    @property
+    def margins(self) -> tuple[_expr.Node, _expr.Node]:
+        """``f(x, 0)`` and ``f(0, y)`` as trees of ``x`` (a row reduction reads its values as ``x``), the
+        parameters bound to their values: what a row contributes to a union against a row storing none of its
+        columns.
+
+        >>> [_expr.render_python(t, {"x": "x"}, plain=True) for t in binary_op("abs(x - y) ** p", p=3.0).margins]
+        ['abs(x - 0.0) ** 3.0', 'abs(0.0 - x) ** 3.0']
+        """
+        zero, x = _expr.Node("num", (0.0,)), _expr.Node("var", ("x",))
+        bound = {p: _expr.Node("num", (v,)) for p, v in self.params}
+        return _expr.substitute(self.tree, {"y": zero, **bound}), _expr.substitute(self.tree, {"x": zero, "y": x, **bound})
+
     def with_params(self, **values: float) -> BinaryOp:
         unknown = set(values) - set(self.param_names)
         if unknown:
@@ -354,20 +367,15 @@ def _margin_split(sr: Semiring, nonnegative: bool) -> MarginSplit | None:
                 return None
             if abs(fab) > (abs(fa) + abs(fb)) * (1 + 1e-12):
                 return None
-    zero, x = _expr.Node("num", (0.0,)), _expr.Node("var", ("x",))
-    bound = {p: _expr.Node("num", (v,)) for p, v in f.params}
-    fx0, f0y = _expr.substitute(f.tree, {"y": zero}), _expr.substitute(f.tree, {"x": zero})
+    zero = _expr.Node("num", (0.0,))
+    fx0, f0y = _expr.substitute(f.tree, {"y": zero}), _expr.substitute(f.tree, {"x": zero})  # parameters kept
     tree = _expr.Node("bin", ("-", _expr.Node("bin", ("-", f.tree, fx0)), f0y))
     text = _expr.render_python(tree, {v: v for v in ("x", "y", *f.param_names)}, plain=True)
     cross_op = BinaryOp(name=f"{f.name}_cross", text=text, tree=tree, params=f.params)
     cross = Semiring(sr.add, cross_op, name=f"{sr.name}_cross")
     if not cross.annihilates:  # f(x, 0) − f(x, 0) − f(0, 0) must be proved 0 (semiring.semantics)
         return None
-    return MarginSplit(
-        cross,
-        _expr.substitute(fx0, bound),
-        _expr.substitute(f0y, {"y": x, **bound}),
-    )
+    return MarginSplit(cross, *f.margins)
 
 
 @dataclass(frozen=True)

@@ -529,16 +529,6 @@ def union_by_margins(work: Product):
 _SHARES = _expr.parse("c0 > 0.0", EXPANSION_VARIABLES)[0]
 
 
-def extremum_margins(sr) -> tuple:
-    """Trees of ``x`` for ``f(x, 0)`` and ``f(0, x)`` of ``sr``'s op, its parameters' values bound."""
-    f, zero, x = sr.mult, _expr.Node("num", (0.0,)), _expr.Node("var", ("x",))
-    bound = {p: _expr.Node("num", (v,)) for p, v in f.params}
-    return (
-        _expr.substitute(f.tree, {"y": zero, **bound}),
-        _expr.substitute(f.tree, {"x": zero, "y": x, **bound}),
-    )
-
-
 def union_by_extrema(work: Product):
     """A max- or min-monoid union: a pair of rows that share no stored column is exactly
     ``start ⊕ (⊕ f(x, 0) over X's row) ⊕ (⊕ f(0, y) over Y's row)``, whatever the order ⊕ takes, so every
@@ -549,7 +539,7 @@ def union_by_extrema(work: Product):
 
     sr, X, Y, settings = work.sr, work.X, work.Y, work.settings
     kind, ncols, m = sr.add.kind, X.shape[1], X.shape[0]
-    fx0, f0y = extremum_margins(sr)
+    fx0, f0y = sr.mult.margins
     nx, ny = elementwise.row_norm(X, fx0, work.T, kind), elementwise.row_norm(Y, f0y, work.T, kind)
     out = product(X, Y, plus_pair, work.out_dtype, settings=settings)  # shared columns per pair
     start = float(work.start)

@@ -134,11 +134,9 @@ def test_margin_split_kernels_compile(split, value_type, index_type):
 def test_extrema_kernels_compile(sr, value_type, index_type):
     """The GPU's max- and min-union path: the rows' extrema of f(x, 0) and f(0, y) and the expansion writing
     the larger (or smaller) of the two."""
-    from semiring.kernels.cuda import strategies
-
     kernels = [
         cuda_source.render_row_norm(t, f"{sr.name}_{side}", value_type, index_type, sr.add.kind)
-        for side, t in zip("xy", strategies.extremum_margins(sr), strict=True)
+        for side, t in zip("xy", sr.mult.margins, strict=True)
     ]
     tree = E.parse(f"{sr.add.kind}({sr.add.kind}(0.0, nx0), ny0)", tuple(cuda_source.EXPANSION_ARGS))[0]
     kernels.append(cuda_source.render_expansion(tree, (), f"{sr.name}_extrema", value_type))
