@@ -124,7 +124,9 @@ class BinaryOp:
         """
         zero, x = _expr.Node("num", (0.0,)), _expr.Node("var", ("x",))
         bound = {p: _expr.Node("num", (v,)) for p, v in self.params}
-        return _expr.substitute(self.tree, {"y": zero, **bound}), _expr.substitute(self.tree, {"x": zero, "y": x, **bound})
+        at_x = _expr.substitute(self.tree, {"y": zero, **bound})
+        at_y = _expr.substitute(self.tree, {"x": zero, "y": x, **bound})
+        return at_x, at_y
 
     def with_params(self, **values: float) -> BinaryOp:
         unknown = set(values) - set(self.param_names)

@@ -503,25 +503,34 @@ def union_by_margins(work: Product):
     (nx, ax), (ny, ay) = work.margins
     out_dtype = work.out_dtype
     out = product(X, Y, split.cross, out_dtype, settings=settings, split_of=(sr, split))
-    none = np.zeros(0)
-    elementwise.expand(_MARGIN_SUM, (), none, [out], [nx, ax], [ny, ay], X.shape[1], out)
-    # Cancelling entries are recomputed all at once when their coordinates and values (24 bytes each) fit the
-    # budget, else a band of rows at a time: on similar dense rows nearly all of them cancel, and they would
-    # outgrow the result.  Each band costs a selection and a masked merge (on movielens-like kNN tiles, bands
-    # sized for the worst case took 513 ms where one pass took 419), so bands follow the count found.
-    m, ncols = out.shape[0], X.shape[1]
+    elementwise.expand(_MARGIN_SUM, (), np.zeros(0), [out], [nx, ax], [ny, ay], X.shape[1], out)
+    return recompute_listed(work, out, _MARGIN_CANCELS, [nx, ax], [ny, ay])
+
+
+def recompute_listed(work: Product, out, when, xnorms, ynorms, write_band=None):
+    """``out``'s entries where ``when`` holds (an expansion's condition of ``c0``, the rows' ``xnorms`` and
+    ``ynorms``) recomputed by merging: ``work``'s product under the mask of their list, scattered into ``out``.
+
+    The list is made all at once when its coordinates and values (24 bytes an entry) fit the recompute's budget,
+    else a band of rows at a time: on similar dense rows nearly all entries may be listed, and they would outgrow
+    the result.  Each band costs a selection and a masked merge (on movielens-like kNN tiles, bands sized for
+    the worst case took 513 ms where one pass took 419), so bands follow the count found.  ``write_band(part,
+    r0, r1)``, where given, writes a band's rows after their list is made and before its entries are scattered
+    (the list reads what the band held before)."""
+    m, ncols, none = out.shape[0], work.X.shape[1], np.zeros(0)
     limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
-    found = elementwise.select(_MARGIN_CANCELS, (), none, [out], [nx, ax], [ny, ay], ncols, out.shape, limit=limit)
+    found = elementwise.select(when, (), none, [out], xnorms, ynorms, ncols, out.shape, limit=limit)
     band = max(1, m if isinstance(found, Entries) else m * limit // found)  # hits taken as spread evenly; m may be 0
     for r0 in range(0, m, band):
         r1 = min(m, r0 + band)
         part = out[r0:r1]
         if band < m:
-            found = elementwise.select(
-                _MARGIN_CANCELS, (), none, [part], [nx[r0:r1], ax[r0:r1]], [ny, ay], ncols, part.shape
-            )
+            found = elementwise.select(when, (), none, [part], [a[r0:r1] for a in xnorms], ynorms, ncols, part.shape)
+        if write_band is not None:
+            write_band(part, r0, r1)
         if found.rows.size:
-            values = product(X, Y, sr, out_dtype, mask=Entries(found.rows + r0, found.cols))
+            mask = Entries(found.rows + r0, found.cols)
+            values = product(work.X, work.Y, work.sr, work.out_dtype, mask=mask, settings=work.settings)
             elementwise.scatter(part, found, values)
     return out
 
@@ -537,28 +546,19 @@ def union_by_extrema(work: Product):
     budget (as ``union_by_margins``), else a band of rows at a time, each band listed before it is written."""
     from semiring import plus_pair
 
-    sr, X, Y, settings = work.sr, work.X, work.Y, work.settings
-    kind, ncols, m = sr.add.kind, X.shape[1], X.shape[0]
+    sr, X, Y = work.sr, work.X, work.Y
+    kind, ncols = sr.add.kind, X.shape[1]
     fx0, f0y = sr.mult.margins
     nx, ny = elementwise.row_norm(X, fx0, work.T, kind), elementwise.row_norm(Y, f0y, work.T, kind)
-    out = product(X, Y, plus_pair, work.out_dtype, settings=settings)  # shared columns per pair
+    out = product(X, Y, plus_pair, work.out_dtype, settings=work.settings)  # shared columns per pair
     start = float(work.start)
     tree = f"{kind}(nx0, ny0)" if not np.isfinite(start) else f"{kind}({kind}({start!r}, nx0), ny0)"
     extrema = _expr.parse(tree, EXPANSION_VARIABLES)[0]
-    limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
-    none = np.zeros(0)
-    shared = elementwise.select(_SHARES, (), none, [out], [], [], ncols, out.shape, limit=limit)
-    band = max(1, m if isinstance(shared, Entries) else m * limit // shared)  # hits taken as spread evenly
-    for r0 in range(0, m, band):
-        r1 = min(m, r0 + band)
-        part = out[r0:r1]
-        if band < m:
-            shared = elementwise.select(_SHARES, (), none, [part], [], [], ncols, part.shape)
-        elementwise.expand(extrema, (), none, [], [nx[r0:r1]], [ny], ncols, part)
-        if shared.rows.size:
-            mask = Entries(shared.rows + r0, shared.cols)
-            elementwise.scatter(part, shared, product(X, Y, sr, work.out_dtype, mask=mask, settings=settings))
-    return out
+
+    def write_extrema(part, r0, r1):
+        elementwise.expand(extrema, (), np.zeros(0), [], [nx[r0:r1]], [ny], ncols, part)
+
+    return recompute_listed(work, out, _SHARES, [], [], write_extrema)
 
 
 def dense_gemm(value_name, index_type, held, streamed, ncols, out):
