@@ -169,12 +169,13 @@ class PairwiseEngine(Protocol):
     def device_name(self) -> str:
         """The device it computes on, in words, for reports (``semiring info``); never raises."""
 
-    def csr_verdicts(self, A) -> dict[str, int] | None:
+    def csr_verdicts(self, A) -> dict | None:
         """What one pass over a CSR matrix's entries finds, for ``semiring.validation`` (the keys of the GPU
-        engine's check kernel: ``kernels.cpu.checks.VERDICT_KEYS``), or None where NumPy's reductions are to
-        check it: a SciPy matrix, or one on this engine's device (``semiring.arrays.backend_of``).  Only its
-        index arrays' types and indptr's length are known good: entries are read within the stored arrays
-        whatever indptr holds."""
+        engine's check kernel: ``kernels.cpu.checks.VERDICT_KEYS``, each an int; and where the engine finds
+        them, ``"magnitudes"``: the values' smallest nonzero and largest magnitude), or None where NumPy's
+        reductions are to check it: a SciPy matrix, or one on this engine's device
+        (``semiring.arrays.backend_of``).  Only its index arrays' types and indptr's length are known good:
+        entries are read within the stored arrays whatever indptr holds."""
 
     def to_device(self, A) -> Any:
         """A canonical CSR matrix (sorted, unique indices; float32/float64) on the device: a SciPy one, or a

@@ -43,16 +43,19 @@ class Facts:
     ``finite``: no stored value is NaN or infinite (proved by every check; False only where ``allow_inf``
     let an infinity through).  ``nonnegative``: no stored value is below 0 (-0.0 is not), found where a measure's
     rule or its form asks (``check_nonnegative``, ``is_nonnegative``), or where a bound measure's union term may
-    ask, once a call (``semiring.distances.bound``).
+    ask, once a call (``semiring.distances.bound``).  ``magnitudes``: ``(low, high)``, every stored nonzero
+    magnitude within [low, high] (``(inf, 0.0)`` where none is nonzero), found by an engine's one-pass check
+    of finite values (``csr_verdicts``), None where no check found them; a part's lie within its whole's.
     """
 
     finite: bool | None = None
     nonnegative: bool | None = None
+    magnitudes: tuple[float, float] | None = None
 
     def of_part(self) -> Facts:
         """The facts of some of the entries (a slice of the rows): what holds of all holds of each part; what
-        fails somewhere may hold in a part, so it is unknown there."""
-        return Facts(self.finite or None, self.nonnegative or None)
+        fails somewhere may hold in a part, so it is unknown there (the magnitudes stay bounds)."""
+        return Facts(self.finite or None, self.nonnegative or None, self.magnitudes)
 
 
 def facts_of(A) -> Facts | None:
@@ -97,13 +100,13 @@ def all_hold(fact: str, scan, *operands) -> bool:
     return scan(*unknown) if unknown else True
 
 
-def _with_facts(A, finite: bool, given):
+def _with_facts(given, A, finite: bool, magnitudes=None):
     """The checked ``A`` carrying its facts, on an object of our own: a CuPy matrix that is the caller's
     ``given`` object itself is shared through a shallow copy (its arrays, not its object: the caller's is never
     written to, see ``_as_csr_matrix``)."""
     if A is given:
         A = copy.copy(A)
-    A.facts = Facts(finite=finite)
+    A.facts = Facts(finite=finite, magnitudes=magnitudes if finite else None)
     return A
 
 
@@ -120,7 +123,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
     """
     given = A
     if is_cupy(A):
-        return _with_facts(*_check_device_matrix(A, name, allow_inf), given)
+        return _with_facts(given, *_check_device_matrix(A, name, allow_inf))
     if sp.issparse(A):
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse array of shape {A.shape}")
@@ -139,7 +142,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
         _check_pointer_arrays(A, name)
         verdict = None if verdicts is None else verdicts(A)
         if verdict is not None:
-            return _with_facts(*_checked_by_verdicts(A, name, allow_inf, copied, verdict), given)
+            return _with_facts(given, *_checked_by_verdicts(A, name, allow_inf, copied, verdict))
         _check_structure(A, name)
         A = _canonical(A, copied)
     else:
@@ -161,7 +164,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
             )
         dtype = _value_dtype(dense.dtype, name)
         A = _dense_to_csr(dense.astype(dtype, copy=False))
-    return _with_facts(A, _check_finite(A, name, allow_inf), given)
+    return _with_facts(given, A, _check_finite(A, name, allow_inf))
 
 
 def _dense_to_csr(D: np.ndarray) -> sp.csr_matrix:
@@ -193,7 +196,7 @@ def _check_finite(A, name: str, allow_inf: bool) -> bool:
 
 def _check_device_matrix(A, name: str, allow_inf: bool):
     """``check_matrix`` for CuPy input, on the device: the same rules, the same messages, no host copy; with
-    whether every stored value is finite."""
+    whether every stored value is finite and the values' magnitudes where the check found them."""
     xp, xsp = array_module(A), sparse_module(A)
     if xsp.issparse(A):
         dtype = _value_dtype(A.dtype, name)
@@ -228,7 +231,7 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
     """CSR ``A`` (its index arrays' types and indptr's length checked) judged by what an engine's one pass found
     in it (``csr_verdicts``: the GPU engine's kernel, or the CPU engine's), with the NumPy checks' messages;
     canonical order restored on a copy when the pass finds a row out of order or repeated.  ``(A, whether every
-    stored value is finite)``."""
+    stored value is finite, the values' magnitudes where the pass found them)``."""
     n = A.shape[1]
     nnz = _check_pointer_ends(A, name, verdict["first"], verdict["last"])
     if verdict["decreasing rows"]:
@@ -237,13 +240,13 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
     if nnz and (low < 0 or high >= n):
         raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
     if verdict["unsorted"]:
-        A = _canonical(A, copied)  # repeats summed: their sums are checked again below
-        return A, _check_finite(A, name, allow_inf)
+        A = _canonical(A, copied)  # repeats summed: their sums are checked again below (magnitudes unknown)
+        return A, _check_finite(A, name, allow_inf), None
     if verdict["nan"]:
         raise ValueError(f"{name} contains NaN; stored values must be numbers")
     if verdict["inf"] and not allow_inf:
         raise ValueError(f"{name} contains infinity; all stored values must be finite")
-    return A, not verdict["inf"]
+    return A, not verdict["inf"], verdict.get("magnitudes")
 
 
 def _canonical(A, copied: bool):

@@ -29,6 +29,8 @@ def numpy_verdicts(indptr, indices, data) -> dict[str, int]:
         unsorted += int(np.count_nonzero(row[1:] <= row[:-1]))
     cols = np.concatenate(cols) if cols else np.zeros(0, np.int64)
     values = np.concatenate(values) if values else np.zeros(0)
+    magnitudes = np.abs(values.astype(np.float64))
+    nonzero = magnitudes[magnitudes > 0]
     return {
         "decreasing rows": int(np.count_nonzero(np.diff(indptr.astype(np.int64)) < 0)),
         "lowest column": int(cols.min()) if cols.size else None,
@@ -38,6 +40,7 @@ def numpy_verdicts(indptr, indices, data) -> dict[str, int]:
         "inf": int(np.isinf(values).sum()),
         "first": int(indptr[0]),
         "last": int(indptr[-1]),
+        "magnitudes": (float(nonzero.min()) if nonzero.size else np.inf, float(magnitudes.max(initial=0.0))),
     }
 
 
@@ -50,6 +53,8 @@ def agree(got: dict, want: dict, bound: int) -> None:
         return
     if want["lowest column"] is None:  # no entry read: the extremes are not findings
         got = {**got, "lowest column": None, "highest column": None}
+    if want["nan"] or want["inf"]:  # the magnitudes of values not all finite mean nothing (validation reads none)
+        got, want = {**got, "magnitudes": None}, {**want, "magnitudes": None}
     assert got == want
 
 
@@ -156,3 +161,18 @@ def test_large_inputs_are_checked_in_one_pass_with_the_same_rules(monkeypatch):
 
 def test_small_inputs_keep_numpys_reductions():
     assert ENGINE.csr_verdicts(skewed(1)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_magnitudes_of_signed_zeros_subnormals_and_extremes(dtype):
+    """The one pass's magnitudes (read from the values' bits): -0.0 is no nonzero, a subnormal is the smallest,
+    the largest finite value the largest; a row of zeros alone gives (inf, 0)."""
+    info = np.finfo(dtype)
+    tiny = np.nextafter(dtype(0), dtype(1))  # the smallest subnormal
+    A = sp.csr_matrix(
+        (np.array([-0.0, -tiny, 2.0, -info.max, 0.0], dtype), np.array([0, 1, 0, 2, 1]), np.array([0, 2, 4, 5])),
+        shape=(3, 3),
+    )
+    assert checks.csr_verdicts(A)["magnitudes"] == (float(tiny), float(info.max))
+    Z = sp.csr_matrix((np.array([0.0, -0.0], dtype), np.array([0, 1]), np.array([0, 2])), shape=(1, 2))
+    assert checks.csr_verdicts(Z)["magnitudes"] == (np.inf, 0.0)

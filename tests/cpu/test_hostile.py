@@ -199,13 +199,19 @@ def test_huge_magnitudes_equal_scipy(case, metric):
     np.testing.assert_allclose(D, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.parametrize("one_pass", [False, True], ids=["numpy-check", "one-pass-check"])
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-200, 1e-120, 1e-80, 1e80, 1e150, 1e200, 1e300])
 @pytest.mark.parametrize("metric", ["cosine", "correlation"])
-def test_the_norms_products_and_squares_neither_overflow_nor_underflow(metric, magnitude):
+def test_the_norms_products_and_squares_neither_overflow_nor_underflow(metric, magnitude, one_pass, monkeypatch):
     """Values of 1e77 and more, or 1e-77 and less: ‖x‖²·‖y‖² over- or underflows, each root taken apart does
     not (it gave 0, 1 or 2 for every pair); from about 1e154 (or below 1e-154) the squares themselves do, where
     SciPy gives NaN, and each row is scaled into range first (the measures are unchanged by a row's scale): the
-    oracle is cdist of the same rows at magnitude 1."""
+    oracle is cdist of the same rows at magnitude 1.  ``one_pass``: the CPU engine's one-pass check, as for
+    large matrices, whose magnitudes the range check then reads instead of the values."""
+    if one_pass:
+        from semiring.kernels.cpu import checks
+
+        monkeypatch.setattr(checks, "VERDICTS_MIN_ENTRIES", 0)
     unit = np.random.default_rng(3).normal(size=(5, 4))
     unit[1] = -0.5 * unit[0]
     X = unit * magnitude
