@@ -95,7 +95,7 @@ GRAPH_EDGES = Setting(
 CPU_INTERSECTION = Setting(
     "SEMIRING_CPU_INTERSECTION",
     "auto",
-    ("auto", "rows", "inverted"),
+    ("auto", "rows", "spgemm", "inverted"),
     "The CPU engine's kernel for a dense intersection product: `auto` chooses by the products per result entry "
     "(see [CPU engine](cpu-engine.md)).",
 )

@@ -274,6 +274,20 @@ def _inverted(product: Product, out_dtype, expansion=None):
     return _finished(out, operands, expansion)
 
 
+def _spgemm(product: Product, out_dtype, expansion=None):
+    """The sparse result (``product_sparse``'s plan, sharing this product's compacted columns), written dense:
+    its entries' values, the semiring's start elsewhere.  The same sums in the same column order as the row and
+    inverted kernels, so the same bits."""
+    X, Y, sr = product.X, product.Y, product.sr
+    sparse = Product(X, Y, sr, "sparse")
+    if "columns" in product.__dict__:  # found once: the sparse plan reads the same compacted columns
+        sparse.columns = product.columns
+    indptr, indices, data = plan(sparse).run(out_dtype)
+    out = np.empty((product.m, product.p), out_dtype)
+    _pairwise.densify_rows(indptr, indices, data, np.dtype(out_dtype).type(sr.start(X.shape[1])), out)
+    return out
+
+
 def _margins(product: Product, out_dtype, expansion=None):
     X, Y, sr = product.X, product.Y, product.sr
     (xi, yi, ncols), (kernels, operands, out) = product.columns, _written(product, out_dtype, expansion)
@@ -388,6 +402,15 @@ def _result_entries(product: Product) -> float:
     return _pairwise.ROWS_MAX_PRODUCTS * product.m * product.p
 
 
+def _spgemm_entries(product: Product) -> float:
+    return _pairwise.SPGEMM_ENTRY_PRODUCTS * product.m * product.p
+
+
+def _spgemm_fits(product: Product) -> bool:
+    """Its CSR and product beside the result within the scratch budget (none set: a direct engine call)."""
+    return product.budget is None or _pairwise.SPGEMM_ENTRY_BYTES * product.m * product.p <= product.budget
+
+
 def _margins_run(product: Product) -> bool:
     return product.margin_split is not None
 
@@ -410,11 +433,15 @@ STRATEGIES: tuple[Strategy, ...] = (
         expands=True,
     ),
     Strategy("tiled", "dense", "union", _dense_path, _dense_runs, _dense_pays, setting=_DENSE, forced_by=("always",)),
-    # Intersections, each by what it costs beyond the other: the row kernel its products (walks of Y's rows by
-    # column, scattered), the inverted kernel its result (written 64 bytes to a row at a time), a result entry
-    # weighing ROWS_MAX_PRODUCTS products (``pairwise``: measured on the four datasets' shapes); the row kernel
-    # on a tie.
+    # Intersections, each by what it costs beyond the others: the row kernel its products (walks of Y's rows by
+    # column, scattered), the sparse kernels written dense their result's entries, a result entry weighing
+    # SPGEMM_ENTRY_PRODUCTS products, the inverted kernel (where the sparse result does not fit) one weighing
+    # ROWS_MAX_PRODUCTS (``pairwise``: measured on the four datasets' shapes and uniform rows); the row kernel on
+    # a tie.
     Strategy("rows", "dense", "intersection", _rows, cost=_products, setting=_INTERSECTION, expands=True),
+    Strategy(
+        "spgemm", "dense", "intersection", _spgemm, pays=_spgemm_fits, cost=_spgemm_entries, setting=_INTERSECTION
+    ),
     Strategy("inverted", "dense", "intersection", _inverted, cost=_result_entries, setting=_INTERSECTION, expands=True),
     # Unions: margins wherever the split holds (its shared columns are at most every column a merge or a
     # scatter walks, from a cache-resident tile); else scatter on short rows where a worker's scratch fits, else

@@ -1,7 +1,9 @@
-"""The two dense intersection kernels of the CPU engine (the ``rows`` and ``inverted`` entries of ``strategies``): the row kernel
-(each X row against ranges of Y rows, for short rows such as EDGAR's) and the inverted kernel (Y rows against a
-block of X rows indexed by column, for many products an entry), forced through ``$SEMIRING_CPU_INTERSECTION``:
-each gives SciPy's ``cdist`` and a dense float64 product, and both give the same bits.
+"""The three dense intersection kernels of the CPU engine (the ``rows``, ``spgemm`` and ``inverted`` entries of
+``strategies``): the row kernel (each X row against ranges of Y rows, for short rows such as EDGAR's), the sparse
+result's kernels written dense (for many products an entry) and the inverted kernel (Y rows against a block of X
+rows indexed by column, where the sparse result does not fit), forced through ``$SEMIRING_CPU_INTERSECTION``:
+each gives SciPy's ``cdist``, a dense float64 product and a float64 reference of other semirings, and all give
+the same bits.
 
 Inputs: short rows over a wide column space, explicitly stored zeros, empty rows, and copies of X's rows in Y
 (euclidean's near-duplicates, recomputed exactly); the ranges are made small so that a call spans several ranges
@@ -23,13 +25,13 @@ from scipy.spatial.distance import cdist
 from strategies import dense, sparse_pair
 
 import semiring
-from semiring import settings
+from semiring import settings, tiling
 from semiring.distances import pairwise_distances
 from semiring.kernels.cpu import ENGINE
 from semiring.kernels.cpu import pairwise as cpu_pairwise
 from semiring.kernels.cpu import strategies as cpu_strategies
 
-STRATEGIES = ("rows", "inverted")
+STRATEGIES = ("rows", "spgemm", "inverted")
 
 
 def short_rows(rng, m: int, n: int, per_row: int, index_dtype, value_dtype) -> sp.csr_matrix:
@@ -79,6 +81,7 @@ def test_both_kernels_give_cdist_and_the_same_bits(metric, index_dtype, value_dt
         assert results[strategy].dtype == value_dtype
         np.testing.assert_allclose(results[strategy], ref, rtol=1e-5, atol=1e-6 * np.nanmax(ref))
     np.testing.assert_array_equal(results["rows"], results["inverted"])
+    np.testing.assert_array_equal(results["rows"], results["spgemm"])
     if metric == "euclidean":  # each stored row of X[:9] against its copy: recomputed exactly, 0
         copies = [i for i in range(9) if X.indptr[i + 1] > X.indptr[i]]
         np.testing.assert_array_equal(results["rows"][copies, [90 + i for i in copies]], 0.0)
@@ -96,11 +99,13 @@ def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
         results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_times, np.float64)
         np.testing.assert_allclose(results[strategy], X.toarray() @ Y.toarray().T, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(results["rows"], results["inverted"])
+    np.testing.assert_array_equal(results["rows"], results["spgemm"])
 
 
 def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     """Short rows (a few products a result entry) take the row kernel; rows sharing every column (a product an
-    entry per column, past ``ROWS_MAX_PRODUCTS``) the inverted one, unless the rows are forced."""
+    entry per column, past ``SPGEMM_ENTRY_PRODUCTS``) the sparse kernels written dense, or the inverted one where
+    their CSR does not fit the scratch budget; the row index refuses past ``ROWS_MAX_PRODUCTS`` unless forced."""
     rng = np.random.default_rng(16)
     X, Y = short_rows(rng, 20, 5000, 6, np.int32, np.float64), short_rows(rng, 50, 5000, 6, np.int32, np.float64)
     index = cpu_pairwise.row_index(X, X.indices, Y, Y.indices, 5000)
@@ -119,14 +124,19 @@ def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     def chosen(A, B):
         return cpu_strategies.plan(cpu_strategies.Product(A, B, semiring.plus_times, "dense")).strategy.name
 
-    at_most = sp.csr_matrix(np.ones((4, n - 1)))  # ROWS_MAX_PRODUCTS products an entry: still the row kernel
-    assert (chosen(X, Y), chosen(at_most, at_most), chosen(full, full)) == ("rows", "rows", "inverted")
+    s = cpu_pairwise.SPGEMM_ENTRY_PRODUCTS
+    at_most, above = sp.csr_matrix(np.ones((4, s))), sp.csr_matrix(np.ones((4, s + 1)))  # s, s + 1 an entry
+    assert (chosen(X, Y), chosen(at_most, at_most), chosen(above, above)) == ("rows", "rows", "spgemm")
+    with tiling.scratch_budget(cpu_pairwise.SPGEMM_ENTRY_BYTES * 16 - 1):  # its CSR beside the result: no room
+        assert (chosen(above, above), chosen(full, full)) == ("rows", "inverted")  # the two kernels' own rule
+    with tiling.scratch_budget(cpu_pairwise.SPGEMM_ENTRY_BYTES * 16):
+        assert (chosen(above, above), chosen(full, full)) == ("spgemm", "spgemm")
 
 
 def test_an_unknown_intersection_strategy_is_refused(monkeypatch):
     monkeypatch.setenv(settings.CPU_INTERSECTION.name, "columns")
     with pytest.raises(
-        ValueError, match="SEMIRING_CPU_INTERSECTION must be one of 'auto', 'rows', 'inverted', got 'columns'"
+        ValueError, match="SEMIRING_CPU_INTERSECTION must be one of 'auto', 'rows', 'spgemm', 'inverted', got 'columns'"
     ):
         ENGINE.pairwise(sp.csr_matrix(np.eye(2)), sp.csr_matrix(np.eye(2)), semiring.plus_times, np.float64)
 
@@ -160,3 +170,35 @@ def test_only_ops_that_commute_form_each_pair_once():
     assert upper(semiring.binary_op("y * x")) and upper(semiring.binary_op("min(x, y) * (x + y)"))
     assert not upper(semiring.binary_op("x * y * y")) and not upper(semiring.binary_op("x * (x - y)"))
     assert not upper(semiring.binary_op("x * y"), X.copy())  # equal rows, but not one object
+
+
+def intersection_reference(X, Y, sr) -> np.ndarray:
+    """``sr`` over the columns both rows store (explicit zeros too), in column order from ``start``, in float64,
+    one pair at a time."""
+    out = np.full((X.shape[0], Y.shape[0]), sr.start(X.shape[1]))
+    for i in range(X.shape[0]):
+        xr = dict(zip(X.indices[X.indptr[i] : X.indptr[i + 1]].tolist(), X.data[X.indptr[i] : X.indptr[i + 1]]))
+        for j in range(Y.shape[0]):
+            yr = zip(Y.indices[Y.indptr[j] : Y.indptr[j + 1]].tolist(), Y.data[Y.indptr[j] : Y.indptr[j + 1]])
+            for c, y in sorted(yr):
+                if c in xr:
+                    out[i, j] = sr.add.op(out[i, j], sr.mult(float(xr[c]), float(y)))
+    return out
+
+
+@hypothesis_settings(max_examples=30, deadline=None)
+@given(pair=sparse_pair(max_rows=9, dtype=np.float64, index=np.int32), name=st.sampled_from(["plus_times", "min_plus"]))
+def test_every_kernel_gives_the_reference_of_intersection_semirings(pair, name):
+    """Each dense intersection kernel forced, on awkward rows (empty ones, explicit zeros, one column; the types
+    are the tests' above): a float64 reference pair by pair, and the same bits on all three (``min_plus``: a
+    start of inf, where no column is shared)."""
+    X, Y = pair[0], pair[1]
+    sr = getattr(semiring, name)
+    ref = intersection_reference(X, Y, sr)
+    results = {}
+    for strategy in STRATEGIES:
+        with mock.patch.dict(os.environ, {settings.CPU_INTERSECTION.name: strategy}):
+            results[strategy] = ENGINE.pairwise(X, Y, sr, np.float64)
+        np.testing.assert_allclose(results[strategy], ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(results["rows"], results["spgemm"])
+    np.testing.assert_array_equal(results["rows"], results["inverted"])
