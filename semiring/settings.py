@@ -102,7 +102,7 @@ CPU_INTERSECTION = Setting(
 CPU_UNION = Setting(
     "SEMIRING_CPU_UNION",
     "auto",
-    ("auto", "margins", "extremum", "merge", "scatter"),
+    ("auto", "margins-spgemm", "margins", "extremum", "merge", "scatter"),
     "The CPU engine's kernel for a union product: `auto` chooses by a cost model (see [CPU engine](cpu-engine.md)).",
 )
 CPU_DENSE = Setting(

@@ -410,6 +410,47 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
 
 
 @njit(parallel=True, **JIT)
+def margins_from_cross(ip, ic, iv, xp, xi, xv, yp, yi, yv, xmax, start, params, xn, yn, n, eparams, flagged, out):
+    # The margins kernel's entries with the intersection term given as a sparse result (``ip, ic, iv``: CSR of
+    # Σ_{X_i ∩ Y_j} [f(x, y) − f(x, 0) − f(0, y)], the cross semiring's ``product_sparse``, its sums from 0 in
+    # column order as the margins kernel's acc), so the same bits: each X row's cross sums scattered into a
+    # p-long row, then every entry summed with the two margins, recomputed by merging where it cancels, and
+    # written through expansion.
+    m, p = xp.size - 1, yp.size - 1
+    mx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
+    for i in prange(m):
+        s, a = 0.0, 0.0
+        for k in range(xp[i], xp[i + 1]):
+            f = mult(np.float64(xv[k]), 0.0, params)
+            s += f
+            a += abs(f)
+        mx[i], ax[i] = s, a
+    my, ay = np.empty(p, np.float64), np.empty(p, np.float64)
+    for j in prange(p):
+        s, a = 0.0, 0.0
+        for t in range(yp[j], yp[j + 1]):
+            f0y = mult(0.0, np.float64(yv[t]), params)
+            s += f0y
+            a += abs(f0y)
+        my[j], ay[j] = s, a
+    nchunks = min(m, flagged.shape[0])
+    for chunk in prange(nchunks):
+        row = np.zeros(p, np.float64)
+        pending = np.empty(xmax, np.int64)
+        for i in range(chunk * m // nchunks, (chunk + 1) * m // nchunks):
+            for k in range(ip[i], ip[i + 1]):
+                row[ic[k]] = iv[k]
+            for j in range(p):
+                v = row[j] + mx[i] + my[j]
+                if not abs(v) > 0.125 * (ax[i] + ay[j]):  # cancels, or not finite: exactly
+                    v = merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params)
+                out[i, j] = expansion(v, 0.0, xn[0, i], xn[1, i], yn[0, j], yn[1, j], n, eparams)
+                _flag(v, i, j, xn, yn, n, eparams, flagged, chunk)
+            for k in range(ip[i], ip[i + 1]):
+                row[ic[k]] = 0.0
+
+
+@njit(parallel=True, **JIT)
 def extremum_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, largest, start, params, out):
     # A max- or min-monoid union (chebyshev's max |x − y|), values and products finite: the best over X_i ∩ Y_j
     # of f(x, y), over X_i \ Y_j of f(x, 0) and over Y_j \ X_i of f(0, y), in any order (the monoid is

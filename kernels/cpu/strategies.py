@@ -110,6 +110,15 @@ class Product:
         return self.sr.margin_split(validation.all_hold("nonnegative", _none_negative, *stored))
 
     @cached_property
+    def shared_products(self) -> int:
+        """The products of an intersection of X and Y (every pair's shared columns): Σ over columns of X's
+        entries in it times Y's."""
+        xi, yi, ncols = self.columns
+        x_counts = np.bincount(xi[: self.X.indptr[-1]], minlength=ncols)
+        y_counts = np.bincount(yi[: self.Y.indptr[-1]], minlength=ncols)
+        return int(np.dot(x_counts.astype(np.int64), y_counts.astype(np.int64)))
+
+    @cached_property
     def scatter_workers(self) -> int:
         """The union scatter's workers whose scratch fits the budget (at most two a thread; may be 0)."""
         per_worker = UNION_SCRATCH_BYTES_PER_COLUMN * max(_pairwise.compacted_width(self.X, self.Y), 1)
@@ -297,6 +306,20 @@ def _margins(product: Product, out_dtype, expansion=None):
     return _finished(out, operands, expansion)
 
 
+def _margins_spgemm(product: Product, out_dtype, expansion=None):
+    """The margins kernel's result with its intersection term from the sparse kernels (``product_sparse`` of the
+    split's cross semiring, as the ``spgemm`` entry's), for many products an entry."""
+    X, Y = product.X, product.Y
+    cross = Product(X, Y, product.margin_split.cross, "sparse")
+    cross.columns = product.columns  # found once: the same compacted columns
+    ip, ic, iv = plan(cross).run(np.float64)
+    (xi, yi, _), (kernels, operands, out) = product.columns, _written(product, out_dtype, expansion)
+    xmax = int(np.diff(X.indptr).max(initial=0))
+    args = (ip, ic, iv, X.indptr, xi, X.data, Y.indptr, yi, Y.data, xmax)
+    kernels.margins_from_cross(*args, product.sr.start(X.shape[1]), product.sr.params, *operands, out)
+    return _finished(out, operands, expansion)
+
+
 def _merge(product: Product, out_dtype, expansion=None):
     X, Y, sr = product.X, product.Y, product.sr
     kernels, _, out = _written(product, out_dtype, None)
@@ -411,6 +434,12 @@ def _spgemm_fits(product: Product) -> bool:
     return product.budget is None or _pairwise.SPGEMM_ENTRY_BYTES * product.m * product.p <= product.budget
 
 
+def _margins_spgemm_pays(product: Product) -> bool:
+    """The cross term's products (those of the shared columns) above ``SPGEMM_ENTRY_PRODUCTS`` an entry, and
+    its CSR within the scratch budget."""
+    return product.shared_products > _pairwise.SPGEMM_ENTRY_PRODUCTS * product.m * product.p and _spgemm_fits(product)
+
+
 def _margins_run(product: Product) -> bool:
     return product.margin_split is not None
 
@@ -446,6 +475,17 @@ STRATEGIES: tuple[Strategy, ...] = (
     # Unions: margins wherever the split holds (its shared columns are at most every column a merge or a
     # scatter walks, from a cache-resident tile); else scatter on short rows where a worker's scratch fits, else
     # merge.
+    # (the intersection term from the sparse kernels where products are many an entry, as ``spgemm``)
+    Strategy(
+        "margins-spgemm",
+        "dense",
+        "union",
+        _margins_spgemm,
+        runs=_margins_run,
+        pays=_margins_spgemm_pays,
+        setting=_UNION,
+        expands=True,
+    ),
     Strategy("margins", "dense", "union", _margins, runs=_margins_run, setting=_UNION, expands=True),
     # Max- and min-monoid unions (chebyshev): the intersection from Y's postings, each side's best margin the
     # other lacks found in a look or two, instead of a merge of both rows for every pair.

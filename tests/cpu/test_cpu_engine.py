@@ -256,7 +256,7 @@ def test_topk_empty_slots_are_nan_and_topk_empty():
 # --------------------------------------------------------------------------- union strategies
 
 
-@pytest.mark.parametrize("strategy", ["margins", "merge", "scatter"])
+@pytest.mark.parametrize("strategy", ["margins-spgemm", "margins", "merge", "scatter"])
 def test_each_union_strategy_matches_scipy(strategy, monkeypatch):
     """Forced through $SEMIRING_CPU_UNION, each path gives SciPy's cityblock (stored zeros, empty rows, float32
     rows against float64 ones, int32 indices; int64 ones in the next test's draws and, for merge and scatter, in
@@ -274,7 +274,7 @@ def test_each_union_strategy_matches_scipy(strategy, monkeypatch):
     np.testing.assert_allclose(got, cdist(dense(X), dense(Y), "cityblock"), rtol=1e-6)
 
 
-@pytest.mark.parametrize("strategy", ["margins", "merge", "scatter"])
+@pytest.mark.parametrize("strategy", ["margins-spgemm", "margins", "merge", "scatter"])
 @settings(max_examples=30, deadline=None)
 @given(pair=sparse_pair(max_rows=6, max_cols=7))
 def test_each_union_strategy_matches_cdist_on_awkward_inputs(strategy, pair):
@@ -360,7 +360,8 @@ def test_extremum_leaves_non_finite_values_to_the_merge():
 def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypatch):
     """Where Σ|x−y| cancels against the margins Σ|x| + Σ|y| (near-identical rows), or a value is not finite,
     the margins path merges the pair instead: those entries are the merge kernel's to the last bit (an identical
-    row is exactly 0), and inf/NaN land where SciPy puts them."""
+    row is exactly 0), and inf/NaN land where SciPy puts them.  The margins from the sparse kernels' cross term
+    (``margins-spgemm``) give the margins kernel's bits everywhere (the same sums in the same order)."""
     from scipy.spatial.distance import cdist
 
     rng = np.random.default_rng(23)
@@ -372,10 +373,11 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
     Y.data[Y.indptr[13]] = np.inf  # row 13: an infinite value; row 14: a NaN
     Y.data[Y.indptr[14]] = np.nan
     results = {}
-    for strategy in ("margins", "merge"):
+    for strategy in ("margins-spgemm", "margins", "merge"):
         monkeypatch.setenv(semiring.settings.CPU_UNION.name, strategy)
         results[strategy] = ENGINE.pairwise(X, Y, semiring.plus_absdiff, np.float64)
     margins, merged = results["margins"], results["merge"]
+    np.testing.assert_array_equal(results["margins-spgemm"], margins)
     ref = cdist(dense(X), dense(Y), "cityblock")
     cancelling = np.abs(ref) <= 0.125 * (np.abs(dense(X)).sum(1)[:, None] + np.abs(dense(Y)).sum(1)[None, :])
     assert cancelling[np.arange(12), np.arange(12)][np.diff(X.indptr) > 0].all()  # the near rows do cancel
@@ -387,7 +389,8 @@ def test_margins_recompute_cancelling_and_non_finite_entries_by_merging(monkeypa
 
 
 def test_union_strategy_follows_row_length_and_the_scratch_budget():
-    """Margins where the split holds (cityblock's plus); the extremum kernel for a max monoid (chebyshev's); else
+    """Margins where the split holds (cityblock's plus; the cross term from the sparse kernels where products are
+    many an entry and their CSR fits the budget); the extremum kernel for a max monoid (chebyshev's); else
     (sqeuclidean's (x − y)² on signed values) merge on long rows, scatter on short ones with as many workers as
     the scratch budget holds, merge where none fits."""
     from semiring.interfaces import SCRATCH_BUDGET
@@ -405,7 +408,10 @@ def test_union_strategy_follows_row_length_and_the_scratch_budget():
     short.data -= 0.5  # signed: (x − y)²'s margin split does not hold
     long.data -= 0.5
     assert plan(long, semiring.plus_sqdiff).strategy.name == "merge"
-    assert plan(long, semiring.plus_absdiff).strategy.name == "margins"
+    # many products an entry (500): the cross term from the sparse kernels, where its CSR fits; few: the kernel's
+    assert plan(long, semiring.plus_absdiff).strategy.name == "margins-spgemm"
+    assert plan(long, semiring.plus_absdiff, 20 * 40 * 40 - 1).strategy.name == "margins"
+    assert plan(short, semiring.plus_absdiff).strategy.name == "margins"
     assert (
         plan(long, semiring.max_absdiff).strategy.name
         == plan(short, semiring.max_absdiff).strategy.name
