@@ -14,7 +14,7 @@ keeps equal.
 >>> settings.CPU_UNION.check("fastest")
 Traceback (most recent call last):
 ...
-ValueError: $SEMIRING_CPU_UNION must be one of 'auto', 'margins', 'extremum', 'merge', 'scatter', got 'fastest'; for example SEMIRING_CPU_UNION=auto
+ValueError: $SEMIRING_CPU_UNION must be one of 'auto', 'margins-spgemm', 'margins', 'extremum', 'merge', 'scatter', got 'fastest'; for example SEMIRING_CPU_UNION=auto
 """
 
 from __future__ import annotations

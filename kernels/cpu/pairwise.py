@@ -169,11 +169,28 @@ def _index_by_column(xp, xi, xv, ncols, nchunks):
 #   against 18.  Its CSR (12 bytes an entry, the result being nearly dense) is taken beside the result, so only
 #   where it fits the scratch budget.
 # "rows" is taken while the products are at most SPGEMM_ENTRY_PRODUCTS per result entry, then "spgemm" where it
-# fits, else "inverted" (the products counted as the row index is, so the choice costs one pass over Y's entries).
+# fits, else "inverted" (the products: Σ over columns of X's entries in each times Y's, from their counts).
 ROW_RANGE = 4096
 ROWS_MAX_PRODUCTS = 64
 SPGEMM_ENTRY_PRODUCTS = 32
 SPGEMM_ENTRY_BYTES = 20  # a CSR entry (int32 column, float64 value) and the float64 product it is written into
+
+
+def shared_products(xi, nx: int, yi, ny: int, ncols: int) -> int:
+    """The products of an intersection of X and Y: Σ over columns of X's entries in each times Y's (``xi``,
+    ``yi``: their first ``nx``, ``ny`` column indices), as the smaller side's column counts summed over the
+    larger's entries, across threads."""
+    if nx > ny:
+        xi, nx, yi, ny = yi, ny, xi, nx
+    return int(_counts_at(np.bincount(xi[:nx], minlength=ncols).astype(np.int64), yi, ny))
+
+
+@njit(parallel=True, **JIT)
+def _counts_at(counts, indices, n):
+    total = 0
+    for t in prange(n):
+        total += counts[indices[t]]
+    return total
 
 
 @njit(parallel=True, **JIT)

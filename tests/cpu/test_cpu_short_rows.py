@@ -202,3 +202,15 @@ def test_every_kernel_gives_the_reference_of_intersection_semirings(pair, name):
         np.testing.assert_allclose(results[strategy], ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(results["rows"], results["spgemm"])
     np.testing.assert_array_equal(results["rows"], results["inverted"])
+
+
+@hypothesis_settings(max_examples=40, deadline=None)
+@given(pair=sparse_pair(max_rows=9))
+def test_the_products_a_choice_counts_are_the_shared_columns_of_every_pair(pair):
+    """The products the dense strategies' choice counts (``Product.shared_products``): every pair's shared stored
+    columns (explicit zeros too), summed: the product of the two patterns, whichever side is longer."""
+    X, Y = pair[0], pair[1]
+    pattern = [sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape) for A in (X, Y)]
+    want = int((pattern[0] @ pattern[1].T).sum())
+    assert cpu_strategies.Product(X, Y, semiring.plus_times, "dense").shared_products == want
+    assert cpu_strategies.Product(Y, X, semiring.plus_times, "dense").shared_products == want
