@@ -359,13 +359,9 @@ def merge_pair(i, j, xp, xi, xv, yp, yi, yv, pending, start, params):
 
 
 @njit(parallel=True, **JIT)
-def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, xn, yn, n, eparams, flagged, out):
-    # A plus-monoid union (Semiring.margin_split): Σ_{X_i} f(x, 0) + Σ_{Y_j} f(0, y) + Σ_{X_i ∩ Y_j} [f(x, y) −
-    # f(x, 0) − f(0, y)], the last an intersection formed as in inverted_kernel, so only products that exist are
-    # computed.  Where the sum cancels to at most 1/8 of the margins' magnitudes (or anything is not finite),
-    # the entry is recomputed exactly by merging its rows (merge_pair), in the kernel, while its rows are hot.
-    # Entries are written through expansion, as in inverted_kernel.
-    m, p = xp.size - 1, yp.size - 1
+def _x_margins(xp, xv, params):
+    # Each X row's Σ f(x, 0) and Σ |f(x, 0)|, in its entries' order (the margins kernels' X side).
+    m = xp.size - 1
     mx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
     for i in prange(m):
         s, a = 0.0, 0.0
@@ -374,6 +370,18 @@ def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params,
             s += f
             a += abs(f)
         mx[i], ax[i] = s, a
+    return mx, ax
+
+
+@njit(parallel=True, **JIT)
+def margins_kernel(xp, xi, xv, yp, yi, yv, ncols, nthreads, xmax, start, params, xn, yn, n, eparams, flagged, out):
+    # A plus-monoid union (Semiring.margin_split): Σ_{X_i} f(x, 0) + Σ_{Y_j} f(0, y) + Σ_{X_i ∩ Y_j} [f(x, y) −
+    # f(x, 0) − f(0, y)], the last an intersection formed as in inverted_kernel, so only products that exist are
+    # computed.  Where the sum cancels to at most 1/8 of the margins' magnitudes (or anything is not finite),
+    # the entry is recomputed exactly by merging its rows (merge_pair), in the kernel, while its rows are hot.
+    # Entries are written through expansion, as in inverted_kernel.
+    m, p = xp.size - 1, yp.size - 1
+    mx, ax = _x_margins(xp, xv, params)
     for x0 in range(0, m, X_BLOCK):
         x1, colptr, crow, cval, held, ntiles, nchunks = _x_block(xp, xi, xv, x0, ncols, p, nthreads)
         for chunk in prange(nchunks):
@@ -417,14 +425,7 @@ def margins_from_cross(ip, ic, iv, xp, xi, xv, yp, yi, yv, xmax, start, params, 
     # p-long row, then every entry summed with the two margins, recomputed by merging where it cancels, and
     # written through expansion.
     m, p = xp.size - 1, yp.size - 1
-    mx, ax = np.empty(m, np.float64), np.empty(m, np.float64)
-    for i in prange(m):
-        s, a = 0.0, 0.0
-        for k in range(xp[i], xp[i + 1]):
-            f = mult(np.float64(xv[k]), 0.0, params)
-            s += f
-            a += abs(f)
-        mx[i], ax[i] = s, a
+    mx, ax = _x_margins(xp, xv, params)
     my, ay = np.empty(p, np.float64), np.empty(p, np.float64)
     for j in prange(p):
         s, a = 0.0, 0.0
