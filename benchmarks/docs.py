@@ -47,7 +47,7 @@ FIGURES = (
     Figure("knn-host", "neighbors.md", ("knn_h200_619acf9.json",), "knn_host", "knn"),
     Figure("graph-gpu", "graph.md", ("graph_h200_619acf9.json",), "graph", "graph"),
     Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_619acf9.json",), "cpu", "cpu"),
-    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_b399b88.json",), "cpu", "cpu"),
+    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_915e344.json",), "cpu", "cpu"),
     Figure("dask", "dask.md", ("dask_h200x2_619acf9.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("small-call", "cpu-engine.md", ("small_call_2core_b91b452.json",), "small_call", "small-call"),
