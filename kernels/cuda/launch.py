@@ -203,20 +203,22 @@ _VERDICTS_START: dict = {}
 
 
 def _verdicts_start():
-    """The check's counters before it runs (none found; the lowest column found so far the largest int64,
-    the highest the smallest), on this device."""
+    """The check's counters before it runs (none found; the lowest column and the smallest magnitude found
+    so far the largest int64, the highest column the smallest, the largest magnitude 0), on this device."""
     import cupy
 
     device = cupy.cuda.Device().id
     if device not in _VERDICTS_START:
-        _VERDICTS_START[device] = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0, 0, 0], dtype=np.int64)
+        _VERDICTS_START[device] = cupy.array([0, 2**63 - 1, -(2**63 - 1), 0, 0, 0, 0, 0, 2**63 - 1, 0], dtype=np.int64)
     return _VERDICTS_START[device]
 
 
-def csr_verdicts(A) -> dict[str, int]:
+def csr_verdicts(A) -> dict:
     """What ``render_csr_check`` finds in the CuPy CSR matrix A (its index arrays' types and indptr's length
     checked by the caller), with its first and last row pointers: one launch, one copy back.  Entries are
-    read within the stored arrays only; the caller checks the pointers against their length."""
+    read within the stored arrays only; the caller checks the pointers against their length.  Also
+    ``"magnitudes"``: the smallest nonzero and the largest magnitude of the values (inf and 0 where none is
+    nonzero), as the CPU engine's pass gives them; they mean something where the values are finite."""
     m = A.shape[0]
     out = _verdicts_start().copy()  # a copy on the device, not one from the host
     index_type, (indptr, indices) = common_index(A.indptr, A.indices)
@@ -226,7 +228,12 @@ def csr_verdicts(A) -> dict[str, int]:
     bound = min(indices.size, A.data.size)
     run(kernel, (blocks,), (THREADS,), (indptr, indices, A.data, np.int64(m), np.int64(bound), out))
     keys = ("decreasing rows", "lowest column", "highest column", "unsorted", "nan", "inf", "first", "last")
-    return dict(zip(keys, (int(x) for x in out.get())))
+    found = out.get()
+    verdict = dict(zip(keys, (int(x) for x in found[:8])))
+    bits = np.uint64 if A.data.dtype == np.float64 else np.uint32  # the magnitudes' bits back as values
+    smallest = np.inf if found[8] == 2**63 - 1 else float(np.array(found[8]).astype(bits).view(A.data.dtype))
+    verdict["magnitudes"] = (smallest, float(np.array(found[9]).astype(bits).view(A.data.dtype)))
+    return verdict
 
 
 def to_device(A) -> DeviceCSR:

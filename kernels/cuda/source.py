@@ -468,10 +468,12 @@ extern "C" __global__ void {name}(const I* __restrict__ indptr, long long n, I* 
 def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """Every rule of a CSR matrix that reads its entries, in one pass: warps stride over the rows.
 
-    ``out`` (eight int64, set to 0, +max, −max, 0, 0, 0, 0, 0 by the caller) gets: [0] rows ending before
-    they start, [1] the smallest and [2] the largest column index, [3] entries not above the one before them
-    in their row (unsorted or repeated), [4] NaN values, [5] infinite values, [6] and [7] the first and the
-    last row pointer.  Reads stay within ``[0, nnz)`` (the stored arrays' length) whatever indptr holds, so
+    ``out`` (ten int64, set to 0, +max, −max, 0, 0, 0, 0, 0, +max, 0 by the caller) gets: [0] rows ending
+    before they start, [1] the smallest and [2] the largest column index, [3] entries not above the one before
+    them in their row (unsorted or repeated), [4] NaN values, [5] infinite values, [6] and [7] the first and
+    the last row pointer, [8] the smallest nonzero and [9] the largest magnitude of the values, as the bits of
+    their absolute values (which order as the magnitudes do; +max where none is nonzero): the facts a
+    row-scale-free measure's range check reads, so it reads no value again.  Reads stay within ``[0, nnz)`` (the stored arrays' length) whatever indptr holds, so
     a malformed matrix is reported, never read out of bounds.  One launch and one copy back replace the
     twenty-odd CuPy reductions (each with its own launch and wait) that checking a matrix took, most of a
     small call's host time; the pointers come back with the findings, not in a copy of their own.
@@ -482,6 +484,9 @@ def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> 
 typedef {V} V;
 typedef {I} I;
 #define SR_WARPS 8
+// A value's magnitude as the integer of its bits, the sign cleared (no arithmetic: subnormals kept).
+__device__ __forceinline__ long long sr_magnitude_bits(float x) {{ return (long long)(__float_as_uint(x) & 0x7fffffffu); }}
+__device__ __forceinline__ long long sr_magnitude_bits(double x) {{ return __double_as_longlong(x) & 0x7fffffffffffffffLL; }}
 extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, const V* __restrict__ data,
     long long m, long long nnz, long long* __restrict__ out)
@@ -493,6 +498,7 @@ extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
     }}
     long long decreasing = 0, unsorted = 0, nans = 0, infs = 0;
     long long low = 0x7fffffffffffffffLL, high = -0x7fffffffffffffffLL;
+    long long smallest = 0x7fffffffffffffffLL, largest = 0;
     for (long long u = (long long)blockIdx.x * SR_WARPS + warp; u < m; u += (long long)gridDim.x * SR_WARPS) {{
         const long long start = indptr[u], end = indptr[u + 1];
         if (lane == 0 && end < start) ++decreasing;
@@ -505,6 +511,9 @@ extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
             const V x = data[k];
             if (isnan(x)) ++nans;
             else if (isinf(x)) ++infs;
+            const long long b = sr_magnitude_bits(x);
+            if (b != 0 && b < smallest) smallest = b;
+            largest = b > largest ? b : largest;
         }}
     }}
     for (int o = 16; o > 0; o >>= 1) {{
@@ -515,6 +524,9 @@ extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
         const long long l = __shfl_down_sync(0xffffffffu, low, o), h = __shfl_down_sync(0xffffffffu, high, o);
         low = l < low ? l : low;
         high = h > high ? h : high;
+        const long long s = __shfl_down_sync(0xffffffffu, smallest, o), g = __shfl_down_sync(0xffffffffu, largest, o);
+        smallest = s < smallest ? s : smallest;
+        largest = g > largest ? g : largest;
     }}
     if (lane == 0) {{
         if (decreasing) atomicAdd((unsigned long long*)&out[0], (unsigned long long)decreasing);
@@ -523,6 +535,8 @@ extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
         if (unsorted) atomicAdd((unsigned long long*)&out[3], (unsigned long long)unsorted);
         if (nans) atomicAdd((unsigned long long*)&out[4], (unsigned long long)nans);
         if (infs) atomicAdd((unsigned long long*)&out[5], (unsigned long long)infs);
+        atomicMin(&out[8], smallest);
+        atomicMax(&out[9], largest);
     }}
 }}
 """

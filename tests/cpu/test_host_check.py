@@ -9,53 +9,12 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import agree, numpy_verdicts
 from strategies import check_outcome, raw_csr
 
 import semiring
 from semiring import distances
 from semiring.kernels.cpu import ENGINE, checks
-
-
-def numpy_verdicts(indptr, indices, data) -> dict[str, int]:
-    """The findings of ``checks.csr_verdicts`` by NumPy, row by row (rows read within the stored arrays)."""
-    bound = min(indices.size, data.size)
-    cols, unsorted = [], 0
-    values = []
-    for i in range(indptr.size - 1):
-        lo, hi = max(int(indptr[i]), 0), min(int(indptr[i + 1]), bound)
-        row = indices[lo:hi].astype(np.int64)
-        cols.append(row)
-        values.append(data[lo:hi])
-        unsorted += int(np.count_nonzero(row[1:] <= row[:-1]))
-    cols = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    values = np.concatenate(values) if values else np.zeros(0)
-    magnitudes = np.abs(values.astype(np.float64))
-    nonzero = magnitudes[magnitudes > 0]
-    return {
-        "decreasing rows": int(np.count_nonzero(np.diff(indptr.astype(np.int64)) < 0)),
-        "lowest column": int(cols.min()) if cols.size else None,
-        "highest column": int(cols.max()) if cols.size else None,
-        "unsorted": unsorted,
-        "nan": int(np.isnan(values).sum()),
-        "inf": int(np.isinf(values).sum()),
-        "first": int(indptr[0]),
-        "last": int(indptr[-1]),
-        "magnitudes": (float(nonzero.min()) if nonzero.size else np.inf, float(magnitudes.max(initial=0.0))),
-    }
-
-
-def agree(got: dict, want: dict, bound: int) -> None:
-    """The same findings; where indptr breaks a rule (validation then refuses the matrix on that alone) only
-    the pointers' findings count."""
-    if want["decreasing rows"] or want["first"] != 0 or want["last"] > bound:
-        keys = ("decreasing rows", "first", "last")
-        assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
-        return
-    if want["lowest column"] is None:  # no entry read: the extremes are not findings
-        got = {**got, "lowest column": None, "highest column": None}
-    if want["nan"] or want["inf"]:  # the magnitudes of values not all finite mean nothing (validation reads none)
-        got, want = {**got, "magnitudes": None}, {**want, "magnitudes": None}
-    assert got == want
 
 
 def from_arrays(data, indices, indptr, shape):
