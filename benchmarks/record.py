@@ -47,7 +47,9 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 def in_history(rev: str) -> bool:
     """Whether commit ``rev`` is HEAD or one of its ancestors (False without git)."""
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", rev, "HEAD"], capture_output=True)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "--is-ancestor", rev, "HEAD"], capture_output=True, check=False
+        )
     except OSError:
         return False
     return out.returncode == 0

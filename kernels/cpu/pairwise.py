@@ -10,7 +10,7 @@ applies, what it costs, how it runs); this module holds what the entries run
 (Y is streamed as stored, never transposed):
 
 * ``row_kernel`` (intersection, dense result, few products an entry): Y's
-  entries in X's columns indexed by (range of Y rows, X column) (``row_index``,
+  entries in X's columns indexed by (range of Y rows, X column) (the row index,
   in two passes: ``count_row_index``, whose count is the kernel's cost, then
   ``place_row_index``), then each X row's entries walk the Y rows of a range
   holding their column into a range-long accumulator, written out as one run of
@@ -292,7 +292,7 @@ class RowCount(NamedTuple):
 
 
 def count_row_index(X, xi, Y, yi, ncols: int) -> RowCount:
-    """The row index's counting pass: one pass over Y's entries (see ``row_index``)."""
+    """The row index's counting pass: one pass over Y's entries (see ``place_row_index``)."""
     p = Y.shape[0]
     slot, held, xs, nslots = _x_column_slots(X.indptr, xi, ncols)
     width = max(1, min(p, max(ROW_RANGE, -(-p * nslots // (int(Y.indptr[-1]) + p)))))
@@ -307,9 +307,14 @@ def count_row_index(X, xi, Y, yi, ncols: int) -> RowCount:
 
 
 def place_row_index(counted: RowCount, positions: np.ndarray | None = None):
-    """The row index from its counts: ``(xs, nslots, width, keyptr, prow, pval)`` (see ``row_index``); the
-    counts' ``keyptr`` becomes the index's.  ``positions`` (int64, one a Y entry): each entry's place in
-    ``prow``, written where given (Y is X: an X entry's own posting, where the row kernel's ``upper`` starts)."""
+    """The row kernel's index of Y from its counts: ``(xs, nslots, width, keyptr, prow, pval)``.
+
+    Y's rows in ranges of ``width``; for the key ``range × nslots + slot`` of an X column, the rows of the range
+    holding it (relative to the range's first, in order) ``prow[keyptr[key]:keyptr[key + 1]]`` and their values
+    ``pval``; ``xs`` is each X entry's slot.  Linear in Y's entries; ranges widen past ``ROW_RANGE`` where the
+    keys would outnumber Y's entries and rows.  The counts' ``keyptr`` becomes the index's.  ``positions``
+    (int64, one a Y entry): each entry's place in ``prow``, written where given (Y is X: an X entry's own
+    posting, where the row kernel's ``upper`` starts)."""
     keyptr = counted.keyptr
     np.cumsum(keyptr, out=keyptr)
     prow = np.empty(int(keyptr[-1]), np.int32)
@@ -317,22 +322,6 @@ def place_row_index(counted: RowCount, positions: np.ndarray | None = None):
     pos = np.empty(0, np.int64) if positions is None else positions
     _index_by_range(*counted.index, prow, pval, pos, True, counted.parallel)
     return counted.xs, counted.nslots, counted.width, keyptr, prow, pval
-
-
-def row_index(X, xi, Y, yi, ncols: int, forced: bool = False):
-    """The row kernel's index of Y: ``(xs, nslots, width, keyptr, prow, pval)``, or None where the products
-    outnumber ``ROWS_MAX_PRODUCTS`` per result entry (unless ``forced``): then the inverted kernel runs.
-
-    Y's rows in ranges of ``width``; for the key ``range × nslots + slot`` of an X column, the rows of the range
-    holding it (relative to the range's first, in order) ``prow[keyptr[key]:keyptr[key + 1]]`` and their values
-    ``pval``; ``xs`` is each X entry's slot.  Linear in Y's entries; ranges widen past ``ROW_RANGE`` where the
-    keys would outnumber Y's entries and rows.  (The engine's strategies take its two passes apart: the count
-    is the row kernel's cost, ``strategies``.)
-    """
-    counted = count_row_index(X, xi, Y, yi, ncols)
-    if not forced and counted.products > ROWS_MAX_PRODUCTS * X.shape[0] * Y.shape[0]:
-        return None
-    return place_row_index(counted)
 
 
 @njit(parallel=True, **JIT)

@@ -229,7 +229,7 @@ def row_kernel(
     xp, xv, xs, nslots, width, keyptr, prow, pval, pos, nthreads, upper, start, params, xn, yn, n, eparams, flagged, out
 ):
     # Intersection only, each X row at a time against a range of ``width`` Y rows (Gustavson's product): the X
-    # row's entries walk the Y rows of the range holding their column (``pairwise.row_index``) into a
+    # row's entries walk the Y rows of the range holding their column (``pairwise.place_row_index``) into a
     # range-long accumulator, which is then written as one run of the output row, expanded as in inverted_kernel.
     # Long runs: where products are few against the entries (EDGAR-like rows), writing the result is the work.
     # Sums are formed in the inverted kernel's order (column by column), so both give the same bits.

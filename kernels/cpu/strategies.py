@@ -86,7 +86,7 @@ class Product:
 
     @cached_property
     def row_index(self):
-        """The row kernel's index of Y, placed from its count (``pairwise.row_index``)."""
+        """The row kernel's index of Y, placed from its count (``pairwise.place_row_index``)."""
         return _pairwise.place_row_index(self.row_count, self.row_positions if self.upper else None)
 
     @cached_property
@@ -108,6 +108,13 @@ class Product:
             return None
         stored = (X, X.data[: X.indptr[-1]]), (Y, Y.data[: Y.indptr[-1]])
         return self.sr.margin_split(validation.all_hold("nonnegative", _none_negative, *stored))
+
+    def sparse_under(self, sr) -> Product:
+        """The same operands' sparse product under ``sr`` (the ``spgemm`` strategies' first step), reading these
+        compacted columns, found once."""
+        sparse = Product(self.X, self.Y, sr, "sparse")
+        sparse.columns = self.columns
+        return sparse
 
     @cached_property
     def shared_products(self) -> int:
@@ -285,13 +292,10 @@ def _spgemm(product: Product, out_dtype, expansion=None):
     """The sparse result (``product_sparse``'s plan, sharing this product's compacted columns), written dense:
     its entries' values, the semiring's start elsewhere.  The same sums in the same column order as the row and
     inverted kernels, so the same bits."""
-    X, Y, sr = product.X, product.Y, product.sr
-    sparse = Product(X, Y, sr, "sparse")
-    if "columns" in product.__dict__:  # found once: the sparse plan reads the same compacted columns
-        sparse.columns = product.columns
-    indptr, indices, data = plan(sparse).run(out_dtype)
+    indptr, indices, data = plan(product.sparse_under(product.sr)).run(out_dtype)
     out = np.empty((product.m, product.p), out_dtype)
-    _pairwise.densify_rows(indptr, indices, data, np.dtype(out_dtype).type(sr.start(X.shape[1])), out)
+    start = np.dtype(out_dtype).type(product.sr.start(product.X.shape[1]))
+    _pairwise.densify_rows(indptr, indices, data, start, out)
     return out
 
 
@@ -308,9 +312,7 @@ def _margins_spgemm(product: Product, out_dtype, expansion=None):
     """The margins kernel's result with its intersection term from the sparse kernels (``product_sparse`` of the
     split's cross semiring, as the ``spgemm`` entry's), for many products an entry."""
     X, Y = product.X, product.Y
-    cross = Product(X, Y, product.margin_split.cross, "sparse")
-    cross.columns = product.columns  # found once: the same compacted columns
-    ip, ic, iv = plan(cross).run(np.float64)
+    ip, ic, iv = plan(product.sparse_under(product.margin_split.cross)).run(np.float64)
     (xi, yi, _), (kernels, operands, out) = product.columns, _written(product, out_dtype, expansion)
     xmax = int(np.diff(X.indptr).max(initial=0))
     args = (ip, ic, iv, X.indptr, xi, X.data, Y.indptr, yi, Y.data, xmax)
@@ -437,7 +439,7 @@ def _spgemm_fits(product: Product) -> bool:
 def _margins_spgemm_pays(product: Product) -> bool:
     """The cross term's products (those of the shared columns) above ``SPGEMM_ENTRY_PRODUCTS`` an entry, and
     its CSR within the scratch budget."""
-    return product.shared_products > _pairwise.SPGEMM_ENTRY_PRODUCTS * product.m * product.p and _spgemm_fits(product)
+    return product.shared_products > _spgemm_entries(product) and _spgemm_fits(product)
 
 
 def _margins_run(product: Product) -> bool:

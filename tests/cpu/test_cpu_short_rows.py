@@ -105,25 +105,22 @@ def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
 def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     """Short rows (a few products a result entry) take the row kernel; rows sharing every column (a product an
     entry per column, past ``SPGEMM_ENTRY_PRODUCTS``) the sparse kernels written dense, or the inverted one where
-    their CSR does not fit the scratch budget; the row index refuses past ``ROWS_MAX_PRODUCTS`` unless forced."""
+    their CSR does not fit the scratch budget.  The row index (counted, then placed) holds Y's entries in the
+    columns X holds, a slot per X column."""
     rng = np.random.default_rng(16)
     X, Y = short_rows(rng, 20, 5000, 6, np.int32, np.float64), short_rows(rng, 50, 5000, 6, np.int32, np.float64)
-    index = cpu_pairwise.row_index(X, X.indices, Y, Y.indices, 5000)
-    assert index is not None
+    index = cpu_pairwise.place_row_index(cpu_pairwise.count_row_index(X, X.indices, Y, Y.indices, 5000))
     xs, nslots, width, keyptr, prow, pval = index
     assert nslots == np.unique(X.indices).size and width == 50  # one range: ROW_RANGE rows at least
     held = np.isin(Y.indices, X.indices)  # every Y entry in a column X holds, once
     assert keyptr[-1] == held.sum() and np.array_equal(np.sort(pval), np.sort(Y.data[held]))
     assert np.array_equal(X.indices[:, None] == X.indices, xs[:, None] == xs)  # a slot per column
     assert (prow >= 0).all() and (prow < width).all()
-    n = cpu_pairwise.ROWS_MAX_PRODUCTS + 1
-    full = sp.csr_matrix(np.ones((4, n)))
-    assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n) is None
-    assert cpu_pairwise.row_index(full, full.indices, full, full.indices, n, forced=True) is not None
 
     def chosen(A, B):
         return cpu_strategies.plan(cpu_strategies.Product(A, B, semiring.plus_times, "dense")).strategy.name
 
+    full = sp.csr_matrix(np.ones((4, cpu_pairwise.ROWS_MAX_PRODUCTS + 1)))  # past the row kernel's products an entry
     s = cpu_pairwise.SPGEMM_ENTRY_PRODUCTS
     at_most, above = sp.csr_matrix(np.ones((4, s))), sp.csr_matrix(np.ones((4, s + 1)))  # s, s + 1 an entry
     assert (chosen(X, Y), chosen(at_most, at_most), chosen(above, above)) == ("rows", "rows", "spgemm")

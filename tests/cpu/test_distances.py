@@ -62,7 +62,8 @@ def test_resolve_metric_checks_and_rewrites():
     assert resolve_metric("minkowski", {}) == (distances.get_metric("euclidean"), {})
     assert resolve_metric("minkowski", {"p": np.inf}) == (distances.get_metric("chebyshev"), {})
     with pytest.raises(
-        ValueError, match=r"^p must be > 0 and <= 1024, or inf for minkowski \(p = 1 gives cityblock; p = 2 gives euclidean; p = inf gives chebyshev\), got -1\.0$"
+        ValueError,
+        match=r"^p must be > 0 and <= 1024, or inf for minkowski \(p = 1 gives cityblock; p = 2 gives euclidean; p = inf gives chebyshev\), got -1\.0$",
     ):
         resolve_metric("minkowski", {"p": -1})
     with pytest.raises(TypeError, match=r"metric 'minkowski' got unexpected parameter\(s\) \['q'\]; it takes p$"):
