@@ -35,20 +35,20 @@ class Figure:
 
 # --------------------------------------------------------------------------- where each figure comes from
 
-# every measure on the four dataset shapes at 619acf9, in two calls of the lent machine
+# every measure on the four dataset shapes at 5b72111, in two calls of the lent machine
 DISTANCES_GPU = (
-    "distances_h200_619acf9_movielens_nytimes.json",
-    "distances_h200_619acf9_scrna_edgar.json",
+    "distances_h200_5b72111_movielens_nytimes.json",
+    "distances_h200_5b72111_scrna_edgar.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances"),
     Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances"),
-    Figure("knn-gpu", "benchmarks.md", ("knn_h200_619acf9.json",), "knn_gpu", "knn"),
-    Figure("knn-host", "neighbors.md", ("knn_h200_619acf9.json",), "knn_host", "knn"),
-    Figure("graph-gpu", "graph.md", ("graph_h200_619acf9.json",), "graph", "graph"),
-    Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_619acf9.json",), "cpu", "cpu"),
-    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_915e344.json",), "cpu", "cpu"),
-    Figure("dask", "dask.md", ("dask_h200x2_619acf9.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
+    Figure("knn-gpu", "benchmarks.md", ("knn_h200_5b72111.json",), "knn_gpu", "knn"),
+    Figure("knn-host", "neighbors.md", ("knn_h200_5b72111.json",), "knn_host", "knn"),
+    Figure("graph-gpu", "graph.md", ("graph_h200_5b72111.json", "graph_h200_ee99ec5_rmat22.json"), "graph", "graph"),
+    Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_5b72111.json",), "cpu", "cpu"),
+    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_c488ca0.json",), "cpu", "cpu"),
+    Figure("dask", "dask.md", ("dask_h200x2_5b72111.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
     Figure("small-call", "cpu-engine.md", ("small_call_2core_b91b452.json",), "small_call", "small-call"),
     Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b91b452_knn.json",), "cpu_union", "cpu-union"),
