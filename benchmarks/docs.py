@@ -49,9 +49,9 @@ FIGURES = (
     Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_5b72111.json",), "cpu", "cpu"),
     Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_c488ca0.json",), "cpu", "cpu"),
     Figure("dask", "dask.md", ("dask_h200x2_5b72111.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
-    Figure("startup", "cpu-engine.md", ("startup_2core_33de2e8.json",), "startup", "startup"),
-    Figure("small-call", "cpu-engine.md", ("small_call_2core_b91b452.json",), "small_call", "small-call"),
-    Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b91b452_knn.json",), "cpu_union", "cpu-union"),
+    Figure("startup", "cpu-engine.md", ("startup_2core_a50dd0e.json",), "startup", "startup"),
+    Figure("small-call", "cpu-engine.md", ("small_call_2core_a50dd0e.json",), "small_call", "small-call"),
+    Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_a50dd0e_knn.json",), "cpu_union", "cpu-union"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
     Figure(
         "scale",
@@ -749,11 +749,21 @@ TABLES = {
 
 
 def expand(fig: Figure) -> Figure:
-    """The figure with its file patterns (``suite_time_*.json``) replaced by the files they match, sorted."""
+    """The figure with its file patterns (``suite_time_*.json``) replaced by the files they match, oldest commit
+    first: a later file's rows replace an earlier one's, so the newest run of a case is the one shown (by name,
+    ``a50dd0e`` would sort before ``ca26ebb``)."""
     files = []
     for name in fig.files:
-        files += sorted(p.name for p in RESULTS.glob(name)) if any(c in name for c in "*?[") else [name]
+        files += sorted((p.name for p in RESULTS.glob(name)), key=_age) if any(c in name for c in "*?[") else [name]
     return Figure(fig.name, fig.doc, tuple(files), fig.table, fig.suite)
+
+
+def _age(name: str) -> tuple[int, str]:
+    """A results file's place in HEAD's history: its commit's count of ancestors (-1 where the commit is not
+    in HEAD's history or not recorded), then its name."""
+    commit = (meta_of(record.load(RESULTS / name))["commit"] or "").split("+")[0]
+    count = record.git("rev-list", "--count", commit) if commit and record.in_history(commit) else ""
+    return (int(count) if count else -1, name)
 
 
 def render(fig: Figure, current: str) -> str:
