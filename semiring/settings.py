@@ -92,6 +92,14 @@ GRAPH_EDGES = Setting(
     "degree-oriented graph, scattered to its three edges; what `auto` takes) or `direct` (each edge intersects "
     "its two full lists).",
 )
+GRAPH_TRIANGLES = Setting(
+    "SEMIRING_GRAPH_TRIANGLES",
+    "auto",
+    ("auto", "probe", "search"),
+    "How the GPU graph engine intersects the oriented graph's lists for triangles and per-edge counts: `probe` "
+    "(each triangle at its middle vertex, whose out-list is hashed in shared memory; what `auto` takes) or "
+    "`search` (each edge's shorter list binary-searched in the longer).",
+)
 CPU_INTERSECTION = Setting(
     "SEMIRING_CPU_INTERSECTION",
     "auto",
@@ -133,7 +141,7 @@ CPU_SPARSE_BITMAPS = Setting(
     "`1` or `0` forces the CPU sparse product's bitmaps of the X rows holding each column, or none.",
 )
 
-SETTINGS = (CACHE_DIR, GPU_STRATEGY, GRAPH_EDGES, CPU_INTERSECTION, CPU_UNION, CPU_DENSE, CPU_SPARSE,
+SETTINGS = (CACHE_DIR, GPU_STRATEGY, GRAPH_EDGES, GRAPH_TRIANGLES, CPU_INTERSECTION, CPU_UNION, CPU_DENSE, CPU_SPARSE,
             CPU_SPARSE_BLOCKS, CPU_SPARSE_BITMAPS)  # fmt: skip
 
 

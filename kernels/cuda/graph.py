@@ -76,8 +76,9 @@ def edge_rows(G: DeviceCSR):
     return launch.entry_rows(indptr, indices.size, indices.dtype)
 
 
-def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool):
-    """(indptr, indices, rows or None, positions or None) of the entries kept (see ``render_compact``)."""
+def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest: bool = False):
+    """(indptr, indices, rows or None, positions or None, rest or None) of the entries kept; ``rest``: the
+    (indptr, indices) of the entries not kept (see ``render_compact``)."""
     import cupy
 
     it, indptr, indices = _index(G)
@@ -91,22 +92,100 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool):
     new_indices = cupy.empty(total, indices.dtype)
     new_rows = cupy.empty(total if rows else 1, indices.dtype)
     new_positions = cupy.empty(total if positions else 1, np.int64)
-    args = (indptr, indices, np.int64(n), flag, new_indptr, np.int32(rows), np.int32(positions))
-    _launch(src.render_compact(mode, it, fill=True), 32 * n, (*args, new_rows, new_positions, new_indices))
-    return new_indptr, new_indices, (new_rows if rows else None), (new_positions if positions else None)
+    rest_indices = cupy.empty(indices.size - total if rest else 1, indices.dtype)
+    args = (indptr, indices, np.int64(n), flag, new_indptr, np.int32(rows), np.int32(positions), np.int32(rest))
+    fill_args = (*args, new_rows, new_positions, rest_indices, new_indices)
+    _launch(src.render_compact(mode, it, fill=True), 32 * n, fill_args)
+    return (
+        new_indptr,
+        new_indices,
+        (new_rows if rows else None),
+        (new_positions if positions else None),
+        ((indptr - new_indptr, rest_indices) if rest else None),
+    )
 
 
-def orient(G: DeviceCSR, by_degree: bool):
-    """L: the entries u → v with u ≺ v; (indptr, indices, rows)."""
-    indptr, indices, rows, _ = _compact(G, "orient", np.int32(by_degree), rows=True, positions=False)
-    return indptr, indices, rows
+def orient(G: DeviceCSR, by_degree: bool, rows: bool = True, transpose: bool = False):
+    """L: the entries u → v with u ≺ v, as (indptr, indices, rows or None, Lᵀ or None); Lᵀ (``transpose``) is
+    (indptr, indices) with row v holding the u ≺ v: the entries L leaves."""
+    indptr, indices, l_rows, _, lt = _compact(G, "orient", np.int32(by_degree), rows=rows, positions=False, rest=transpose)
+    return indptr, indices, l_rows, lt
 
 
 def compact_graph(G: DeviceCSR, keep):
     """The subgraph of the kept entries, and their positions in G."""
     flags = keep.astype(np.uint8)
-    indptr, indices, _, positions = _compact(G, "keep", flags, rows=False, positions=True)
+    indptr, indices, _, positions, _ = _compact(G, "keep", flags, rows=False, positions=True)
     return DeviceCSR(indptr, indices, G.data[positions], G.shape), positions
+
+
+# How triangles and per-edge counts are found on the oriented graph L ($SEMIRING_GRAPH_TRIANGLES, declared in
+# semiring.settings): "probe" — at each triangle's middle vertex v, v's out-list hashed in shared memory and
+# its in-neighbours' lists looked up in it (``render_probe``; what ``auto`` takes); "search" — at each edge,
+# the shorter list binary-searched in the longer (``render_intersect``).
+TRIANGLES_ENV = settings.GRAPH_TRIANGLES.name
+
+
+def triangle_method() -> str:
+    chosen = settings.GRAPH_TRIANGLES.read()
+    return "probe" if chosen == "auto" else chosen
+
+
+def _probe_tasks(lp, up, group: str):
+    """(task_ptr, tasks, longest out-list) of ``group``'s targets: tasks per target scanned (see ``PROBE_TASKS``)."""
+    import cupy
+
+    out_degree, in_degree = cupy.diff(lp).astype(np.int64), cupy.diff(up).astype(np.int64)
+    base, per = src.PROBE_TASKS[group]["base"], src.PROBE_TASKS[group]["per"]
+    chunk = base * cupy.maximum(1, (out_degree + per - 1) // per)
+    light = out_degree <= src.PROBE_LIGHT_MAX
+    mine = (out_degree > 0) & (light if group == "warp" else ~light)
+    tasks = cupy.where(mine, (in_degree + chunk - 1) // chunk, 0)
+    task_ptr = cupy.zeros(lp.size, np.int64)
+    task_ptr[1:] = cupy.cumsum(tasks)
+    longest = cupy.where(mine, out_degree, 0).max() if out_degree.size else cupy.zeros((), np.int64)
+    total, longest = (int(x) for x in cupy.stack([task_ptr[-1], longest]).get())
+    return task_ptr, total, longest
+
+
+def _probe_slots(group: str, longest: int, index_type: str, mode: str) -> int:
+    """The hash table's slots a group holds: a warp's fixed; a block's the next power of two over twice the
+    longest list, within the shared memory a block may take (a longer list is then searched in global memory)."""
+    if group == "warp":
+        return src.PROBE_LIGHT_SLOTS
+    fit = launch.max_shared_bytes() // src.probe_slot_bytes(mode, index_type)
+    slots = 256
+    while slots < 2 * longest and 2 * slots <= fit:
+        slots *= 2
+    return slots
+
+
+def probe(mode: str, lp, li, lt, out, part: tuple[int, int] | None = None) -> None:
+    """The probe kernels (``render_probe``) over L (``lp``, ``li``) and its transpose ``lt``: the block tasks
+    (long out-lists), then the warp tasks; ``part=(b, nparts)``: part b of each kind's tasks."""
+    for group in ("block", "warp"):
+        probe_group(group, mode, lp, li, lt, out, part)
+
+
+def probe_group(group: str, mode: str, lp, li, lt, out, part: tuple[int, int] | None = None) -> None:
+    """One kind of the probe's tasks (``"block"`` or ``"warp"``)."""
+    it = "int32" if li.dtype == np.int32 else "int64"
+    up, ui = lt
+    task_ptr, tasks, longest = _probe_tasks(lp, up, group)
+    t0, t1 = part_bounds(tasks, part)
+    if t1 <= t0:
+        return
+    slots = _probe_slots(group, longest, it, mode)
+    groups = src.BLOCK // (32 if group == "warp" else src.BLOCK)
+    shared = groups * slots * src.probe_slot_bytes(mode, it)
+    fn = launch.function(src.render_probe(mode, it, group, slots))
+    launch.allow_shared(fn, shared)
+    blocks = min((t1 - t0 + groups - 1) // groups, PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
+    args = (lp, li, up, ui, task_ptr, np.int64(lp.size - 1), np.int64(t0), np.int64(t1), out)
+    launch.run(fn, (blocks,), (src.BLOCK,), args, shared=shared)
+
+
+PROBE_BLOCKS_PER_SM = 16  # the probe kernels' grid: groups stride over the tasks
 
 
 def intersect(mode: str, indptr, indices, rows, out, tree=None, begin: int = 0) -> None:
@@ -134,18 +213,34 @@ def part_bounds(total: int, part: tuple[int, int] | None) -> tuple[int, int]:
 _ORIENTED = LastDerived()  # the oriented graph L of the graph whose parts are being counted
 
 
+def _oriented(G: DeviceCSR, by_degree: bool, rows: bool):
+    """L for the chosen method (the probe's with its transpose, the search's with its rows)."""
+    probing = triangle_method() == "probe"
+    return orient(G, by_degree, rows=rows or not probing, transpose=probing)
+
+
+def _count(mode: str, oriented, out, part: tuple[int, int] | None = None) -> None:
+    """``mode``'s counts of L's triangles into ``out``, by the method ``oriented`` was made for."""
+    lp, li, rows, lt = oriented
+    if lt is not None:
+        probe(mode, lp, li, lt, out, part)
+    else:
+        begin, end = part_bounds(int(li.size), part)
+        intersect(mode, lp, li, rows[begin:end], out, begin=begin)
+
+
 def triangle_count_total(G: DeviceCSR, by_degree: bool, part: tuple[int, int] | None = None) -> int:
-    """Triangles, each found once at its edge u → v of L; ``part=(b, nparts)``: those found at part b of L's
-    edges cut in ``nparts`` equal parts (each costs its edges' shorter lists: about equal work)."""
+    """Triangles, each found once; ``part=(b, nparts)``: those found in part b of the work cut in ``nparts``
+    parts (of L's edges, each costing its shorter list, or of the probe's tasks: about equal work)."""
     import cupy
 
     if part is None:
-        indptr, indices, rows = orient(G, by_degree)
+        oriented = _oriented(G, by_degree, rows=False)
     else:  # the parts of one graph come in turn: L made once
-        indptr, indices, rows = _ORIENTED.get(G, by_degree, lambda: orient(G, by_degree))
-    begin, end = part_bounds(int(indices.size), part)
+        key = (by_degree, triangle_method())
+        oriented = _ORIENTED.get(G, key, lambda: _oriented(G, by_degree, rows=False))
     total = cupy.zeros(1, np.uint64)
-    intersect("total", indptr, indices, rows[begin:end], total, begin=begin)
+    _count("total", oriented, total, part)
     return int(total.get()[0])
 
 
@@ -157,9 +252,10 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
     import cupy
 
     it, indptr, indices = _index(G)
-    lp, li, lrows = orient(G, by_degree)
+    oriented = _oriented(G, by_degree, rows=True)
+    _, li, lrows, _ = oriented
     counts = cupy.zeros(li.size, np.uint32)
-    intersect("edge", lp, li, lrows, counts)
+    _count("edge", oriented, counts)
     out = cupy.zeros(indices.size, np.int64 if tree is None else np.float64)
     _launch(src.render_mirror(it, tree), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
     return out
@@ -168,9 +264,8 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
 def vertex_triangles(G: DeviceCSR, by_degree: bool):
     import cupy
 
-    lp, li, lrows = orient(G, by_degree)
     counts = cupy.zeros(G.shape[0], np.uint64)
-    intersect("vertex", lp, li, lrows, counts)
+    _count("vertex", _oriented(G, by_degree, rows=False), counts)
     return counts.astype(np.int64)
 
 

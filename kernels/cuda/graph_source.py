@@ -172,7 +172,10 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> 
 
     ``fill=False``: ``counts[u]`` = entries kept in row u.  ``fill=True``: with
     ``new_indptr`` (the counts' exclusive scan), writes the kept column indices,
-    and their rows (``write_rows``) and old positions (``write_positions``).
+    and their rows (``write_rows``) and old positions (``write_positions``);
+    ``write_rest`` writes the entries not kept as a CSR of their own, whose row
+    pointers are ``indptr - new_indptr`` (for ``"orient"``: the transpose of L,
+    row v holding the u ≺ v).
     """
     if mode not in ("orient", "keep"):
         raise ValueError(f"mode must be 'orient' or 'keep', got {mode!r}")
@@ -185,19 +188,24 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> 
         flag = "keep[k] != 0"
     if fill:
         out_args = (
-            "const I* __restrict__ new_indptr, int write_rows, int write_positions,\n"
-            "    I* __restrict__ new_rows, long long* __restrict__ positions, I* __restrict__ new_indices"
+            "const I* __restrict__ new_indptr, int write_rows, int write_positions, int write_rest,\n"
+            "    I* __restrict__ new_rows, long long* __restrict__ positions, I* __restrict__ rest_indices,\n"
+            "    I* __restrict__ new_indices"
         )
         per_chunk = """\
         const unsigned kept = __ballot_sync(0xffffffffu, flag);
+        const unsigned below = (1u << lane) - 1u;
         if (flag) {
-            const long long slot = base + __popc(kept & ((1u << lane) - 1u));
+            const long long slot = base + __popc(kept & below);
             new_indices[slot] = v;
             if (write_rows) new_rows[slot] = (I)u;
             if (write_positions) positions[slot] = k;
+        } else if (write_rest && k < indptr[u + 1]) {  // the rest, in their own CSR: rows start at indptr - new_indptr
+            rest_indices[rest + __popc(~kept & below)] = v;
         }
-        base += __popc(kept);"""
-        start = "long long base = new_indptr[u];"
+        base += __popc(kept);
+        rest += 32 - __popc(kept);"""
+        start = "long long base = new_indptr[u], rest = (long long)indptr[u] - new_indptr[u];"
         finish = ""
     else:
         out_args = "long long* __restrict__ counts"
@@ -303,6 +311,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the edges' work items
     __shared__ I s_a[GR_WARPS][32], s_b[GR_WARPS][32], s_bend[GR_WARPS][32];
     __shared__ unsigned s_count[GR_WARPS][32];
+    __shared__ unsigned long long s_next;  // a block task's next batch: warps take batches as they finish one
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long long e = begin + ((long long)blockIdx.x * GR_WARPS + warp) * 32 + lane;
     I u = 0, v = 0, du = 0, dv = 0, a = 0, b = 0, bend = 0;
@@ -448,6 +457,250 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
         if (alive[cs]) atomicSub(&support[cs], 1);
         if (alive[cl]) atomicSub(&support[cl], 1);
     }}
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
+# The probe method's two kinds of task (``render_probe``): a target v with a short out-list is a warp's task, its
+# list hashed in the warp's own slice of shared memory; a target with a long one is a block's, its list hashed
+# once for all the block's warps.  A task takes ``chunk`` of v's in-neighbours, ``chunk = base · ⌈d⁺(v) / per⌉``
+# (at least ``base``): enough probes that hashing v's list costs at most about a quarter of them.
+PROBE_LIGHT_MAX = 64  # out-degree up to which a target is a warp's task
+PROBE_TASKS = {"warp": {"base": 32, "per": 8}, "block": {"base": BLOCK, "per": 64}}
+PROBE_LIGHT_SLOTS = 2 * PROBE_LIGHT_MAX  # a warp's hash slots: load at most one half
+PROBE_MODES = ("total", "edge", "vertex")
+
+
+def probe_slot_bytes(mode: str, index_type: str) -> int:
+    """Shared memory a hash slot takes: its key, and for ``"edge"`` a count and the key's place in v's list."""
+    key = 4 if index_type == "int32" else 8
+    return key + (4 + 2 if mode == "edge" else 0)
+
+
+def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slots: int = PROBE_LIGHT_SLOTS):
+    """Triangles u ≺ v ≺ w of the oriented graph L, found at their middle vertex v.
+
+    A task is a target v and a range of its in-neighbours u (the rows ``up``/``ui``
+    of Lᵀ): v's out-list N⁺(v) is hashed into shared memory (``slots`` slots, a
+    power of two; open addressing), then every w of each N⁺(u) is looked up in
+    it — one shared-memory probe where the search method walks a binary search
+    through global memory — with the in-neighbours' lists dealt evenly over the
+    lanes as ``render_intersect`` deals its edges'.  A list longer than half the
+    table is searched in global memory instead (correct at any size; never on
+    the graphs measured).  ``group``: ``"warp"`` (a warp a task, its own slice of
+    the shared memory) or ``"block"`` (the whole block a task).  Tasks
+    ``[t_begin, t_end)`` of ``task_ptr`` (tasks per target, scanned) are dealt
+    over the grid's groups in turn.  ``mode`` as ``render_intersect``'s: a
+    total; per edge of L (``u → v`` by its in-neighbour, ``u → w`` by atomics,
+    ``v → w`` counted in the slot, added once a task); per vertex.
+    """
+    if mode not in PROBE_MODES:
+        raise ValueError(f"mode must be one of {PROBE_MODES}, got {mode!r}")
+    if group not in PROBE_TASKS:
+        raise ValueError(f"group must be one of {tuple(PROBE_TASKS)}, got {group!r}")
+    if slots < 32 or slots & (slots - 1):
+        raise ValueError(f"slots must be a power of two of at least 32, got {slots}")
+    name = f"gr_probe_{mode}_{group}_{slots}_{index_type}"
+    group_threads = 32 if group == "warp" else BLOCK
+    sync = "__syncwarp()" if group == "warp" else "__syncthreads()"
+    tasks = PROBE_TASKS[group]
+    outputs = {
+        "total": "unsigned long long* __restrict__ total",
+        "edge": "unsigned int* __restrict__ counts",
+        "vertex": "unsigned long long* __restrict__ counts",
+    }[mode]
+    edge = mode == "edge"
+    on_match = {
+        "total": "++found;",
+        "edge": (
+            "atomicAdd(&s_count[warp][i], 1u);\n"
+            "                atomicAdd(&counts[sa + k], 1u);  // u → w\n"
+            "                if (hashed) atomicAdd(&cnt[h], 1u); else atomicAdd(&counts[av + h], 1u);  // v → w"
+        ),
+        "vertex": "atomicAdd(&s_count[warp][i], 1u);\n                ++found;\n                atomicAdd(&counts[x], 1ull);",
+    }[mode]
+    per_batch = {
+        "total": "",
+        "edge": "    if (e < ie && s_count[warp][lane]) atomicAdd(&counts[uv], s_count[warp][lane]);",
+        "vertex": "    if (e < ie && s_count[warp][lane]) atomicAdd(&counts[u], (unsigned long long)s_count[warp][lane]);",
+    }[mode]
+    per_task = {
+        "total": "",
+        "edge": f"""\
+        if (hashed)
+            for (int s = g_lane; s < cap; s += G)
+                if (cnt[s]) atomicAdd(&counts[av + pos[s]], cnt[s]);
+        {sync};""",
+        "vertex": """\
+        {
+            unsigned long long x = found;
+            for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+            if (lane == 0 && x) atomicAdd(&counts[v], x);
+            found = 0;
+        }""",
+    }[mode]
+    if group == "warp":  # short lists: the batch's items dealt evenly over the lanes
+        deal = """\
+            long long scan = items;
+            for (int o = 1; o < 32; o <<= 1) {
+                const long long s = __shfl_up_sync(0xffffffffu, scan, o);
+                if (lane >= o) scan += s;
+            }
+            s_start[warp][lane + 1] = scan;
+            if (lane == 0) s_start[warp][0] = 0;
+            s_a[warp][lane] = a;
+            const long long work = __shfl_sync(0xffffffffu, scan, 31);
+            __syncwarp();
+            for (long long j = lane; j < work; j += 32) {
+                int lo = 0, hi = 31;  // the in-neighbour i of item j: the last with s_start[i] <= j
+                while (lo < hi) {
+                    const int mid = (lo + hi + 1) >> 1;
+                    if (s_start[warp][mid] <= j) lo = mid; else hi = mid - 1;
+                }
+                const I sa = s_a[warp][lo];
+                const I k = (I)(j - s_start[warp][lo]);
+                visit(li[sa + k], sa, k, lo);
+            }"""
+    else:  # a long target's in-neighbours have long lists (R-MAT: ~160 on average): the warp walks each in turn,
+        # its lanes over the list, GR_AHEAD loads in flight a lane
+        deal = """\
+            const int batch = (int)min(32LL, ie - b);
+            __syncwarp();
+            for (int i = 0; i < batch; ++i) {
+                const I sa = __shfl_sync(0xffffffffu, a, i), d = (I)__shfl_sync(0xffffffffu, items, i);
+                for (I k = lane; k < d; k += 32 * GR_AHEAD) {
+                    I x[GR_AHEAD];
+#pragma unroll
+                    for (int q = 0; q < GR_AHEAD; ++q) x[q] = k + 32 * q < d ? li[sa + k + 32 * q] : (I)0;
+#pragma unroll
+                    for (int q = 0; q < GR_AHEAD; ++q)
+                        if (k + 32 * q < d) visit(x[q], sa, k + 32 * q, i);
+                }
+            }"""
+    if group == "warp":
+        first, following = "ib", "b + 32"
+    else:  # taken as warps finish their last: lists differ in length
+        grab = "__shfl_sync(0xffffffffu, lane ? 0ull : atomicAdd(&s_next, 32ull), 0)"
+        first = following = f"(long long){grab}"
+    finish = (
+        """\
+    for (int o = 16; o > 0; o >>= 1) found += __shfl_down_sync(0xffffffffu, found, o);
+    __shared__ unsigned long long s_found[GR_WARPS];
+    if (lane == 0) s_found[warp] = found;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long sum = 0;
+        for (int w = 0; w < GR_WARPS; ++w) sum += s_found[w];
+        if (sum) atomicAdd(total, sum);
+    }"""
+        if mode == "total"
+        else ""
+    )
+    edge_slots = (
+        "    unsigned* cnt = (unsigned*)s_dyn + group_in_block * GR_SLOTS;\n"
+        "    unsigned short* pos = (unsigned short*)(s_dyn + GR_GROUPS * GR_SLOTS * (sizeof(unsigned) + sizeof(I)))"
+        " + group_in_block * GR_SLOTS;\n"
+        "    I* keys = (I*)(s_dyn + GR_GROUPS * GR_SLOTS * sizeof(unsigned)) + group_in_block * GR_SLOTS;"
+        if edge
+        else "    I* keys = (I*)s_dyn + group_in_block * GR_SLOTS;\n    unsigned* cnt = nullptr; unsigned short* pos = nullptr;"
+    )
+    body = f"""\
+#define GR_WARPS {WARPS}
+#define G {group_threads}
+#define GR_GROUPS ({BLOCK} / G)
+#define GR_SLOTS {slots}
+#define GR_AHEAD 4
+__device__ __forceinline__ I gr_cas(int* p, int cmp, int val) {{ return atomicCAS(p, cmp, val); }}
+__device__ __forceinline__ I gr_cas(long long* p, long long cmp, long long val) {{
+    return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)cmp, (unsigned long long)val);
+}}
+__device__ __forceinline__ int gr_slot(I x, int bits) {{  // Fibonacci hashing: the product's high bits
+    const unsigned h = (unsigned)x ^ (unsigned)((unsigned long long)x >> 32);
+    return bits ? (int)((h * 2654435769u) >> (32 - bits)) : 0;
+}}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ lp, const I* __restrict__ li, const I* __restrict__ up, const I* __restrict__ ui,
+    const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
+{{
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the in-neighbours' list lengths
+    __shared__ I s_a[GR_WARPS][32];
+    __shared__ unsigned s_count[GR_WARPS][32];
+    __shared__ unsigned long long s_next;  // a block task's next batch: warps take batches as they finish one
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int group_in_block = threadIdx.x / G, g_lane = threadIdx.x % G, warp_in_group = g_lane / 32;
+{edge_slots}
+    unsigned long long found = 0;
+    for (long long t = t_begin + (long long)blockIdx.x * GR_GROUPS + group_in_block; t < t_end;
+         t += (long long)gridDim.x * GR_GROUPS) {{
+        long long lo = 0, hi = n - 1;  // the target v of task t: the last with task_ptr[v] <= t
+        while (lo < hi) {{
+            const long long mid = (lo + hi + 1) >> 1;
+            if (task_ptr[mid] <= t) lo = mid; else hi = mid - 1;
+        }}
+        const I v = (I)lo;
+        const I av = lp[v], dv = lp[v + 1] - av;
+        const long long chunk = (long long){tasks["base"]} * max((I)1, (dv + {tasks["per"] - 1}) / {tasks["per"]});
+        const long long ib = up[v] + (t - task_ptr[v]) * chunk, ie = min((long long)up[v + 1], ib + chunk);
+        int bits = 5;
+        while ((1 << bits) < 2 * dv) ++bits;
+        const bool hashed = (1 << bits) <= GR_SLOTS;  // at most half full
+        while (hashed && (1 << bits) < GR_SLOTS && (1 << bits) < 8 * dv) ++bits;  // an eighth where there is room:
+        const int cap = 1 << bits;  // most lookups miss (R-MAT 22: 84 %), and a miss walks to an empty slot
+        {"if (threadIdx.x == 0) s_next = ib;" if group == "block" else ""}
+        if (hashed) {{  // N⁺(v) into the table
+            for (int s = g_lane; s < cap; s += G) {{
+                keys[s] = (I)-1;
+                {"cnt[s] = 0u;" if edge else ""}
+            }}
+            {sync};
+            for (I k = g_lane; k < dv; k += G) {{
+                const I w = li[av + k];
+                int h = gr_slot(w, bits);
+                while (gr_cas(&keys[h], (I)-1, w) != (I)-1) h = (h + 1) & (cap - 1);
+                {"pos[h] = (unsigned short)k;" if edge else ""}
+            }}
+        }}
+        {sync};
+        auto visit = [&](const I x, const I sa, const I k, const int i) {{  // w = x, the k-th of N⁺(u) at sa
+            int h;
+            bool hit;
+            if (hashed) {{
+                h = gr_slot(x, bits);
+                I y;
+                while ((y = keys[h]) != x && y != (I)-1) h = (h + 1) & (cap - 1);
+                hit = y == x;
+            }} else {{
+                const I r = gr_lower_bound(li, av, av + dv, x);
+                h = (int)(r - av);
+                hit = r < av + dv && li[r] == x;
+            }}
+            if (hit) {{
+                {on_match}
+            }}
+        }};
+        for (long long b = {first}; b < ie; b = {following}) {{  // the warp's batches of 32 in-neighbours
+            const long long e = b + lane;
+            I u = 0, a = 0;
+            long long items = 0;
+            {"long long uv = 0;" if edge else ""}
+            if (e < ie) {{
+                u = ui[e];
+                a = lp[u];
+                items = lp[u + 1] - a;
+                {"uv = gr_lower_bound(li, a, lp[u + 1], v);  // the entry u → v of L" if edge else ""}
+            }}
+            s_count[warp][lane] = 0;
+{deal}
+            __syncwarp();
+{per_batch}
+            __syncwarp();
+        }}
+        {sync};
+{per_task}
+    }}
+{finish}
 }}
 """
     return KernelSource(name, _head(index_type) + body)

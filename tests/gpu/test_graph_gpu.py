@@ -16,12 +16,15 @@ from strategies import adjacency, graphs, random_graph, weighted_graph
 from semiring.distances import graph
 
 
-@pytest.fixture(params=["oriented", "direct"])
+@pytest.fixture(params=[("oriented", "probe"), ("oriented", "search"), ("direct", "probe")], ids="-".join)
 def edges(request, monkeypatch):
-    """Run a test under each way of counting per-edge common neighbours on the GPU."""
+    """Run a test under each way of counting per-edge common neighbours on the GPU, and each way of intersecting
+    the oriented graph's lists."""
     from semiring.kernels.cuda import graph as cuda_graph
 
-    monkeypatch.setenv(cuda_graph.EDGE_STRATEGY_ENV, request.param)
+    edges, triangles = request.param
+    monkeypatch.setenv(cuda_graph.EDGE_STRATEGY_ENV, edges)
+    monkeypatch.setenv(cuda_graph.TRIANGLES_ENV, triangles)
     return request.param
 
 

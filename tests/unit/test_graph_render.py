@@ -28,6 +28,9 @@ def kernels(index_type: str):
             yield src.render_compact(mode, index_type, fill)
     for mode in ("total", "edge", "vertex"):
         yield src.render_intersect(mode, index_type)
+    for mode in src.PROBE_MODES:  # a warp's table, and a block's as large as Hopper's shared memory holds
+        yield src.render_probe(mode, index_type, "warp")
+        yield src.render_probe(mode, index_type, "block", 8192)
     for tree in TREES:
         yield src.render_intersect("measure", index_type, tree)
         yield src.render_intersect("entry", index_type, tree)
@@ -44,7 +47,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 11 + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
+    assert WEIGHTS and len(names) == 11 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
@@ -54,6 +57,12 @@ def test_bad_modes_are_refused():
         src.render_intersect("measure")
     with pytest.raises(ValueError, match="mode must be 'orient' or 'keep'"):
         src.render_compact("sort")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        src.render_probe("measure")
+    with pytest.raises(ValueError, match="group must be one of"):
+        src.render_probe("total", group="grid")
+    with pytest.raises(ValueError, match="slots must be a power of two"):
+        src.render_probe("total", group="block", slots=1000)
 
 
 def test_measure_renders_its_expression():
