@@ -473,9 +473,10 @@ PROBE_MODES = ("total", "edge", "vertex")
 
 
 def probe_slot_bytes(mode: str, index_type: str) -> int:
-    """Shared memory a hash slot takes: its key, and for ``"edge"`` a count and the key's place in v's list."""
+    """Shared memory a hash slot takes: its key; a count of the triangles found through it (``"edge"``,
+    ``"vertex"``); for ``"edge"`` the key's place in v's list."""
     key = 4 if index_type == "int32" else 8
-    return key + (4 + 2 if mode == "edge" else 0)
+    return key + (4 if mode != "total" else 0) + (2 if mode == "edge" else 0)
 
 
 def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slots: int = PROBE_LIGHT_SLOTS):
@@ -518,7 +519,11 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
             "                atomicAdd(&counts[sa + k], 1u);  // u → w\n"
             "                if (hashed) atomicAdd(&cnt[h], 1u); else atomicAdd(&counts[av + h], 1u);  // v → w"
         ),
-        "vertex": "atomicAdd(&s_count[warp][i], 1u);\n                ++found;\n                atomicAdd(&counts[x], 1ull);",
+        "vertex": (
+            "atomicAdd(&s_count[warp][i], 1u);\n"
+            "                ++found;\n"
+            "                if (hashed) atomicAdd(&cnt[h], 1u); else atomicAdd(&counts[x], 1ull);  // w"
+        ),
     }[mode]
     per_batch = {
         "total": "",
@@ -532,13 +537,17 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
             for (int s = g_lane; s < cap; s += G)
                 if (cnt[s]) atomicAdd(&counts[av + pos[s]], cnt[s]);
         {sync};""",
-        "vertex": """\
-        {
+        "vertex": f"""\
+        if (hashed)
+            for (int s = g_lane; s < cap; s += G)
+                if (cnt[s]) atomicAdd(&counts[keys[s]], (unsigned long long)cnt[s]);
+        {{
             unsigned long long x = found;
             for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
             if (lane == 0 && x) atomicAdd(&counts[v], x);
             found = 0;
-        }""",
+        }}
+        {sync};""",
     }[mode]
     if group == "warp":  # short lists: the batch's items dealt evenly over the lanes
         deal = """\
@@ -552,15 +561,12 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
             s_a[warp][lane] = a;
             const long long work = __shfl_sync(0xffffffffu, scan, 31);
             __syncwarp();
+            int i = 0;  // the in-neighbour of item j, the last with s_start[i] <= j: j only grows, so i walks on
             for (long long j = lane; j < work; j += 32) {
-                int lo = 0, hi = 31;  // the in-neighbour i of item j: the last with s_start[i] <= j
-                while (lo < hi) {
-                    const int mid = (lo + hi + 1) >> 1;
-                    if (s_start[warp][mid] <= j) lo = mid; else hi = mid - 1;
-                }
-                const I sa = s_a[warp][lo];
-                const I k = (I)(j - s_start[warp][lo]);
-                visit(li[sa + k], sa, k, lo);
+                while (s_start[warp][i + 1] <= j) ++i;
+                const I sa = s_a[warp][i];
+                const I k = (I)(j - s_start[warp][i]);
+                visit(li[sa + k], sa, k, i);
             }"""
     else:  # a long target's in-neighbours have long lists (R-MAT: ~160 on average): the warp walks each in turn,
         # its lanes over the list, GR_AHEAD loads in flight a lane
@@ -597,13 +603,16 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
         if mode == "total"
         else ""
     )
+    counted = mode != "total"  # the layout: counts (4 bytes a slot), keys, places in v's list (2 bytes)
     edge_slots = (
-        "    unsigned* cnt = (unsigned*)s_dyn + group_in_block * GR_SLOTS;\n"
-        "    unsigned short* pos = (unsigned short*)(s_dyn + GR_GROUPS * GR_SLOTS * (sizeof(unsigned) + sizeof(I)))"
-        " + group_in_block * GR_SLOTS;\n"
-        "    I* keys = (I*)(s_dyn + GR_GROUPS * GR_SLOTS * sizeof(unsigned)) + group_in_block * GR_SLOTS;"
-        if edge
-        else "    I* keys = (I*)s_dyn + group_in_block * GR_SLOTS;\n    unsigned* cnt = nullptr; unsigned short* pos = nullptr;"
+        f"    unsigned* cnt = {'(unsigned*)s_dyn + group_in_block * GR_SLOTS' if counted else 'nullptr'};\n"
+        f"    I* keys = (I*)(s_dyn + GR_GROUPS * GR_SLOTS * {4 if counted else 0}) + group_in_block * GR_SLOTS;\n"
+        "    unsigned short* pos = "
+        + (
+            "(unsigned short*)(s_dyn + GR_GROUPS * GR_SLOTS * (sizeof(unsigned) + sizeof(I))) + group_in_block * GR_SLOTS;"
+            if edge
+            else "nullptr;"
+        )
     )
     body = f"""\
 #define GR_WARPS {WARPS}
@@ -652,7 +661,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
         if (hashed) {{  // N⁺(v) into the table
             for (int s = g_lane; s < cap; s += G) {{
                 keys[s] = (I)-1;
-                {"cnt[s] = 0u;" if edge else ""}
+                {"cnt[s] = 0u;" if counted else ""}
             }}
             {sync};
             for (I k = g_lane; k < dv; k += G) {{
