@@ -75,9 +75,12 @@ def _label(tree: _expr.Node) -> str:
     return hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
 
 
+AHEAD = 4  # loads a lane keeps in flight where a warp walks a list (GR_AHEAD)
+
+
 def _head(index_type: str) -> str:
     _, I = _types("float64", index_type)
-    return PREAMBLE + f"typedef {I} I;\n" + _SEARCH
+    return PREAMBLE + f"typedef {I} I;\n#define GR_AHEAD {AHEAD}\n" + _SEARCH
 
 
 _MIX = """\
@@ -116,14 +119,26 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     unsigned long long sums[4] = {{0ull, 0ull, 0ull, 0ull}};
     for (long long u = (long long)blockIdx.x * GR_WARPS + warp; u < n; u += (long long)gridDim.x * GR_WARPS) {{
-        for (I k = indptr[u] + lane; k < indptr[u + 1]; k += 32) {{
-            const I v = indices[k];
-            if (v < 0 || v >= n || (k > indptr[u] && indices[k - 1] >= v)) {{ ++sums[0]; continue; }}
-            if (v == u) {{ ++sums[1]; continue; }}
-            const unsigned long long w = weighted ? (unsigned long long)__double_as_longlong(data[k]) : 0ull;
-            const unsigned long long a = (unsigned long long)u, b = (unsigned long long)v;
-            sums[2] += gr_hash(a, b, w, 0x243f6a8885a308d3ull) - gr_hash(b, a, w, 0x243f6a8885a308d3ull);
-            sums[3] += gr_hash(a, b, w, 0x13198a2e03707344ull) - gr_hash(b, a, w, 0x13198a2e03707344ull);
+        const I start = indptr[u], end = indptr[u + 1];
+        for (I k0 = start + lane; k0 < end; k0 += 32 * GR_AHEAD) {{  // GR_AHEAD loads in flight: a hub's row
+            I vs[GR_AHEAD], before[GR_AHEAD];                        // is one warp's, the kernel's tail
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
+                const I k = k0 + 32 * q;
+                vs[q] = k < end ? indices[k] : (I)0;
+                before[q] = k < end && k > start ? indices[k - 1] : (I)-1;
+            }}
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
+                const I k = k0 + 32 * q, v = vs[q];
+                if (k >= end) continue;
+                if (v < 0 || v >= n || before[q] >= v) {{ ++sums[0]; continue; }}
+                if (v == u) {{ ++sums[1]; continue; }}
+                const unsigned long long w = weighted ? (unsigned long long)__double_as_longlong(data[k]) : 0ull;
+                const unsigned long long a = (unsigned long long)u, b = (unsigned long long)v;
+                sums[2] += gr_hash(a, b, w, 0x243f6a8885a308d3ull) - gr_hash(b, a, w, 0x243f6a8885a308d3ull);
+                sums[3] += gr_hash(a, b, w, 0x13198a2e03707344ull) - gr_hash(b, a, w, 0x13198a2e03707344ull);
+            }}
         }}
     }}
     __shared__ unsigned long long s_sums[GR_WARPS][4];
@@ -200,7 +215,7 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> 
             new_indices[slot] = v;
             if (write_rows) new_rows[slot] = (I)u;
             if (write_positions) positions[slot] = k;
-        } else if (write_rest && k < indptr[u + 1]) {  // the rest, in their own CSR: rows start at indptr - new_indptr
+        } else if (write_rest && k < end) {  // the rest, in their own CSR: rows start at indptr - new_indptr
             rest_indices[rest + __popc(~kept & below)] = v;
         }
         base += __popc(kept);
@@ -222,15 +237,23 @@ extern "C" __global__ void {name}(
     if (u >= n) return;  // whole warps leave together: u is the same on every lane
     const I du = indptr[u + 1] - indptr[u];
     {start}
-    for (I k0 = indptr[u]; k0 < indptr[u + 1]; k0 += 32) {{
-        const I k = k0 + lane;
-        bool flag = false;
-        I v = 0;
-        if (k < indptr[u + 1]) {{
-            v = indices[k];
-            flag = {flag};
+    const I end = indptr[u + 1];
+    for (I k0 = indptr[u]; k0 < end; k0 += 32 * GR_AHEAD) {{  // GR_AHEAD chunks' loads in flight: a hub's
+        I vs[GR_AHEAD];                                       // row is one warp's, and its walk the kernel's tail
+        bool flags[GR_AHEAD];
+#pragma unroll
+        for (int q = 0; q < GR_AHEAD; ++q) {{
+            const I k = k0 + 32 * q + lane;
+            const I v = k < end ? indices[k] : (I)0;
+            vs[q] = v;
+            flags[q] = k < end && ({flag});
         }}
+#pragma unroll
+        for (int q = 0; q < GR_AHEAD; ++q) {{
+            const I k = k0 + 32 * q + lane, v = vs[q];
+            const bool flag = flags[q];
 {per_chunk}
+        }}
     }}
     {finish}
 }}
@@ -549,8 +572,12 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
         }}
         {sync};""",
     }[mode]
-    if group == "warp":  # short lists: the batch's items dealt evenly over the lanes
-        deal = """\
+    # A warp's batch (short lists): its items (the elements of its 32 in-neighbours' lists, end to end) dealt
+    # evenly over the lanes, GR_AHEAD loads in flight a lane; a lane's items only grow, so it walks on to each
+    # one's in-neighbour.  A block's (a long target's in-neighbours have long lists, R-MAT 22: ~160 on average):
+    # the warp walks each list in turn, its lanes over the list (measured: dealing took 52 ms of R-MAT 22's
+    # triangles where this takes 46).
+    deal = """\
             long long scan = items;
             for (int o = 1; o < 32; o <<= 1) {
                 const long long s = __shfl_up_sync(0xffffffffu, scan, o);
@@ -561,15 +588,26 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
             s_a[warp][lane] = a;
             const long long work = __shfl_sync(0xffffffffu, scan, 31);
             __syncwarp();
-            int i = 0;  // the in-neighbour of item j, the last with s_start[i] <= j: j only grows, so i walks on
-            for (long long j = lane; j < work; j += 32) {
-                while (s_start[warp][i + 1] <= j) ++i;
-                const I sa = s_a[warp][i];
-                const I k = (I)(j - s_start[warp][i]);
-                visit(li[sa + k], sa, k, i);
+            int i = 0;  // the in-neighbour of item j: the last with s_start[i] <= j
+            for (long long j = lane; j < work; j += 32 * GR_AHEAD) {
+                I x[GR_AHEAD], sa[GR_AHEAD], k[GR_AHEAD];
+                int at[GR_AHEAD];
+#pragma unroll
+                for (int q = 0; q < GR_AHEAD; ++q) {
+                    const long long jq = j + 32 * q;
+                    if (jq < work) {
+                        while (s_start[warp][i + 1] <= jq) ++i;
+                        at[q] = i;
+                        sa[q] = s_a[warp][i];
+                        k[q] = (I)(jq - s_start[warp][i]);
+                        x[q] = li[sa[q] + k[q]];
+                    }
+                }
+#pragma unroll
+                for (int q = 0; q < GR_AHEAD; ++q)
+                    if (j + 32 * q < work) visit(x[q], sa[q], k[q], at[q]);
             }"""
-    else:  # a long target's in-neighbours have long lists (R-MAT: ~160 on average): the warp walks each in turn,
-        # its lanes over the list, GR_AHEAD loads in flight a lane
+    if group == "block":
         deal = """\
             const int batch = (int)min(32LL, ie - b);
             __syncwarp();
@@ -619,7 +657,6 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
 #define G {group_threads}
 #define GR_GROUPS ({BLOCK} / G)
 #define GR_SLOTS {slots}
-#define GR_AHEAD 4
 __device__ __forceinline__ I gr_cas(int* p, int cmp, int val) {{ return atomicCAS(p, cmp, val); }}
 __device__ __forceinline__ I gr_cas(long long* p, long long cmp, long long val) {{
     return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)cmp, (unsigned long long)val);
