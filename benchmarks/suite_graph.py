@@ -7,7 +7,9 @@ no self-loops or duplicates, seeded.  For each scale (``--scales``):
 * **ours**, the public ``semiring.distances.graph`` call on a device-resident CSR matrix (input checks
   included): ``triangle_count`` (degree order and vertex-id order), ``jaccard`` and ``common_neighbors`` at
   every edge, ``triangle_count(per="vertex")``, ``truss_decomposition`` and ``ktruss(k=5)``; CUDA events; the
-  peak device memory of one call;
+  peak device memory of one call; the triangle count and Jaccard again by binary search
+  (``SEMIRING_GRAPH_TRIANGLES=search``, rows ``triangles_search`` and ``jaccard_search``: the method the probe
+  replaced, in the same run);
 * **cuSPARSE** SpGEMM through cupyx: ``(L·L)∘L`` (triangles) and ``(A·A)∘A`` (triangles × 6 and the
   common neighbours), in float64, in row blocks CuPy computes right (``peers.spgemm_blocks``);
 * **cuGraph** (``pylibcugraph``, where installed): ``triangle_count`` and ``jaccard_coefficients``;
@@ -99,6 +101,27 @@ def truss_check(Ah: sp.csr_matrix, truss, kept, scale: int, args) -> dict:
             "edges": int(theirs.size)}  # fmt: skip
 
 
+def by_search(fn):
+    """``fn`` with the GPU graph engine's lists intersected by binary search (``SEMIRING_GRAPH_TRIANGLES=search``,
+    the method before the probe): both methods' times in one run."""
+    from semiring import settings
+
+    name = settings.GRAPH_TRIANGLES.name
+
+    def call():
+        before = os.environ.get(name)
+        os.environ[name] = "search"
+        try:
+            return fn()
+        finally:
+            if before is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = before
+
+    return call
+
+
 def run_scale(scale: int, args, threads: int) -> dict:
     import cupy
     import cupyx.scipy.sparse as csp
@@ -126,8 +149,10 @@ def run_scale(scale: int, args, threads: int) -> dict:
     for label, fn in (
         ("triangles", lambda: graph.triangle_count(A)),
         ("triangles_id_order", lambda: graph.triangle_count(A, order="id")),
+        ("triangles_search", by_search(lambda: graph.triangle_count(A))),
         ("triangles_per_vertex", lambda: graph.triangle_count(A, per="vertex")),
         ("jaccard", lambda: graph.jaccard(A)),
+        ("jaccard_search", by_search(lambda: graph.jaccard(A))),
         ("common_neighbors", lambda: graph.common_neighbors(A)),
         ("truss_decomposition", lambda: graph.truss_decomposition(A)),
         ("ktruss5", lambda: graph.ktruss(A, 5)),
@@ -156,6 +181,9 @@ def run_scale(scale: int, args, threads: int) -> dict:
     checks["ours triangles, id order"] = count_check(
         int(ours["triangles_id_order"]), total, "ours", "ours, degree order"
     )
+    checks["ours triangles, search"] = count_check(int(ours["triangles_search"]), total, "ours", "ours, probe")
+    same = bool(cupy.array_equal(ours["jaccard_search"].data, ours["jaccard"].data))
+    checks["ours jaccard, search"] = {"subject": "ours", "against": "ours, probe (every entry equal)", "ok": same}
     checks["ours truss numbers and ktruss5"] = truss_check(
         Ah, ours["truss_decomposition"], ours["ktruss5"], scale, args
     )
