@@ -97,8 +97,8 @@ GRAPH_TRIANGLES = Setting(
     "auto",
     ("auto", "probe", "search"),
     "How the GPU graph engine intersects the oriented graph's lists for triangles and per-edge counts: `probe` "
-    "(each triangle at its middle vertex, whose out-list is hashed in shared memory; what `auto` takes) or "
-    "`search` (each edge's shorter list binary-searched in the longer).",
+    "(each triangle at its middle vertex, whose out-list is hashed in shared memory; what `auto` takes in the "
+    "degree order from 2^24 stored entries) or `search` (each edge's shorter list binary-searched in the longer).",
 )
 CPU_INTERSECTION = Setting(
     "SEMIRING_CPU_INTERSECTION",

@@ -121,14 +121,21 @@ def compact_graph(G: DeviceCSR, keep):
 
 # How triangles and per-edge counts are found on the oriented graph L ($SEMIRING_GRAPH_TRIANGLES, declared in
 # semiring.settings): "probe" — at each triangle's middle vertex v, v's out-list hashed in shared memory and
-# its in-neighbours' lists looked up in it (``render_probe``; what ``auto`` takes); "search" — at each edge,
-# the shorter list binary-searched in the longer (``render_intersect``).
+# its in-neighbours' lists looked up in it (``render_probe``); "search" — at each edge, the shorter list
+# binary-searched in the longer (``render_intersect``).  ``auto`` takes the probe in the degree order from
+# PROBE_MIN_ENTRIES stored entries: measured on an H200 (benchmarks/results/graph_h200_0c6b837*.json), R-MAT 18
+# (7.6 M entries) counts in 5.2 ms probing against 4.0 searching (the probe's tasks cost a fixed ~1 ms), R-MAT
+# 20 (31 M) in 14.9 against 19.6, R-MAT 22 in 62.8 against 115.8; in the id order a hub's out-list is as long
+# as its degree, past any table (R-MAT 22: 1.6 s probing against 0.2 searching).
 TRIANGLES_ENV = settings.GRAPH_TRIANGLES.name
+PROBE_MIN_ENTRIES = 1 << 24
 
 
-def triangle_method() -> str:
+def triangle_method(G: DeviceCSR, by_degree: bool) -> str:
     chosen = settings.GRAPH_TRIANGLES.read()
-    return "probe" if chosen == "auto" else chosen
+    if chosen != "auto":
+        return chosen
+    return "probe" if by_degree and nnz(G) >= PROBE_MIN_ENTRIES else "search"
 
 
 def _probe_tasks(lp, up, group: str):
@@ -215,7 +222,7 @@ _ORIENTED = LastDerived()  # the oriented graph L of the graph whose parts are b
 
 def _oriented(G: DeviceCSR, by_degree: bool, rows: bool):
     """L for the chosen method (the probe's with its transpose, the search's with its rows)."""
-    probing = triangle_method() == "probe"
+    probing = triangle_method(G, by_degree) == "probe"
     return orient(G, by_degree, rows=rows or not probing, transpose=probing)
 
 
@@ -237,7 +244,7 @@ def triangle_count_total(G: DeviceCSR, by_degree: bool, part: tuple[int, int] | 
     if part is None:
         oriented = _oriented(G, by_degree, rows=False)
     else:  # the parts of one graph come in turn: L made once
-        key = (by_degree, triangle_method())
+        key = (by_degree, triangle_method(G, by_degree))
         oriented = _ORIENTED.get(G, key, lambda: _oriented(G, by_degree, rows=False))
     total = cupy.zeros(1, np.uint64)
     _count("total", oriented, total, part)

@@ -69,3 +69,24 @@ def test_measure_renders_its_expression():
     kernel = src.render_intersect("measure", "int64", SIMILARITIES["jaccard"].tree)
     assert "typedef long long I;" in kernel.source
     assert "(c / ((nu + nv) - c))" in kernel.source
+
+
+def test_auto_probes_large_graphs_in_the_degree_order(monkeypatch):
+    """``SEMIRING_GRAPH_TRIANGLES=auto``: the probe from PROBE_MIN_ENTRIES stored entries in the degree order, the
+    search below it and in the id order (a hub's out-list there is as long as its degree); a forced method
+    holds everywhere."""
+    from types import SimpleNamespace
+
+    from semiring.kernels.cuda import graph as cuda_graph
+
+    def graph(entries):
+        return SimpleNamespace(indices=SimpleNamespace(size=entries))
+
+    big, small = graph(cuda_graph.PROBE_MIN_ENTRIES), graph(cuda_graph.PROBE_MIN_ENTRIES - 1)
+    monkeypatch.delenv(cuda_graph.TRIANGLES_ENV, raising=False)
+    assert cuda_graph.triangle_method(big, True) == "probe"
+    assert cuda_graph.triangle_method(small, True) == "search"
+    assert cuda_graph.triangle_method(big, False) == "search"
+    for forced in ("probe", "search"):
+        monkeypatch.setenv(cuda_graph.TRIANGLES_ENV, forced)
+        assert {cuda_graph.triangle_method(g, d) for g in (big, small) for d in (True, False)} == {forced}
