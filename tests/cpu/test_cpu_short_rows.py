@@ -104,8 +104,9 @@ def test_both_kernels_give_the_plain_product(small_ranges, monkeypatch):
 
 def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     """Short rows (a few products a result entry) take the row kernel; rows sharing every column (a product an
-    entry per column, past ``SPGEMM_ENTRY_PRODUCTS``) the sparse kernels written dense, or the inverted one where
-    their CSR does not fit the scratch budget.  The row index (counted, then placed) holds Y's entries in the
+    entry per column, past ``SPGEMM_ENTRY_PRODUCTS``; X against itself, past twice that where the row kernel
+    forms half of them) the sparse kernels written dense, or the inverted one where their CSR does not fit the
+    scratch budget.  The row index (counted, then placed) holds Y's entries in the
     columns X holds, a slot per X column."""
     rng = np.random.default_rng(16)
     X, Y = short_rows(rng, 20, 5000, 6, np.int32, np.float64), short_rows(rng, 50, 5000, 6, np.int32, np.float64)
@@ -117,17 +118,27 @@ def test_the_row_kernel_is_chosen_for_few_products_an_entry():
     assert np.array_equal(X.indices[:, None] == X.indices, xs[:, None] == xs)  # a slot per column
     assert (prow >= 0).all() and (prow < width).all()
 
-    def chosen(A, B):
-        return cpu_strategies.plan(cpu_strategies.Product(A, B, semiring.plus_times, "dense")).strategy.name
+    def chosen(A, B, expanded=False):
+        product = cpu_strategies.Product(A, B, semiring.plus_times, "dense", expanded=expanded)
+        return cpu_strategies.plan(product).strategy.name
 
     full = sp.csr_matrix(np.ones((4, cpu_pairwise.ROWS_MAX_PRODUCTS + 1)))  # past the row kernel's products an entry
     s = cpu_pairwise.SPGEMM_ENTRY_PRODUCTS
     at_most, above = sp.csr_matrix(np.ones((4, s))), sp.csr_matrix(np.ones((4, s + 1)))  # s, s + 1 an entry
-    assert (chosen(X, Y), chosen(at_most, at_most), chosen(above, above)) == ("rows", "rows", "spgemm")
+    twice = sp.csr_matrix(np.ones((4, 2 * s + 1)))
+    # Y a copy of X: two objects, every product formed
+    assert (chosen(X, Y), chosen(at_most, at_most.copy()), chosen(above, above.copy())) == ("rows", "rows", "spgemm")
+    # X against itself, one object: the row kernel forms half the products (j >= i) where it writes the product
+    # unexpanded, all of them where it writes a measure's expansion
+    assert (chosen(above, above), chosen(twice, twice), chosen(above, above, expanded=True)) == (
+        "rows",
+        "spgemm",
+        "spgemm",
+    )
     with tiling.scratch_budget(cpu_pairwise.SPGEMM_ENTRY_BYTES * 16 - 1):  # its CSR beside the result: no room
-        assert (chosen(above, above), chosen(full, full)) == ("rows", "inverted")  # the two kernels' own rule
+        assert (chosen(above, above.copy()), chosen(full, full.copy())) == ("rows", "inverted")  # the kernels' rule
     with tiling.scratch_budget(cpu_pairwise.SPGEMM_ENTRY_BYTES * 16):
-        assert (chosen(above, above), chosen(full, full)) == ("spgemm", "spgemm")
+        assert (chosen(above, above.copy()), chosen(full, full.copy())) == ("spgemm", "spgemm")
 
 
 def test_an_unknown_intersection_strategy_is_refused(monkeypatch):
