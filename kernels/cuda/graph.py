@@ -167,14 +167,15 @@ def _probe_slots(group: str, longest: int, index_type: str, mode: str) -> int:
     return slots
 
 
-def probe(mode: str, lp, li, lt, out, part: tuple[int, int] | None = None) -> None:
-    """The probe kernels (``render_probe``) over L (``lp``, ``li``) and its transpose ``lt``: the block tasks
-    (long out-lists), then the warp tasks; ``part=(b, nparts)``: part b of each kind's tasks."""
+def probe(mode: str, lp, li, lt, rank, out, part: tuple[int, int] | None = None) -> None:
+    """The probe kernels (``render_probe``) over L (``lp``, ``li``: rows in the order of ``rank``, or of ids where
+    ``rank`` is None) and its transpose ``lt``: the block tasks (long out-lists), then the warp tasks;
+    ``part=(b, nparts)``: part b of each kind's tasks."""
     for group in ("block", "warp"):
-        probe_group(group, mode, lp, li, lt, out, part)
+        probe_group(group, mode, lp, li, lt, rank, out, part)
 
 
-def probe_group(group: str, mode: str, lp, li, lt, out, part: tuple[int, int] | None = None) -> None:
+def probe_group(group: str, mode: str, lp, li, lt, rank, out, part: tuple[int, int] | None = None) -> None:
     """One kind of the probe's tasks (``"block"`` or ``"warp"``)."""
     it = "int32" if li.dtype == np.int32 else "int64"
     up, ui = lt
@@ -188,7 +189,9 @@ def probe_group(group: str, mode: str, lp, li, lt, out, part: tuple[int, int] | 
     fn = launch.function(src.render_probe(mode, it, group, slots))
     launch.allow_shared(fn, shared)
     blocks = min((t1 - t0 + groups - 1) // groups, PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
-    args = (lp, li, up, ui, task_ptr, np.int64(lp.size - 1), np.int64(t0), np.int64(t1), out)
+    ranked = rank is not None
+    args = (lp, li, up, ui, rank if ranked else li, np.int32(ranked), task_ptr, np.int64(lp.size - 1))
+    args = (*args, np.int64(t0), np.int64(t1), out)
     launch.run(fn, (blocks,), (src.BLOCK,), args, shared=shared)
 
 
@@ -221,16 +224,48 @@ _ORIENTED = LastDerived()  # the oriented graph L of the graph whose parts are b
 
 
 def _oriented(G: DeviceCSR, by_degree: bool, rows: bool):
-    """L for the chosen method (the probe's with its transpose, the search's with its rows)."""
-    probing = triangle_method(G, by_degree) == "probe"
-    return orient(G, by_degree, rows=rows or not probing, transpose=probing)
+    """L for the chosen method: (indptr, indices, rows, Lᵀ, rank).  The search's has its rows; the probe's its
+    transpose, and in the degree order each row in the order of ≺ with the rank of every vertex in it (in the id
+    order a row's id order is already ≺'s)."""
+    if triangle_method(G, by_degree) != "probe":
+        return (*orient(G, by_degree), None)
+    if not by_degree:
+        return (*orient(G, False, rows=rows, transpose=True), None)
+    return ranked_orient(G)
+
+
+def rank_of(G: DeviceCSR):
+    """Each vertex's place in the degree order (by degree, ties by id), in G's index type."""
+    import cupy
+
+    _, indptr, _ = _index(G)
+    n = G.shape[0]
+    order = cupy.argsort(cupy.diff(indptr).astype(np.int64) * n + cupy.arange(n, dtype=np.int64))
+    rank = cupy.empty(n, indptr.dtype)
+    rank[order] = cupy.arange(n, dtype=indptr.dtype)
+    return rank
+
+
+def ranked_orient(G: DeviceCSR):
+    """The degree-oriented L with each row in the order of ≺ (one sort of its entries by (row, rank)): (indptr,
+    indices, rows, Lᵀ, rank)."""
+    import cupy
+
+    lp, li, lrows, lt = orient(G, True, rows=True, transpose=True)
+    n = G.shape[0]
+    rank = rank_of(G)
+    keys = lrows.astype(np.int64) * n + rank[li]
+    keys.sort()
+    order = cupy.empty(n, li.dtype)
+    order[rank] = cupy.arange(n, dtype=li.dtype)
+    return lp, order[keys % n], lrows, lt, rank
 
 
 def _count(mode: str, oriented, out, part: tuple[int, int] | None = None) -> None:
     """``mode``'s counts of L's triangles into ``out``, by the method ``oriented`` was made for."""
-    lp, li, rows, lt = oriented
+    lp, li, rows, lt, rank = oriented
     if lt is not None:
-        probe(mode, lp, li, lt, out, part)
+        probe(mode, lp, li, lt, rank, out, part)
     else:
         begin, end = part_bounds(int(li.size), part)
         intersect(mode, lp, li, rows[begin:end], out, begin=begin)
@@ -260,7 +295,7 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
 
     it, indptr, indices = _index(G)
     oriented = _oriented(G, by_degree, rows=True)
-    _, li, lrows, _ = oriented
+    _, li, lrows, _, _ = oriented
     counts = cupy.zeros(li.size, np.uint32)
     _count("edge", oriented, counts)
     out = cupy.zeros(indices.size, np.int64 if tree is None else np.float64)

@@ -510,7 +510,10 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     power of two; open addressing), then every w of each N⁺(u) is looked up in
     it — one shared-memory probe where the search method walks a binary search
     through global memory — with the in-neighbours' lists dealt evenly over the
-    lanes as ``render_intersect`` deals its edges'.  A list longer than half the
+    lanes as ``render_intersect`` deals its edges'.  Each N⁺(u) is in the order
+    of ≺ (``ranked``: by ``rank[]``, the degree order's; else by id, the id
+    order's), so only its elements after v, found by a binary search, can be in
+    N⁺(v): about half of them on R-MAT.  A list longer than half the
     table is searched in global memory instead (correct at any size; never on
     the graphs measured).  ``group``: ``"warp"`` (a warp a task, its own slice of
     the shared memory) or ``"block"`` (the whole block a task).  Tasks
@@ -661,13 +664,22 @@ __device__ __forceinline__ I gr_cas(int* p, int cmp, int val) {{ return atomicCA
 __device__ __forceinline__ I gr_cas(long long* p, long long cmp, long long val) {{
     return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)cmp, (unsigned long long)val);
 }}
+__device__ __forceinline__ I gr_lower_bound_by(const I* __restrict__ a, I lo, I hi, I x, const I* __restrict__ rank,
+                                               int ranked) {{  // in a list ordered by rank[] (or by id)
+    const I kx = ranked ? rank[x] : x;
+    while (lo < hi) {{
+        const I mid = lo + ((hi - lo) >> 1);
+        if ((ranked ? rank[a[mid]] : a[mid]) < kx) lo = mid + 1; else hi = mid;
+    }}
+    return lo;
+}}
 __device__ __forceinline__ int gr_slot(I x, int bits) {{  // Fibonacci hashing: the product's high bits
     const unsigned h = (unsigned)x ^ (unsigned)((unsigned long long)x >> 32);
     return bits ? (int)((h * 2654435769u) >> (32 - bits)) : 0;
 }}
 extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     const I* __restrict__ lp, const I* __restrict__ li, const I* __restrict__ up, const I* __restrict__ ui,
-    const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
+    const I* __restrict__ rank, int ranked, const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
 {{
     extern __shared__ __align__(16) unsigned char s_dyn[];
     __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the in-neighbours' list lengths
@@ -718,7 +730,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
                 while ((y = keys[h]) != x && y != (I)-1) h = (h + 1) & (cap - 1);
                 hit = y == x;
             }} else {{
-                const I r = gr_lower_bound(li, av, av + dv, x);
+                const I r = gr_lower_bound_by(li, av, av + dv, x, rank, ranked);
                 h = (int)(r - av);
                 hit = r < av + dv && li[r] == x;
             }}
@@ -730,12 +742,13 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
             const long long e = b + lane;
             I u = 0, a = 0;
             long long items = 0;
-            {"long long uv = 0;" if edge else ""}
-            if (e < ie) {{
+            long long uv = 0;  // the entry u → v of L
+            if (e < ie) {{  // N⁺(u) is in the order of ≺ (``ranked``) or of ids: only its w ≻ v can be in N⁺(v)
                 u = ui[e];
-                a = lp[u];
-                items = lp[u + 1] - a;
-                {"uv = gr_lower_bound(li, a, lp[u + 1], v);  // the entry u → v of L" if edge else ""}
+                const I end = lp[u + 1];
+                uv = gr_lower_bound_by(li, lp[u], end, v, rank, ranked);
+                a = (I)uv + 1;
+                items = end - a;
             }}
             s_count[warp][lane] = 0;
 {deal}
