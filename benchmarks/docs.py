@@ -45,7 +45,7 @@ FIGURES = (
     Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances"),
     Figure("knn-gpu", "benchmarks.md", ("knn_h200_5b72111.json",), "knn_gpu", "knn"),
     Figure("knn-host", "neighbors.md", ("knn_h200_5b72111.json",), "knn_host", "knn"),
-    Figure("graph-gpu", "graph.md", ("graph_h200_3c3d3f2.json", "graph_h200_3c3d3f2_rmat22.json"), "graph", "graph"),
+    Figure("graph-gpu", "graph.md", ("graph_h200_fafed94.json", "graph_h200_fafed94_rmat22.json"), "graph", "graph"),
     Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_91dea02.json",), "cpu", "cpu"),
     Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_b8f185d.json",), "cpu", "cpu"),
     Figure("dask", "dask.md", ("dask_h200x2_5b72111.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
