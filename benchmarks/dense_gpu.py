@@ -75,6 +75,7 @@ def main(args) -> int:
         "benchmark": "dense-gpu",
         "commit": record.commit(),
         "engine_digest": record.engine_digest(),
+        "engine_digests": record.engine_digests(),
         "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
         "machine": record.machine(),
         "versions": record.versions(),

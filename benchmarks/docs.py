@@ -4,15 +4,15 @@ generated block, ``--check`` only says which differ (``tests/unit/test_docs.py``
 A generated block in a docs page is the text between ``<!-- figure: NAME -->`` and ``<!-- end figure -->``;
 ``FIGURES`` below is the index of them (which page, which results files, which table): the one place that says
 where a figure comes from.  Each block opens with its source (the file, its commit and command, the machine, the
-outcome of its checks); where the engine's code (``semiring/``, ``distances/``, ``kernels/``) differs from the
-code that ran (``record.engine_digest`` of the file, or of its commit in git), the block says so: **from commit
-X**.  To show a new run, commit its results file and point its figure here at it.
+outcome of its checks); where the engine's code (``semiring/``, ``distances/``, ``kernels/``; of a CPU figure all
+but ``kernels/cuda/``, of a GPU figure all but ``kernels/cpu/``: a figure's ``scope``) differs from the code that
+ran (``record.engine_digest`` of the file, or of its commit in git), the block says so: **from commit X**.  To show a new run, commit its results file and point its figure here at it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import record
@@ -31,6 +31,7 @@ class Figure:
     files: tuple[str, ...]  # results files, relative to benchmarks/results/ (a later file's rows replace earlier ones)
     table: str  # the renderer's name in TABLES
     suite: str  # the command that makes such a file again
+    scope: str = "all"  # the engine source its figures depend on (record.SCOPES): "cpu", "cuda" or all of it
 
 
 # --------------------------------------------------------------------------- where each figure comes from
@@ -41,17 +42,24 @@ DISTANCES_GPU = (
     "distances_h200_5b72111_scrna_edgar.json",
 )
 FIGURES = (
-    Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances"),
-    Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances"),
-    Figure("knn-gpu", "benchmarks.md", ("knn_h200_5b72111.json",), "knn_gpu", "knn"),
+    Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
+    Figure("distances-cuvs", "scale.md", DISTANCES_GPU, "distances_cuvs", "distances", scope="cuda"),
+    Figure("knn-gpu", "benchmarks.md", ("knn_h200_5b72111.json",), "knn_gpu", "knn", scope="cuda"),
     Figure("knn-host", "neighbors.md", ("knn_h200_5b72111.json",), "knn_host", "knn"),
-    Figure("graph-gpu", "graph.md", ("graph_h200_fafed94.json", "graph_h200_fafed94_rmat22.json"), "graph", "graph"),
-    Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_91dea02.json",), "cpu", "cpu"),
-    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_b8f185d.json",), "cpu", "cpu"),
+    Figure(
+        "graph-gpu",
+        "graph.md",
+        ("graph_h200_fafed94.json", "graph_h200_fafed94_rmat22.json"),
+        "graph",
+        "graph",
+        scope="cuda",
+    ),
+    Figure("cpu-16threads", "cpu-engine.md", ("cpu_16threads_91dea02.json",), "cpu", "cpu", scope="cpu"),
+    Figure("cpu-2core", "cpu-engine.md", ("cpu_2core_b8f185d.json",), "cpu", "cpu", scope="cpu"),
     Figure("dask", "dask.md", ("dask_h200x2_5b72111.json", "dask_h200x4_ecc1171_knn_1m.json"), "dask", "dask"),
     Figure("startup", "cpu-engine.md", ("startup_2core_b8f185d.json",), "startup", "startup"),
-    Figure("small-call", "cpu-engine.md", ("small_call_2core_b8f185d.json",), "small_call", "small-call"),
-    Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b8f185d_knn.json",), "cpu_union", "cpu-union"),
+    Figure("small-call", "cpu-engine.md", ("small_call_2core_b8f185d.json",), "small_call", "small-call", scope="cpu"),
+    Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b8f185d_knn.json",), "cpu_union", "cpu-union", scope="cpu"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
     Figure(
         "scale",
@@ -67,6 +75,7 @@ FIGURES = (
         ),
         "scale",
         "scale",
+        scope="cuda",
     ),
     Figure(
         "retrieval",
@@ -84,6 +93,7 @@ FIGURES = (
         ),
         "retrieval",
         "retrieval",
+        scope="cuda",
     ),
     Figure("index", "benchmarks.md", (), "index", ""),
 )
@@ -95,7 +105,8 @@ FIGURES = (
 def meta_of(data: dict) -> dict:
     """commit, command, machine and engine digest of a results file, in any of its layouts' places."""
     meta = data.get("meta", {}) if isinstance(data.get("meta"), dict) else {}
-    out = {key: meta.get(key, data.get(key)) for key in ("commit", "command", "engine_digest", "started", "seed")}
+    keys = ("commit", "command", "engine_digest", "engine_digests", "started", "seed")
+    out = {key: meta.get(key, data.get(key)) for key in keys}
     machine = meta.get("machine") or data.get("machine") or {}
     gpus = [g["name"] for g in machine.get("gpus", [])] if isinstance(machine, dict) else []
     device = meta.get("device") or data.get("device") or (", ".join(gpus) if gpus else None)
@@ -110,23 +121,29 @@ def meta_of(data: dict) -> dict:
     return out
 
 
-def freshness(meta: dict, path: Path, current: str) -> str | None:
-    """None where the engine code is the code that ran, else why the figure is from another commit."""
+def freshness(meta: dict, path: Path, current: dict[str, str], scope: str = "all") -> str | None:
+    """None where the engine code of ``scope`` is the code that ran, else why the figure is from another commit.
+
+    ``current``: today's digest of each scope (``record.SCOPES``).  A scope's digest of the run is the file's
+    (``engine_digests``) or its commit's in git; without either, the whole engine's is compared."""
     commit = meta.get("commit")
     if not commit or commit == "unknown":
         added = record.git("log", "--diff-filter=A", "--format=%h", "-1", "--", str(path.relative_to(ROOT)))
         return f"from a commit the file does not record (it was added to the repository in {added or 'no commit'})"
     if "+dirty" in commit:
         return f"from commit {commit}: uncommitted changes ran"
+    changed = f"from commit {commit}: the engine code has changed since"
+    if scope != "all":
+        ran = (meta.get("engine_digests") or {}).get(scope) or record.engine_digest_at(commit, scope)
+        if ran is not None:
+            return None if ran == current[scope] else changed
     digest = meta.get("engine_digest") or record.engine_digest_at(commit)
     if digest is None:
         return f"from commit {commit}, which this checkout's history does not hold"
-    if digest != current:
-        return f"from commit {commit}: the engine code has changed since"
-    return None
+    return None if digest == current["all"] else changed
 
 
-def source_line(fig: Figure, current: str) -> str:
+def source_line(fig: Figure, current: dict[str, str]) -> str:
     lines, stale_any = [], False
     for name in fig.files:
         path = RESULTS / name
@@ -145,7 +162,7 @@ def source_line(fig: Figure, current: str) -> str:
             f"From `benchmarks/results/{name}`: commit {meta['commit'] or 'not recorded'}{rebased}, {meta['machine']}, "
             f"`{meta['command'] or 'command not recorded'}`{counted}."
         )
-        stale = freshness(meta, path, current)
+        stale = freshness(meta, path, current, fig.scope)
         if stale:
             line += f" **{stale[0].upper() + stale[1:]}.**"
             stale_any = True
@@ -755,7 +772,7 @@ def expand(fig: Figure) -> Figure:
     files = []
     for name in fig.files:
         files += sorted((p.name for p in RESULTS.glob(name)), key=_age) if any(c in name for c in "*?[") else [name]
-    return Figure(fig.name, fig.doc, tuple(files), fig.table, fig.suite)
+    return replace(fig, files=tuple(files))
 
 
 def _age(name: str) -> tuple[int, str]:
@@ -766,7 +783,7 @@ def _age(name: str) -> tuple[int, str]:
     return (int(count) if count else -1, name)
 
 
-def render(fig: Figure, current: str) -> str:
+def render(fig: Figure, current: dict[str, str]) -> str:
     pattern = fig.files
     fig = expand(fig)
     missing = [name for name in fig.files if not (RESULTS / name).is_file()]
@@ -779,7 +796,7 @@ def render(fig: Figure, current: str) -> str:
 
 def pages(docs: Path = ROOT / "docs") -> dict[Path, tuple[str, str]]:
     """Each page holding a figure: (its text now, its text with every figure made from the results files)."""
-    current = record.engine_digest()
+    current = {scope: record.engine_digest(scope=scope) for scope in record.SCOPES}
     figures = {f.name: f for f in FIGURES}
     out = {}
     for doc in sorted({f.doc for f in FIGURES}):

@@ -10,7 +10,8 @@ cut short keeps what it measured), ``save()`` writes it.  The file is JSON::
 ``commit`` is the checkout's ``git rev-parse --short HEAD`` with "+dirty" where the tree has uncommitted
 changes, or ``$COMMIT`` where there is no git metadata (a copy of the tree); ``engine_digest`` is a hash of the
 engine's source (``semiring/``, ``distances/``, ``kernels/``) as it ran, so the docs generator can tell, with no
-git at hand, whether the code measured is the code of today.
+git at hand, whether the code measured is the code of today; ``engine_digests`` the same of each scope
+(``SCOPES``: the CPU engine's figures do not depend on ``kernels/cuda/``, the GPU engine's on ``kernels/cpu/``).
 
 A check is a dict with ``ok`` (True or False), ``subject`` (ours, or the peer's name), ``against`` (the
 oracle) and what it measured; ``check_rows`` collects every check of every row for the summary, so that a
@@ -33,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ENGINE_FOLDERS = ("semiring", "distances", "kernels")
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".c", ".cpp")
+# The engine source a figure depends on, by the paths left out: all of it, or all but the other engine's
+# kernels.  A figure of the CPU engine's calls runs no code of kernels/cuda/ (the GPU engine is loaded only for
+# a GPU call), and a figure of GPU calls none of kernels/cpu/, so a change to one engine's kernels leaves the
+# other's figures of today.  semiring/ and distances/ are in every scope.
+SCOPES = {"all": (), "cpu": ("kernels/cuda/",), "cuda": ("kernels/cpu/",)}
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
@@ -72,23 +78,31 @@ def blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def digest_of(entries) -> str:
-    """The engine digest of (path, blob sha) pairs: paths relative to the repository root."""
-    lines = sorted(f"{path} {sha}" for path, sha in entries if path.endswith(SOURCE_SUFFIXES))
+def digest_of(entries, scope: str = "all") -> str:
+    """The engine digest of (path, blob sha) pairs (paths relative to the repository root) in ``scope``."""
+    left_out = SCOPES[scope]
+    lines = sorted(
+        f"{path} {sha}" for path, sha in entries if path.endswith(SOURCE_SUFFIXES) and not path.startswith(left_out)
+    )
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
-def engine_digest(root: Path = ROOT) -> str:
-    """The digest of the engine's source files in the working tree at ``root``."""
+def engine_digest(root: Path = ROOT, scope: str = "all") -> str:
+    """The digest of the engine's source files (those of ``scope``) in the working tree at ``root``."""
     entries = []
     for folder in ENGINE_FOLDERS:
         for path in (root / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts:
                 entries.append((path.relative_to(root).as_posix(), blob_sha(path.read_bytes())))
-    return digest_of(entries)
+    return digest_of(entries, scope)
 
 
-def engine_digest_at(rev: str) -> str | None:
+def engine_digests(root: Path = ROOT) -> dict[str, str]:
+    """The digest of every scope but ``all`` (a results file's ``engine_digests``; ``engine_digest`` is all's)."""
+    return {scope: engine_digest(root, scope) for scope in SCOPES if scope != "all"}
+
+
+def engine_digest_at(rev: str, scope: str = "all") -> str | None:
     """The engine digest of commit ``rev`` from git's tree (None where the commit is not in HEAD's history: a
     commit later rebased may still be among a local clone's objects, never among a fresh clone's, and the docs
     must read the same in both)."""
@@ -102,7 +116,7 @@ def engine_digest_at(rev: str) -> str | None:
     for line in listing.splitlines():
         info, path = line.split("\t", 1)
         entries.append((path, info.split()[2]))
-    return digest_of(entries)
+    return digest_of(entries, scope)
 
 
 def versions() -> dict:
@@ -208,6 +222,7 @@ class Results:
             "command": "python -m benchmarks " + shlex.join(sys.argv[1:]),
             "commit": commit(),
             "engine_digest": engine_digest(),
+            "engine_digests": engine_digests(),
             "seed": seed if seed is not None else getattr(args, "seed", None),
             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "machine": machine(),

@@ -165,6 +165,7 @@ def main(args) -> int:
         "benchmark": "retrieval",
         "commit": record.commit(),
         "engine_digest": record.engine_digest(),
+        "engine_digests": record.engine_digests(),
         "command": "python -m benchmarks " + " ".join(sys.argv[1:]),  # argv[1] is the suite's name
         "machine": record.machine(),
         "seed": args.seed,

@@ -282,6 +282,7 @@ def main(argv=None) -> int:
         "benchmark": "scale",
         "commit": record.commit(),
         "engine_digest": record.engine_digest(),  # `python -m benchmarks stamp` tells the commit from it
+        "engine_digests": record.engine_digests(),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "machine": {
             "gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .record import RESULTS, check_rows, commit, engine_digest, machine, versions
+from .record import RESULTS, check_rows, commit, engine_digest, engine_digests, machine, versions
 from .reference import edge_check, knn_check, sample_edges
 from .reference import knn_reference as knn_ref
 from .synthetic import make_dataset, rmat
@@ -269,6 +269,7 @@ def main() -> None:
         "commit": commit(),
         "command": "python -m benchmarks dask " + " ".join(sys.argv[1:]),
         "engine_digest": engine_digest(),
+        "engine_digests": engine_digests(),
         "seed": args.seed,
         "machine": machine(),
         "versions": versions(),

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .record import commit, engine_digest, versions
+from .record import commit, engine_digest, engine_digests, versions
 
 # One measure per family of kernels: the expanded intersection products (dot product + norms), the binary ones,
 # a weighted intersection, the union products (sum and max monoids, a parameter, a logarithm), and a semiring
@@ -188,6 +188,7 @@ def main(argv=None) -> int:
             "command": " ".join([sys.executable, *sys.argv]),
             "commit": commit(),
             "engine_digest": engine_digest(),
+            "engine_digests": engine_digests(),
             "seed": args.seed,
             "versions": versions(),
             "machine": {

@@ -26,6 +26,11 @@ def timing(ms):
     return {"clock": "cuda events", "median_ms": ms, "times_ms": [ms], "warmup_ms": [ms]}
 
 
+def today(c):
+    """Today's engine digest of every scope, all ``c``."""
+    return dict.fromkeys(bench("record").SCOPES, c * 16)
+
+
 META = {"suite": "x", "command": "python -m benchmarks x --seed 0", "commit": "abc1234", "engine_digest": "0" * 16}
 
 
@@ -44,22 +49,22 @@ def test_distances_table_from_the_distances_suite(tmp_path, monkeypatch):
     row |= {"cuvs_check": ok("cuVS"), "sklearn_ms": 400.0, "sklearn_check": ok("scikit-learn")}
     docs = write(tmp_path, monkeypatch, "d.json", {"meta": META, "rows": [row], "checks": {"passed": 5, "failed": 1}})
     fig = docs.Figure("distances-gpu", "benchmarks.md", ("d.json",), "distances", "distances")
-    text = docs.render(fig, "f" * 16)
+    text = docs.render(fig, today("f"))
     assert "checks: 5 passed, 1 failed" in text and "From commit abc1234: the engine code has changed" in text
     assert "cuSPARSE wrong; dense cuBLAS 3.00×; cuVS 2.50×; scikit-learn 40.00×" in text
     assert "5.00 **wrong**" in text and "raw rows" not in text
     assert "cuVS was given binary rows for jaccard, as its definitions expect, prepared outside its timing" in text
-    assert "From commit" not in docs.render(fig, "0" * 16)  # the engine as it ran
+    assert "From commit" not in docs.render(fig, today("0"))  # the engine as it ran
     # two runs in one figure: each cell names its run; a wrong peer is listed with what its check found
     kl = {"dataset": "movielens", "metric": "kl_divergence", "public_cupy_ms": 20.0, "cuvs_ms": 10.0}
     kl |= {"public_extra_mib": 0.0, "memory_budget_mib": 256.0, "check": ok("ours"), "cuvs_rows": "as given"}
     kl["cuvs_check"] = {**ok("cuVS", False), "entries": 100, "wrong_entries": 98, "nan_where_number": 98}
     (tmp_path / "e.json").write_text(json.dumps({"meta": {**META, "commit": "def5678"}, "rows": [kl]}))
     both = ("d.json", "e.json")
-    text = docs.render(docs.Figure("distances-gpu", "benchmarks.md", both, "distances", "distances"), "0" * 16)
+    text = docs.render(docs.Figure("distances-gpu", "benchmarks.md", both, "distances", "distances"), today("0"))
     assert "| jaccard | cuSPARSE wrong; dense cuBLAS 3.00×; cuVS 2.50×; scikit-learn 40.00× (abc1234) |" in text
     assert "- cuVS, movielens kl_divergence (def5678): 98 of 100 entries wrong; 98 NaN where the reference" in text
-    cuvs = docs.render(docs.Figure("distances-cuvs", "scale.md", both, "distances_cuvs", "distances"), "0" * 16)
+    cuvs = docs.render(docs.Figure("distances-cuvs", "scale.md", both, "distances_cuvs", "distances"), today("0"))
     assert "| jaccard | 10.00 / 25.00: **2.50×** (abc1234) |" in cuvs
     assert "| kl_divergence | 20.00 / 10.00: cuVS **wrong** (def5678) |" in cuvs
 
@@ -73,9 +78,9 @@ def test_knn_tables_from_the_knn_suite(tmp_path, monkeypatch):
     subset |= {"threads": 16, "ours_cuda_ms": 20.0, "ours_cpu_ms": 200.0, "sklearn_ms": 1500.0}
     subset |= {"ours_cuda_check": ok("ours"), "ours_cpu_check": ok("ours"), "sklearn_check": ok("scikit-learn")}
     docs = write(tmp_path, monkeypatch, "k.json", {"meta": META, "rows": [pairs, subset]})
-    gpu = docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), "0" * 16)
+    gpu = docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), today("0"))
     assert "| nytimes cosine | 800.0 | 820.0 | 150.0 **wrong** | — | 1,700.0 | 100.0 |" in gpu
-    host = docs.render(docs.Figure("knn-host", "neighbors.md", ("k.json",), "knn_host", "knn"), "0" * 16)
+    host = docs.render(docs.Figure("knn-host", "neighbors.md", ("k.json",), "knn_host", "knn"), today("0"))
     assert "| nytimes | cosine | 1,024 | 20.0 | 200.0 | 1,500.0 | 16 | yes |" in host
 
 
@@ -85,14 +90,14 @@ def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
     row |= {"checks": {"ours triangles": ok("ours"), "graphblas triangles": ok("python-graphblas")}}
     row |= {"cugraph triangles skipped": "pylibcugraph not installed"}
     docs = write(tmp_path, monkeypatch, "g.json", {"meta": META, "rows": [row]})
-    text = docs.render(docs.Figure("graph-gpu", "graph.md", ("g.json",), "graph", "graph"), "0" * 16)
+    text = docs.render(docs.Figure("graph-gpu", "graph.md", ("g.json",), "graph", "graph"), today("0"))
     assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 4.00 | yes |" in text
     assert "pylibcugraph not installed" in text
     cpu = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(10.0)}
     cpu |= {"peer_timing": {**timing(50.0), "others_cpu": 0.5}}  # other processes took half the cores meanwhile
     cpu |= {"checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
     docs = write(tmp_path, monkeypatch, "c.json", {"meta": {**META, "threads": 2}, "rows": [cpu]})
-    text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu"), "0" * 16)
+    text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu"), today("0"))
     assert "| movielens | cosine | scikit-learn | 10.0 | 50.0 | 5.00× | peer **wrong** | — / 50 % |" in text
     assert "a contended machine" in text
 
@@ -101,4 +106,27 @@ def test_a_dry_runs_file_makes_no_figure(tmp_path, monkeypatch):
     meta = {**META, "command": "python -m benchmarks dry-run knn --seed 0 --scale 0.01"}
     docs = write(tmp_path, monkeypatch, "k.json", {"meta": meta, "rows": []})
     with pytest.raises(ValueError, match="dry run"):
-        docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), "0" * 16)
+        docs.render(docs.Figure("knn-gpu", "benchmarks.md", ("k.json",), "knn_gpu", "knn"), today("0"))
+
+
+def test_a_figure_is_of_today_by_its_scope(tmp_path, monkeypatch):
+    """A CPU figure depends on the engine but the GPU kernels (``kernels/cuda/``), a GPU figure on all but the CPU
+    kernels: a change to one engine's kernels leaves the other's figures of today, and the file's scoped digest
+    decides where it has one."""
+    record = bench("record")
+    entries = [("semiring/a.py", "1"), ("kernels/cpu/b.py", "2"), ("kernels/cuda/c.py", "3")]
+    cuda_changed = [("semiring/a.py", "1"), ("kernels/cpu/b.py", "2"), ("kernels/cuda/c.py", "4")]
+    assert record.digest_of(entries, "cpu") == record.digest_of(cuda_changed, "cpu")
+    assert record.digest_of(entries, "cuda") != record.digest_of(cuda_changed, "cuda")
+    assert record.digest_of(entries) != record.digest_of(cuda_changed)
+    shared_changed = [("semiring/a.py", "9"), ("kernels/cpu/b.py", "2"), ("kernels/cuda/c.py", "3")]
+    assert all(record.digest_of(entries, s) != record.digest_of(shared_changed, s) for s in record.SCOPES)
+
+    meta = {**META, "engine_digests": {"cpu": "c" * 16, "cuda": "g" * 16}}
+    row = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(1.0)}
+    row |= {"peer_timing": timing(2.0), "checks": {"ours": ok("ours"), "peer": ok("scikit-learn")}}
+    docs = write(tmp_path, monkeypatch, "c.json", {"meta": {**meta, "threads": 2}, "rows": [row]})
+    now = {"all": "1" * 16, "cpu": "c" * 16, "cuda": "2" * 16}  # the whole engine and the GPU's changed
+    for scope, stale in (("cpu", False), ("cuda", True), ("all", True)):
+        text = docs.render(docs.Figure("cpu", "cpu-engine.md", ("c.json",), "cpu", "cpu", scope=scope), now)
+        assert ("From commit abc1234: the engine code has changed" in text) is stale, scope

@@ -145,12 +145,16 @@ def test_entry_point_lists_every_suite(capsys):
 
 def test_a_figure_says_from_which_commit_when_the_engine_changed(tmp_path):
     docs, record = bench("docs"), bench("record")
-    current = record.engine_digest()
+    current = {scope: record.engine_digest(scope=scope) for scope in record.SCOPES}
     path = record.RESULTS / "x.json"
-    assert docs.freshness({"commit": "abc1234", "engine_digest": current}, path, current) is None
+    assert docs.freshness({"commit": "abc1234", "engine_digest": current["all"]}, path, current) is None
     stale = docs.freshness({"commit": "abc1234", "engine_digest": "0" * 16}, path, current)
     assert stale.startswith("from commit abc1234")
     assert "uncommitted" in docs.freshness({"commit": "abc1234+dirty"}, path, current)
+    # a CPU figure's file with the CPU scope's digest of today is of today whatever the whole engine's says
+    meta = {"commit": "abc1234", "engine_digest": "0" * 16, "engine_digests": {"cpu": current["cpu"]}}
+    assert docs.freshness(meta, path, current, "cpu") is None
+    assert docs.freshness(meta, path, current, "all").startswith("from commit abc1234")
 
 
 def test_a_hand_edited_figure_differs_from_what_the_generator_makes(tmp_path):

@@ -47,7 +47,9 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 11 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(WEIGHTS)  # every kernel has its own name
+    assert WEIGHTS and len(names) == 11 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
+        WEIGHTS
+    )  # every kernel has its own name
 
 
 def test_bad_modes_are_refused():
