@@ -32,7 +32,6 @@ is drawn from it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -43,7 +42,7 @@ from . import peers
 from .record import Results
 from .reference import compare, no_oracle, pairwise_reference, sample, sklearn_convention
 from .synthetic import DATASETS, describe, make_dataset
-from .timing import MIB, PeakMemory, on_device, on_host
+from .timing import MIB, PeakMemory, on_device, on_host, setting
 
 PRODUCT_METRICS = ("cosine", "euclidean", "inner_product", "jaccard")
 SKLEARN_METRICS = ("cosine", "euclidean", "cityblock")
@@ -70,20 +69,11 @@ def add_arguments(p) -> None:
     p.add_argument("--json", type=Path, help="the results file")
 
 
-@contextlib.contextmanager
 def gpu_strategy(strategy: str):
     """``$SEMIRING_GPU_STRATEGY`` set to ``strategy`` inside the block (the engine reads it at each call)."""
     from semiring.kernels.cuda.planner import STRATEGY_ENV
 
-    before = os.environ.get(STRATEGY_ENV)
-    os.environ[STRATEGY_ENV] = strategy
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[STRATEGY_ENV]
-        else:
-            os.environ[STRATEGY_ENV] = before
+    return setting(STRATEGY_ENV, strategy)
 
 
 def _at(result, qi, xi) -> np.ndarray:

@@ -39,7 +39,7 @@ from . import peers
 from .record import Results
 from .reference import count_check, edge_check, sample_edges
 from .synthetic import rmat
-from .timing import PeakMemory, on_device
+from .timing import PeakMemory, on_device, setting
 
 
 def add_arguments(p) -> None:
@@ -106,18 +106,9 @@ def by_search(fn):
     the method before the probe): both methods' times in one run."""
     from semiring import settings
 
-    name = settings.GRAPH_TRIANGLES.name
-
     def call():
-        before = os.environ.get(name)
-        os.environ[name] = "search"
-        try:
+        with setting(settings.GRAPH_TRIANGLES.name, "search"):
             return fn()
-        finally:
-            if before is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = before
 
     return call
 

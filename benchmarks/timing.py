@@ -11,6 +11,8 @@ first call pays), then ``repeats`` timed calls, and the **median** is the figure
   machine: rerun when that is not near 0).
 * ``PeakMemory``: a counting CuPy allocator with no pool: every allocation counted (cuSPARSE's and cuBLAS's
   work buffers too), for the peak a call holds beyond what was live before it.
+* ``setting(name, value)``: an engine setting (``semiring.settings``) forced for the calls inside the block,
+  as it was before restored after it (the engines read their settings at each call).
 
 Each timer returns ``(Timing, last result)``; ``Timing.ms`` is the median, ``Timing.as_dict()`` what a results
 file stores::
@@ -21,6 +23,7 @@ file stores::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -181,3 +184,17 @@ class PeakMemory:
         """Peak MiB held while ``fn()`` ran, its result included."""
         self.run(fn)
         return self.peak / MIB
+
+
+@contextlib.contextmanager
+def setting(name: str, value: str):
+    """``$name`` set to ``value`` inside the block, as it was before after it."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
