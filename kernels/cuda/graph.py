@@ -108,7 +108,9 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest
 def orient(G: DeviceCSR, by_degree: bool, rows: bool = True, transpose: bool = False):
     """L: the entries u → v with u ≺ v, as (indptr, indices, rows or None, Lᵀ or None); Lᵀ (``transpose``) is
     (indptr, indices) with row v holding the u ≺ v: the entries L leaves."""
-    indptr, indices, l_rows, _, lt = _compact(G, "orient", np.int32(by_degree), rows=rows, positions=False, rest=transpose)
+    indptr, indices, l_rows, _, lt = _compact(
+        G, "orient", np.int32(by_degree), rows=rows, positions=False, rest=transpose
+    )
     return indptr, indices, l_rows, lt
 
 
@@ -138,17 +140,24 @@ def triangle_method(G: DeviceCSR, by_degree: bool) -> str:
     return "probe" if by_degree and nnz(G) >= PROBE_MIN_ENTRIES else "search"
 
 
-def _probe_tasks(lp, up, group: str):
+def _degrees(lp, up):
+    """L's out- and in-degrees (int64), from its row pointers and its transpose's."""
+    import cupy
+
+    return cupy.diff(lp).astype(np.int64), cupy.diff(up).astype(np.int64)
+
+
+def _probe_tasks(degrees, group: str):
     """(task_ptr, tasks, longest out-list) of ``group``'s targets: tasks per target scanned (see ``PROBE_TASKS``)."""
     import cupy
 
-    out_degree, in_degree = cupy.diff(lp).astype(np.int64), cupy.diff(up).astype(np.int64)
+    out_degree, in_degree = degrees
     base, per = src.PROBE_TASKS[group]["base"], src.PROBE_TASKS[group]["per"]
     chunk = base * cupy.maximum(1, (out_degree + per - 1) // per)
     light = out_degree <= src.PROBE_LIGHT_MAX
     mine = (out_degree > 0) & (light if group == "warp" else ~light)
     tasks = cupy.where(mine, (in_degree + chunk - 1) // chunk, 0)
-    task_ptr = cupy.zeros(lp.size, np.int64)
+    task_ptr = cupy.zeros(out_degree.size + 1, np.int64)
     task_ptr[1:] = cupy.cumsum(tasks)
     longest = cupy.where(mine, out_degree, 0).max() if out_degree.size else cupy.zeros((), np.int64)
     total, longest = (int(x) for x in cupy.stack([task_ptr[-1], longest]).get())
@@ -167,19 +176,23 @@ def _probe_slots(group: str, longest: int, index_type: str, mode: str) -> int:
     return slots
 
 
-def probe(mode: str, lp, li, lt, rank, out, part: tuple[int, int] | None = None) -> None:
-    """The probe kernels (``render_probe``) over L (``lp``, ``li``: rows in the order of ``rank``, or of ids where
-    ``rank`` is None) and its transpose ``lt``: the block tasks (long out-lists), then the warp tasks;
-    ``part=(b, nparts)``: part b of each kind's tasks."""
+def probe(mode: str, lp, li, lt, labels, out, part: tuple[int, int] | None = None) -> None:
+    """The probe kernels (``render_probe``) over L (``lp``, ``li``) and its transpose ``lt``: the block tasks
+    (long out-lists), then the warp tasks; ``part=(b, nparts)``: part b of each kind's tasks.  ``labels``:
+    ``(rank, order)`` where L's lists hold the degree order's ranks, each list ascending (``ranked_orient``);
+    None where they hold ids, ascending (the id order)."""
+    degrees = _degrees(lp, lt[0])
     for group in ("block", "warp"):
-        probe_group(group, mode, lp, li, lt, rank, out, part)
+        probe_group(group, mode, lp, li, lt, labels, out, part, degrees)
 
 
-def probe_group(group: str, mode: str, lp, li, lt, rank, out, part: tuple[int, int] | None = None) -> None:
-    """One kind of the probe's tasks (``"block"`` or ``"warp"``)."""
+def probe_group(
+    group: str, mode: str, lp, li, lt, labels, out, part: tuple[int, int] | None = None, degrees=None
+) -> None:
+    """One kind of the probe's tasks (``"block"`` or ``"warp"``); ``degrees``: L's (``_degrees``), if known."""
     it = "int32" if li.dtype == np.int32 else "int64"
     up, ui = lt
-    task_ptr, tasks, longest = _probe_tasks(lp, up, group)
+    task_ptr, tasks, longest = _probe_tasks(_degrees(lp, up) if degrees is None else degrees, group)
     t0, t1 = part_bounds(tasks, part)
     if t1 <= t0:
         return
@@ -189,8 +202,8 @@ def probe_group(group: str, mode: str, lp, li, lt, rank, out, part: tuple[int, i
     fn = launch.function(src.render_probe(mode, it, group, slots))
     launch.allow_shared(fn, shared)
     blocks = min((t1 - t0 + groups - 1) // groups, PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
-    ranked = rank is not None
-    args = (lp, li, up, ui, rank if ranked else li, np.int32(ranked), task_ptr, np.int64(lp.size - 1))
+    rank, order = labels if labels is not None else (li, li)
+    args = (lp, li, up, ui, rank, order, np.int32(labels is not None), task_ptr, np.int64(lp.size - 1))
     args = (*args, np.int64(t0), np.int64(t1), out)
     launch.run(fn, (blocks,), (src.BLOCK,), args, shared=shared)
 
@@ -224,9 +237,9 @@ _ORIENTED = LastDerived()  # the oriented graph L of the graph whose parts are b
 
 
 def _oriented(G: DeviceCSR, by_degree: bool, rows: bool):
-    """L for the chosen method: (indptr, indices, rows, Lᵀ, rank).  The search's has its rows; the probe's its
-    transpose, and in the degree order each row in the order of ≺ with the rank of every vertex in it (in the id
-    order a row's id order is already ≺'s)."""
+    """L for the chosen method: (indptr, indices, rows, Lᵀ, labels).  The search's has its rows; the probe's its
+    transpose, and in the degree order each row holding its vertices' ranks, ascending, with ``labels`` = (rank,
+    order) to map them (in the id order a row's id order is already ≺'s; ``labels`` None)."""
     if triangle_method(G, by_degree) != "probe":
         return (*orient(G, by_degree), None)
     if not by_degree:
@@ -247,8 +260,9 @@ def rank_of(G: DeviceCSR):
 
 
 def ranked_orient(G: DeviceCSR):
-    """The degree-oriented L with each row in the order of ≺ (one sort of its entries by (row, rank)): (indptr,
-    indices, rows, Lᵀ, rank)."""
+    """The degree-oriented L with each row holding its vertices' ranks, ascending (one sort of its entries by
+    (row, rank)): (indptr, ranks, rows, Lᵀ, (rank, order)), ``order[r]`` the vertex of rank r.  Ranks rather
+    than ids: an in-neighbour's list is searched for v's rank without a lookup a step."""
     import cupy
 
     lp, li, lrows, lt = orient(G, True, rows=True, transpose=True)
@@ -258,14 +272,14 @@ def ranked_orient(G: DeviceCSR):
     keys.sort()
     order = cupy.empty(n, li.dtype)
     order[rank] = cupy.arange(n, dtype=li.dtype)
-    return lp, order[keys % n], lrows, lt, rank
+    return lp, (keys % n).astype(li.dtype), lrows, lt, (rank, order)
 
 
 def _count(mode: str, oriented, out, part: tuple[int, int] | None = None) -> None:
     """``mode``'s counts of L's triangles into ``out``, by the method ``oriented`` was made for."""
-    lp, li, rows, lt, rank = oriented
+    lp, li, rows, lt, labels = oriented
     if lt is not None:
-        probe(mode, lp, li, lt, rank, out, part)
+        probe(mode, lp, li, lt, labels, out, part)
     else:
         begin, end = part_bounds(int(li.size), part)
         intersect(mode, lp, li, rows[begin:end], out, begin=begin)
@@ -295,9 +309,11 @@ def edge_triangles(G: DeviceCSR, by_degree: bool, tree=None):
 
     it, indptr, indices = _index(G)
     oriented = _oriented(G, by_degree, rows=True)
-    _, li, lrows, _, _ = oriented
+    _, li, lrows, _, labels = oriented
     counts = cupy.zeros(li.size, np.uint32)
     _count("edge", oriented, counts)
+    if labels is not None:  # L's lists hold ranks: the mirror wants ids
+        li = labels[1][li]
     out = cupy.zeros(indices.size, np.int64 if tree is None else np.float64)
     _launch(src.render_mirror(it, tree), li.size, (lrows, li, counts, np.int64(li.size), indptr, indices, out))
     return out

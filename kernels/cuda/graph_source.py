@@ -71,6 +71,19 @@ __device__ __forceinline__ bool gr_precedes(I u, I v, I du, I dv, int by_degree)
 """
 
 
+# A total kernel's end: each lane's count summed over the warp, the warps' over the block, one atomic a block.
+_TOTAL = """\
+    for (int o = 16; o > 0; o >>= 1) found += __shfl_down_sync(0xffffffffu, found, o);
+    __shared__ unsigned long long s_found[GR_WARPS];
+    if (lane == 0) s_found[warp] = found;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long sum = 0;
+        for (int w = 0; w < GR_WARPS; ++w) sum += s_found[w];
+        if (sum) atomicAdd(total, sum);
+    }"""
+
+
 def _label(tree: _expr.Node) -> str:
     return hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
 
@@ -292,16 +305,7 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         "entry": "atomicAdd(&s_count[warp][i], 1u);",
     }[mode]
     if mode == "total":
-        finish = """\
-    for (int o = 16; o > 0; o >>= 1) found += __shfl_down_sync(0xffffffffu, found, o);
-    __shared__ unsigned long long s_found[GR_WARPS];
-    if (lane == 0) s_found[warp] = found;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long sum = 0;
-        for (int w = 0; w < GR_WARPS; ++w) sum += s_found[w];
-        if (sum) atomicAdd(total, sum);
-    }"""
+        finish = _TOTAL
     elif mode == "edge":
         finish = """\
     if (e < end && s_count[warp][lane]) atomicAdd(&counts[e], s_count[warp][lane]);"""
@@ -510,9 +514,10 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     power of two; open addressing), then every w of each N⁺(u) is looked up in
     it — one shared-memory probe where the search method walks a binary search
     through global memory — with the in-neighbours' lists dealt evenly over the
-    lanes as ``render_intersect`` deals its edges'.  Each N⁺(u) is in the order
-    of ≺ (``ranked``: by ``rank[]``, the degree order's; else by id, the id
-    order's), so only its elements after v, found by a binary search, can be in
+    lanes as ``render_intersect`` deals its edges'.  L's lists hold keys in the
+    order of ≺, ascending (``ranked``: the degree order's ranks, ``order[]``
+    giving back a rank's vertex; else ids, the id order's), so only the
+    elements of N⁺(u) after v's key, found by a plain binary search, can be in
     N⁺(v): about half of them on R-MAT.  A list longer than half the
     table is searched in global memory instead (correct at any size; never on
     the graphs measured).  ``group``: ``"warp"`` (a warp a task, its own slice of
@@ -548,7 +553,7 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
         "vertex": (
             "atomicAdd(&s_count[warp][i], 1u);\n"
             "                ++found;\n"
-            "                if (hashed) atomicAdd(&cnt[h], 1u); else atomicAdd(&counts[x], 1ull);  // w"
+            "                if (hashed) atomicAdd(&cnt[h], 1u); else atomicAdd(&counts[GR_ID(x)], 1ull);  // w"
         ),
     }[mode]
     per_batch = {
@@ -566,7 +571,7 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
         "vertex": f"""\
         if (hashed)
             for (int s = g_lane; s < cap; s += G)
-                if (cnt[s]) atomicAdd(&counts[keys[s]], (unsigned long long)cnt[s]);
+                if (cnt[s]) atomicAdd(&counts[GR_ID(keys[s])], (unsigned long long)cnt[s]);
         {{
             unsigned long long x = found;
             for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
@@ -630,20 +635,10 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     else:  # taken as warps finish their last: lists differ in length
         grab = "__shfl_sync(0xffffffffu, lane ? 0ull : atomicAdd(&s_next, 32ull), 0)"
         first = following = f"(long long){grab}"
-    finish = (
-        """\
-    for (int o = 16; o > 0; o >>= 1) found += __shfl_down_sync(0xffffffffu, found, o);
-    __shared__ unsigned long long s_found[GR_WARPS];
-    if (lane == 0) s_found[warp] = found;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long sum = 0;
-        for (int w = 0; w < GR_WARPS; ++w) sum += s_found[w];
-        if (sum) atomicAdd(total, sum);
-    }"""
-        if mode == "total"
-        else ""
-    )
+    finish = _TOTAL if mode == "total" else ""
+    # A total's kernel is held to 7 blocks an SM: 32 registers a thread where it took 48 (5 blocks), 32 bytes
+    # spilled.  R-MAT 22's block tasks: 30.0 -> 27.5 ms on an H200; per vertex it was slower (44.2 -> 48.7).
+    bounds = ", 7" if mode == "total" else ""
     counted = mode != "total"  # the layout: counts (4 bytes a slot), keys, places in v's list (2 bytes)
     edge_slots = (
         f"    unsigned* cnt = {'(unsigned*)s_dyn + group_in_block * GR_SLOTS' if counted else 'nullptr'};\n"
@@ -660,26 +655,18 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
 #define G {group_threads}
 #define GR_GROUPS ({BLOCK} / G)
 #define GR_SLOTS {slots}
+#define GR_ID(x) (ranked ? order[(x)] : (x))  // a vertex's id from its key in L's lists
 __device__ __forceinline__ I gr_cas(int* p, int cmp, int val) {{ return atomicCAS(p, cmp, val); }}
 __device__ __forceinline__ I gr_cas(long long* p, long long cmp, long long val) {{
     return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)cmp, (unsigned long long)val);
-}}
-__device__ __forceinline__ I gr_lower_bound_by(const I* __restrict__ a, I lo, I hi, I x, const I* __restrict__ rank,
-                                               int ranked) {{  // in a list ordered by rank[] (or by id)
-    const I kx = ranked ? rank[x] : x;
-    while (lo < hi) {{
-        const I mid = lo + ((hi - lo) >> 1);
-        if ((ranked ? rank[a[mid]] : a[mid]) < kx) lo = mid + 1; else hi = mid;
-    }}
-    return lo;
 }}
 __device__ __forceinline__ int gr_slot(I x, int bits) {{  // Fibonacci hashing: the product's high bits
     const unsigned h = (unsigned)x ^ (unsigned)((unsigned long long)x >> 32);
     return bits ? (int)((h * 2654435769u) >> (32 - bits)) : 0;
 }}
-extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+extern "C" __global__ void __launch_bounds__({BLOCK}{bounds}) {name}(
     const I* __restrict__ lp, const I* __restrict__ li, const I* __restrict__ up, const I* __restrict__ ui,
-    const I* __restrict__ rank, int ranked, const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
+    const I* __restrict__ rank, const I* __restrict__ order, int ranked, const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
 {{
     extern __shared__ __align__(16) unsigned char s_dyn[];
     __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the in-neighbours' list lengths
@@ -698,7 +685,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
             if (task_ptr[mid] <= t) lo = mid; else hi = mid - 1;
         }}
         const I v = (I)lo;
-        const I av = lp[v], dv = lp[v + 1] - av;
+        const I av = lp[v], dv = lp[v + 1] - av, key_v = ranked ? rank[v] : v;  // v's key in L's lists
         const long long chunk = (long long){tasks["base"]} * max((I)1, (dv + {tasks["per"] - 1}) / {tasks["per"]});
         const long long ib = up[v] + (t - task_ptr[v]) * chunk, ie = min((long long)up[v + 1], ib + chunk);
         int bits = 5;
@@ -730,7 +717,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
                 while ((y = keys[h]) != x && y != (I)-1) h = (h + 1) & (cap - 1);
                 hit = y == x;
             }} else {{
-                const I r = gr_lower_bound_by(li, av, av + dv, x, rank, ranked);
+                const I r = gr_lower_bound(li, av, av + dv, x);
                 h = (int)(r - av);
                 hit = r < av + dv && li[r] == x;
             }}
@@ -743,10 +730,10 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
             I u = 0, a = 0;
             long long items = 0;
             long long uv = 0;  // the entry u → v of L
-            if (e < ie) {{  // N⁺(u) is in the order of ≺ (``ranked``) or of ids: only its w ≻ v can be in N⁺(v)
+            if (e < ie) {{  // N⁺(u) ascends in the order's keys: only its w ≻ v can be in N⁺(v)
                 u = ui[e];
                 const I end = lp[u + 1];
-                uv = gr_lower_bound_by(li, lp[u], end, v, rank, ranked);
+                uv = gr_lower_bound(li, lp[u], end, key_v);
                 a = (I)uv + 1;
                 items = end - a;
             }}
