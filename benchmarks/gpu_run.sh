@@ -9,7 +9,8 @@
 # Each suite's options: DISTANCES_ARGS, KNN_ARGS, GRAPH_ARGS, DASK_ARGS, SCALE_ARGS, RETRIEVAL_ARGS, PROFILE_ARGS, STRATEGIES_ARGS, DENSE_GPU_ARGS,
 # CPU_ARGS, CPU_PROFILE_ARGS (added to the defaults below); SEED (default 0; the graph suite's R-MAT seed 1).
 # GPU_TESTS: test paths instead of the whole GPU tier.  cuVS joins distances and knn where its harness is built
-# ($CUVS_HARNESS or ~/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md).
+# ($CUVS_HARNESS or ~/cuvs/root/cuvs_harness: benchmarks/cuvs/device_steps.md); cuGraph joins graph where its
+# unpacked wheels are ($CUGRAPH_SITE or ~/cugraph/site, added to PYTHONPATH: benchmarks/cugraph/device_steps.md).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
@@ -22,10 +23,13 @@ cp -r "$REPO/kernels" "$PKG/semiring/kernels"
 # the laid-out package first (the checkout's own semiring/ lacks its subpackages), then the checkout for benchmarks/
 # (not for the tests: there the checkout would make a top-level `distances` importable, as no install does)
 CARRIED=${PYTHONPATH:-}
+CUGRAPH_SITE=${CUGRAPH_SITE:-$HOME/cugraph/site}
+[ -d "$CUGRAPH_SITE/pylibcugraph" ] && CARRIED="${CARRIED:+$CARRIED:}$CUGRAPH_SITE"
 export PYTHONPATH="$PKG:$REPO${CARRIED:+:$CARRIED}" PYTHONUNBUFFERED=1
 cd "$PKG"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/env.log"
 python3 -c "import cupy, numpy, scipy; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)" | tee -a "$OUT/env.log"
+[ -d "$CUGRAPH_SITE/pylibcugraph" ] && echo "PYTHONPATH has cuGraph's wheels: $CUGRAPH_SITE" | tee -a "$OUT/env.log"
 status=0
 suite() {  # suite NAME FILE ARGS...: python -m benchmarks NAME ARGS --json $OUT/FILE.json, its log beside
   local name=$1 file=$2
