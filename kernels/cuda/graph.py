@@ -244,7 +244,7 @@ def _oriented(G: DeviceCSR, by_degree: bool, rows: bool):
         return (*orient(G, by_degree), None)
     if not by_degree:
         return (*orient(G, False, rows=rows, transpose=True), None)
-    return ranked_orient(G)
+    return ranked_orient(G, rows)
 
 
 def rank_of(G: DeviceCSR):
@@ -259,20 +259,56 @@ def rank_of(G: DeviceCSR):
     return rank
 
 
-def ranked_orient(G: DeviceCSR):
-    """The degree-oriented L with each row holding its vertices' ranks, ascending (one sort of its entries by
-    (row, rank)): (indptr, ranks, rows, Lᵀ, (rank, order)), ``order[r]`` the vertex of rank r.  Ranks rather
-    than ids: an in-neighbour's list is searched for v's rank without a lookup a step."""
+def ranked_orient(G: DeviceCSR, rows: bool):
+    """The degree-oriented L with each row holding its vertices' ranks, ascending (``rank_rows``): (indptr,
+    ranks, rows or None, Lᵀ, (rank, order)), ``order[r]`` the vertex of rank r.  Ranks rather than ids: an
+    in-neighbour's list is searched for v's rank without a lookup a step."""
     import cupy
 
-    lp, li, lrows, lt = orient(G, True, rows=True, transpose=True)
+    lp, li, lrows, lt = orient(G, True, rows=rows, transpose=True)
     n = G.shape[0]
     rank = rank_of(G)
-    keys = lrows.astype(np.int64) * n + rank[li]
-    keys.sort()
     order = cupy.empty(n, li.dtype)
     order[rank] = cupy.arange(n, dtype=li.dtype)
-    return lp, (keys % n).astype(li.dtype), lrows, lt, (rank, order)
+    return lp, rank_rows(lp, li, rank), lrows, lt, (rank, order)
+
+
+def rank_rows(indptr, indices, rank):
+    """Each row's ranks (``rank[]`` of its entries), sorted ascending, in place of its entries
+    (``render_rank_rows``; its rows past a block's room by one CuPy sort of their entries)."""
+    import cupy
+
+    it = "int32" if indices.dtype == np.int32 else "int64"
+    out = cupy.empty_like(indices)
+    rows, degree = indptr.size - 1, cupy.diff(indptr)
+    if rows <= 0 or not indices.size:
+        return out
+    warp = src.RANK_ROWS_WARP
+    blocks = min(-(-rows // src.WARPS), PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
+    fn = launch.function(src.render_rank_rows(it, "warp", warp))
+    launch.run(fn, (blocks,), (src.BLOCK,), (indptr, indices, rank, indptr, np.int64(rows), out))
+    long = cupy.nonzero(degree > warp)[0].astype(indices.dtype)
+    if not long.size:
+        return out
+    longest = int(degree[long].max())
+    within = long[degree[long] <= src.RANK_ROWS_BLOCK] if longest > src.RANK_ROWS_BLOCK else long
+    if within.size:
+        slots = 1 << max(5, (min(longest, src.RANK_ROWS_BLOCK) - 1).bit_length())
+        fn = launch.function(src.render_rank_rows(it, "block", slots))
+        blocks = min(int(within.size), PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
+        launch.run(fn, (blocks,), (src.BLOCK,), (indptr, indices, rank, within, np.int64(within.size), out))
+    beyond = long[degree[long] > src.RANK_ROWS_BLOCK]
+    if beyond.size:  # their entries' positions, row by row; sorted by (row, rank) they keep that order
+        lengths = degree[beyond].astype(np.int64)
+        first = cupy.cumsum(lengths) - lengths
+        at = cupy.arange(int(lengths.sum()), dtype=np.int64) + cupy.repeat(
+            indptr[beyond].astype(np.int64) - first, lengths
+        )
+        n = int(rank.size)
+        keys = cupy.repeat(cupy.arange(beyond.size, dtype=np.int64), lengths) * n + rank[indices[at]]
+        keys.sort()
+        out[at] = (keys % n).astype(out.dtype)
+    return out
 
 
 def _count(mode: str, oriented, out, part: tuple[int, int] | None = None) -> None:

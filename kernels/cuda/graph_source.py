@@ -489,6 +489,83 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     return KernelSource(name, _head(index_type) + body)
 
 
+# The degree order's lists (``render_rank_rows``): each row of L its vertices' ranks, ascending.  A row of up to
+# RANK_ROWS_WARP entries is a warp's, a longer one up to RANK_ROWS_BLOCK a block's (its shared memory holds the
+# row); a longer one still is sorted by CuPy (none on R-MAT 22, whose longest out-list in the degree order has
+# 1,032 entries: it grows as √edges).
+RANK_ROWS_WARP = 256
+RANK_ROWS_BLOCK = 4096
+
+
+def render_rank_rows(index_type: str = "int32", group: str = "warp", slots: int = RANK_ROWS_WARP) -> KernelSource:
+    """``out``'s rows: the ranks of ``indices``' rows (``rank[]`` of each entry), each row sorted ascending.
+
+    A group (a warp, or the block) takes a row, gathers its ranks into its
+    shared memory padded to a power of two with a key after every rank, sorts
+    them by a bitonic network and writes them back.  ``group="warp"``: every
+    row of 1 to ``slots`` entries, warps striding over the rows (a single entry
+    is written as it is); ``"block"``: the ``count`` rows listed in ``rows``, up
+    to ``slots`` entries each, a block a row.  ``slots``: a power of two, 32 to
+    ``RANK_ROWS_BLOCK``.
+    """
+    if group not in ("warp", "block"):
+        raise ValueError(f"group must be 'warp' or 'block', got {group!r}")
+    if slots < 32 or slots & (slots - 1) or slots > RANK_ROWS_BLOCK:
+        raise ValueError(f"slots must be a power of two from 32 to {RANK_ROWS_BLOCK}, got {slots}")
+    name = f"gr_rank_rows_{group}_{slots}_{index_type}"
+    G = 32 if group == "warp" else BLOCK
+    sync = "__syncwarp()" if group == "warp" else "__syncthreads()"
+    if group == "warp":
+        rows = """\
+    const int warp = threadIdx.x / 32;
+    I* s = s_keys + warp * GR_SLOTS;
+    for (long long r = (long long)blockIdx.x * GR_WARPS + warp; r < count; r += (long long)gridDim.x * GR_WARPS) {
+        const I row = (I)r;"""
+        skip = """\
+        if (d == 1 && g == 0) out[a] = rank[indices[a]];
+        if (d <= 1 || d > GR_SLOTS) continue;"""
+    else:
+        rows = """\
+    I* s = s_keys;
+    for (long long r = blockIdx.x; r < count; r += gridDim.x) {
+        const I row = rows[r];"""
+        skip = ""
+    body = f"""\
+#define GR_WARPS {WARPS}
+#define GR_SLOTS {slots}
+#define GR_LAST ((I)((1ull << (8 * sizeof(I) - 1)) - 1))  // the padding: after every rank
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rank,
+    const I* __restrict__ rows, long long count, I* __restrict__ out)
+{{
+    __shared__ I s_keys[{WARPS if group == "warp" else 1} * GR_SLOTS];
+    const int g = threadIdx.x % {G};
+{rows}
+        const I a = indptr[row], d = indptr[row + 1] - a;
+{skip}
+        int size = 1;
+        while (size < d) size <<= 1;
+        for (int i = g; i < size; i += {G}) s[i] = i < d ? rank[indices[a + i]] : GR_LAST;
+        {sync};
+        for (int k = 2; k <= size; k <<= 1)
+            for (int j = k >> 1; j > 0; j >>= 1) {{
+                for (int i = g; i < size; i += {G}) {{
+                    const int x = i ^ j;
+                    if (x > i) {{
+                        const I p = s[i], q = s[x];
+                        if ((p > q) == ((i & k) == 0)) {{ s[i] = q; s[x] = p; }}
+                    }}
+                }}
+                {sync};
+            }}
+        for (int i = g; i < d; i += {G}) out[a + i] = s[i];
+        {sync};
+    }}
+}}
+"""
+    return KernelSource(name, _head(index_type) + body)
+
+
 # The probe method's two kinds of task (``render_probe``): a target v with a short out-list is a warp's task, its
 # list hashed in the warp's own slice of shared memory; a target with a long one is a block's, its list hashed
 # once for all the block's warps.  A task takes ``chunk`` of v's in-neighbours, ``chunk = base · ⌈d⁺(v) / per⌉``

@@ -3,10 +3,13 @@
 Each triangle u ≺ v ≺ w is found at its middle vertex v, whose out-list is hashed in shared memory: a warp's
 table for short lists, a block's for long ones, global memory's binary search for lists longer than half the
 block's table.  These tests force every branch: warp and block tasks, the global fallback (a block's table made
-small), targets whose in-neighbours span many tasks, and the Dask parts of the task lists.
+small), targets whose in-neighbours span many tasks, the Dask parts of the task lists, and the sort of L's rows
+of ranks in each of its tiers.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import networkx as nx
 import numpy as np
@@ -143,3 +146,41 @@ def test_probe_parts_add_up_to_the_total(method, grid):
     assert total == networkx_counts(A)[0]
     for parts in (1, 3, 7):
         assert sum(cuda_graph.triangle_count_total(G, True, (b, parts)) for b in range(parts)) == total
+
+
+@pytest.fixture(params=["device", "tiers forced"])
+def rank_tiers(request, monkeypatch):
+    """Rows of ranks sorted as the device sorts them (a warp up to 256 entries, a block up to 4,096), or with
+    the tiers cut at 32 and 64 entries, so that the clique's rows go to all three: warps, blocks and CuPy."""
+    from semiring.kernels.cuda import graph_source as src
+
+    if request.param == "tiers forced":
+        monkeypatch.setattr(src, "RANK_ROWS_WARP", 32)
+        monkeypatch.setattr(src, "RANK_ROWS_BLOCK", 64)
+    return request.param
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_rank_rows_sorts_each_row_of_ranks(index, rank_tiers, monkeypatch):
+    """The degree order's lists: each row of L its vertices' ranks, ascending, against NumPy's sort of each
+    row; then the counts made on them against networkx."""
+    import cupyx.scipy.sparse as csp
+
+    from semiring.kernels.cuda import graph as cuda_graph
+
+    A = clique_plus(300, 3000, seed=5, index=index)
+    G = cuda_graph.to_device(csp.csr_matrix(A))
+    lp, li, _, _ = cuda_graph.orient(G, True, rows=False, transpose=True)
+    rank = cuda_graph.rank_of(G)
+    got = cuda_graph.rank_rows(lp, li, rank)
+    assert got.dtype == index
+    lp, li, rank = lp.get(), li.get(), rank.get()
+    assert np.diff(lp).max() > 64  # the clique's rows reach the forced tiers' last
+    want = np.concatenate([np.sort(rank[li[a:b]]) for a, b in itertools.pairwise(lp)])
+    np.testing.assert_array_equal(got.get(), want)
+    monkeypatch.setenv(cuda_graph.TRIANGLES_ENV, "probe")
+    total, per_vertex = networkx_counts(A)
+    D = csp.csr_matrix(A)
+    assert graph.triangle_count(D) == total
+    np.testing.assert_array_equal(graph.triangle_count(D, per="vertex").get(), per_vertex)
+    np.testing.assert_array_equal(graph.triangle_count(D, per="edge").get().data, edge_counts(A))

@@ -28,6 +28,8 @@ def kernels(index_type: str):
             yield src.render_compact(mode, index_type, fill)
     for mode in ("total", "edge", "vertex"):
         yield src.render_intersect(mode, index_type)
+    yield src.render_rank_rows(index_type, "warp")
+    yield src.render_rank_rows(index_type, "block", src.RANK_ROWS_BLOCK)
     for mode in src.PROBE_MODES:  # a warp's table, and a block's as large as Hopper's shared memory holds
         yield src.render_probe(mode, index_type, "warp")
         yield src.render_probe(mode, index_type, "block", 8192)
@@ -47,7 +49,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 11 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
+    assert WEIGHTS and len(names) == 13 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
         WEIGHTS
     )  # every kernel has its own name
 
@@ -65,6 +67,10 @@ def test_bad_modes_are_refused():
         src.render_probe("total", group="grid")
     with pytest.raises(ValueError, match="slots must be a power of two"):
         src.render_probe("total", group="block", slots=1000)
+    with pytest.raises(ValueError, match="group must be 'warp' or 'block'"):
+        src.render_rank_rows("int32", "grid")
+    with pytest.raises(ValueError, match="slots must be a power of two from 32"):
+        src.render_rank_rows("int32", "block", 2 * src.RANK_ROWS_BLOCK)
 
 
 def test_measure_renders_its_expression():
