@@ -140,11 +140,15 @@ def triangle_method(G: DeviceCSR, by_degree: bool) -> str:
     return "probe" if by_degree and nnz(G) >= PROBE_MIN_ENTRIES else "search"
 
 
-def _degrees(lp, up):
-    """L's out- and in-degrees (int64), from its row pointers and its transpose's."""
+def _degrees(lp, up, labels):
+    """L's out- and in-degrees (int64) from its row pointers and its transpose's, of the targets in the order the
+    probe deals them: of ≺ where L is ranked (``labels``), else of ids.  In the order of ≺ targets of a degree
+    run together and share in-neighbours, whose lists are then read from L2 (R-MAT 22 on an H200: the block
+    tasks 28.6 -> 24.1 ms; from the highest rank down 24.4; each Lᵀ row also in the order of ≺, 24.5)."""
     import cupy
 
-    return cupy.diff(lp).astype(np.int64), cupy.diff(up).astype(np.int64)
+    degrees = cupy.diff(lp).astype(np.int64), cupy.diff(up).astype(np.int64)
+    return degrees if labels is None else tuple(d[labels[1]] for d in degrees)
 
 
 def _probe_tasks(degrees, group: str):
@@ -181,7 +185,7 @@ def probe(mode: str, lp, li, lt, labels, out, part: tuple[int, int] | None = Non
     (long out-lists), then the warp tasks; ``part=(b, nparts)``: part b of each kind's tasks.  ``labels``:
     ``(rank, order)`` where L's lists hold the degree order's ranks, each list ascending (``ranked_orient``);
     None where they hold ids, ascending (the id order)."""
-    degrees = _degrees(lp, lt[0])
+    degrees = _degrees(lp, lt[0], labels)
     for group in ("block", "warp"):
         probe_group(group, mode, lp, li, lt, labels, out, part, degrees)
 
@@ -192,7 +196,7 @@ def probe_group(
     """One kind of the probe's tasks (``"block"`` or ``"warp"``); ``degrees``: L's (``_degrees``), if known."""
     it = "int32" if li.dtype == np.int32 else "int64"
     up, ui = lt
-    task_ptr, tasks, longest = _probe_tasks(_degrees(lp, up) if degrees is None else degrees, group)
+    task_ptr, tasks, longest = _probe_tasks(_degrees(lp, up, labels) if degrees is None else degrees, group)
     t0, t1 = part_bounds(tasks, part)
     if t1 <= t0:
         return

@@ -599,8 +599,9 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     table is searched in global memory instead (correct at any size; never on
     the graphs measured).  ``group``: ``"warp"`` (a warp a task, its own slice of
     the shared memory) or ``"block"`` (the whole block a task).  Tasks
-    ``[t_begin, t_end)`` of ``task_ptr`` (tasks per target, scanned) are dealt
-    over the grid's groups in turn.  ``mode`` as ``render_intersect``'s: a
+    ``[t_begin, t_end)`` of ``task_ptr`` (tasks per target, scanned; the
+    targets in the order of ≺ where ``ranked``, ``order[]`` giving each, else
+    of ids) are dealt over the grid's groups in turn.  ``mode`` as ``render_intersect``'s: a
     total; per edge of L (``u → v`` by its in-neighbour, ``u → w`` by atomics,
     ``v → w`` counted in the slot, added once a task); per vertex.
     """
@@ -756,15 +757,15 @@ extern "C" __global__ void __launch_bounds__({BLOCK}{bounds}) {name}(
     unsigned long long found = 0;
     for (long long t = t_begin + (long long)blockIdx.x * GR_GROUPS + group_in_block; t < t_end;
          t += (long long)gridDim.x * GR_GROUPS) {{
-        long long lo = 0, hi = n - 1;  // the target v of task t: the last with task_ptr[v] <= t
+        long long lo = 0, hi = n - 1;  // the target of task t: the last with task_ptr[lo] <= t
         while (lo < hi) {{
             const long long mid = (lo + hi + 1) >> 1;
             if (task_ptr[mid] <= t) lo = mid; else hi = mid - 1;
         }}
-        const I v = (I)lo;
+        const I v = ranked ? order[lo] : (I)lo;  // targets in the order of ≺, or of ids
         const I av = lp[v], dv = lp[v + 1] - av, key_v = ranked ? rank[v] : v;  // v's key in L's lists
         const long long chunk = (long long){tasks["base"]} * max((I)1, (dv + {tasks["per"] - 1}) / {tasks["per"]});
-        const long long ib = up[v] + (t - task_ptr[v]) * chunk, ie = min((long long)up[v + 1], ib + chunk);
+        const long long ib = up[v] + (t - task_ptr[lo]) * chunk, ie = min((long long)up[v + 1], ib + chunk);
         int bits = 5;
         while ((1 << bits) < 2 * dv) ++bits;
         const bool hashed = (1 << bits) <= GR_SLOTS;  // at most half full
