@@ -209,6 +209,8 @@ M = gb.io.from_scipy_sparse(sp.csr_matrix((np.ones(f["indices"].size), f["indice
 L, U = gb.select.tril(M, -1).new(), gb.select.triu(M, 1).new()
 d = M.reduce_rowwise(gb.monoid.plus).new()
 D = d.diag()
+P = gb.Matrix(gb.dtypes.INT64, n, n)  # the pattern, ones
+P(M.S) << 1
 
 def triangles():
     C = gb.Matrix(gb.dtypes.INT64, n, n)
@@ -226,7 +228,31 @@ def jaccard():
     union(accum=gb.binary.minus) << C
     return (C / union).new()
 
-fn = {"triangles": triangles, "common_neighbors": common_neighbors, "jaccard": jaccard}[op]
+def ktruss_from(C, k):  # LAGraph's k-truss: supports C<C> = C plus.pair C, edges under k - 2 dropped, until none is
+    while True:
+        S = gb.Matrix(gb.dtypes.INT64, n, n)
+        S(C.S) << C.mxm(C, gb.semiring.plus_pair)  # an edge in no triangle has no entry: dropped with the rest
+        kept = gb.select.value(S >= k - 2).new()
+        if kept.nvals == C.nvals:
+            return kept
+        C = kept
+
+def ktruss5():
+    return ktruss_from(P, 5)
+
+def truss_decomposition():  # LAGraph's all-k-truss: the k-truss from the (k-1)-truss, k = 3, 4, ...; an edge of
+    T = gb.Matrix(gb.dtypes.INT64, n, n)  # the (k-1)-truss not in the k-truss has truss number k - 1
+    C, k = P, 3
+    while C.nvals:
+        K = ktruss_from(C, k)
+        gone = gb.Matrix(gb.dtypes.INT64, n, n)
+        gone(~K.S) << C
+        T(gone.S) << k - 1
+        C, k = K, k + 1
+    return T
+
+fn = {"triangles": triangles, "common_neighbors": common_neighbors, "jaccard": jaccard, "ktruss5": ktruss5,
+      "truss_decomposition": truss_decomposition}[op]
 t = time.perf_counter(); result = fn(); warm = 1e3 * (time.perf_counter() - t)
 times = []
 for _ in range(repeats):
@@ -245,9 +271,12 @@ print(json.dumps(out))
 
 def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeout_s: float) -> dict:
     """python-graphblas on the graph ``A`` in a subprocess cut off after ``timeout_s``: ``op`` = "triangles"
-    (``C⟨L⟩ = L plus.pair Uᵀ`` summed), "common_neighbors" (``C⟨A⟩ = A plus.pair Aᵀ``) or "jaccard" (from it,
-    with the degrees); one warm-up call, then the median of ``repeats``, its L, U and degrees made outside.
-    ``result``: the triangle count, or the per-edge values as a SciPy CSR matrix."""
+    (``C⟨L⟩ = L plus.pair Uᵀ`` summed), "common_neighbors" (``C⟨A⟩ = A plus.pair Aᵀ``), "jaccard" (from it,
+    with the degrees), "ktruss5" or "truss_decomposition" (LAGraph's k-truss: the supports ``C⟨C⟩ = C plus.pair
+    C`` counted again on the survivors until no edge drops; the decomposition takes the k-truss from the
+    (k − 1)-truss, k = 3, 4, …); one warm-up call, then the median of ``repeats``, its L, U, degrees and
+    pattern made outside.  ``result``: the triangle count, or the per-edge values (the supports of the 5-truss's
+    edges, each edge's truss number) as a SciPy CSR matrix."""
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "graph.npz")
         np.savez(path, indptr=A.indptr, indices=A.indices)

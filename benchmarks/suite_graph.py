@@ -14,14 +14,17 @@ no self-loops or duplicates, seeded.  For each scale (``--scales``):
   common neighbours), in float64, in row blocks CuPy computes right (``peers.spgemm_blocks``);
 * **cuGraph** (``pylibcugraph``, where installed): ``triangle_count`` and ``jaccard_coefficients``;
 * **python-graphblas** on every host core, in a subprocess cut off after ``--graphblas-timeout`` s:
-  ``C⟨L⟩ = L plus.pair Uᵀ`` (triangles), ``C⟨A⟩ = A plus.pair Aᵀ`` (common neighbours) and Jaccard from it;
-  its L, U and degrees made outside the timing; one warm-up call, then the median of ``--host-repeats``.
+  ``C⟨L⟩ = L plus.pair Uᵀ`` (triangles), ``C⟨A⟩ = A plus.pair Aᵀ`` (common neighbours) and Jaccard from it,
+  and LAGraph's k-truss peeling (``C⟨C⟩ = C plus.pair C`` on the survivors until no edge drops: the 5-truss, and
+  the truss decomposition as the k-truss of the (k − 1)-truss, k = 3, 4, …) where ours ran; its L, U, degrees
+  and pattern made outside the timing; one warm-up call, then the median of ``--host-repeats``.
 
 Checks, in the same run: per-edge common neighbours and Jaccard of ours and each peer at ``--check-edges``
 sampled edges against set arithmetic on the adjacency lists; ours per vertex at 200 sampled vertices against
 set arithmetic (½ Σ over neighbours u of |N(u) ∩ N(v)|); every triangle total against python-graphblas's
 (SuiteSparse, the project's semiring oracle) where it ran, and ours also against its own checked per-edge
-counts (Σ = 6 × total); the truss numbers of every edge against the CPU engine's (numba, its own peeling) up to
+counts (Σ = 6 × total); python-graphblas's truss numbers and 5-truss against ours; the truss numbers of every
+edge against the CPU engine's (numba, its own peeling) up to
 ``--truss-check-scale``, and above it the 5-truss against the edges whose truss number is at least 5.
 
     python -m benchmarks graph --seed 1 --scales 18,20,22 --json benchmarks/results/graph_h200.json
@@ -125,6 +128,20 @@ MEASURES = (
 )
 
 
+def truss_peer_check(mine: sp.csr_matrix, theirs: sp.csr_matrix, op: str) -> dict:
+    """python-graphblas's truss numbers (or 5-truss) against ours (checked above): the same edges, and for the
+    decomposition the same number at every one."""
+    theirs = sp.csr_matrix(theirs)
+    theirs.sort_indices()
+    mine = sp.csr_matrix(mine)
+    mine.sort_indices()
+    same = bool(np.array_equal(mine.indptr, theirs.indptr) and np.array_equal(mine.indices, theirs.indices))
+    if same and op == "truss_decomposition":
+        same = bool(np.array_equal(mine.data, theirs.data))
+    what = "every edge's truss number" if op == "truss_decomposition" else "the 5-truss's edges"
+    return {"subject": "python-graphblas", "against": f"ours (checked), {what}", "ok": same, "edges": int(theirs.nnz)}
+
+
 def by_search(fn):
     """``fn`` with the GPU graph engine's lists intersected by binary search (``SEMIRING_GRAPH_TRIANGLES=search``,
     the method before the probe): both methods' times in one run."""
@@ -221,6 +238,10 @@ def run_scale(scale: int, args, threads: int) -> dict:
             Ah, ours["truss_decomposition"], ours["ktruss5"], scale, args
         )
         row["max_truss"] = int(ours["truss_decomposition"].data.max()) if ours["truss_decomposition"].nnz else 2
+    # host copies of our truss results, for python-graphblas's (LAGraph's k-truss) to be checked against
+    from semiring import arrays
+
+    truss = {label: arrays.on_host(ours[label]) for label in ("truss_decomposition", "ktruss5") if label in ours}
     del ours
 
     # cuSPARSE through cupyx, in float64 (float32 sums of ~1e9 counts would round)
@@ -247,7 +268,7 @@ def run_scale(scale: int, args, threads: int) -> dict:
             row[f"{label} error"] = peers.error_of(exc)
         cupy.get_default_memory_pool().free_all_blocks()
     graphblas = {}
-    ops = ("triangles", "common_neighbors", "jaccard")
+    ops = ("triangles", "common_neighbors", "jaccard", *truss)
     if args.graphblas_max_scale is not None and scale > args.graphblas_max_scale:
         row["graphblas skipped"] = f"above --graphblas-max-scale {args.graphblas_max_scale}"
         ops = ()
@@ -265,6 +286,9 @@ def run_scale(scale: int, args, threads: int) -> dict:
     for op in ("common_neighbors", "jaccard"):
         if op in graphblas:
             checks[f"graphblas {op}"] = edge_check(Ah, graphblas[op], u, v, op, f"python-graphblas {op}")
+    for op, mine in truss.items():
+        if op in graphblas:
+            checks[f"graphblas {op}"] = truss_peer_check(mine, graphblas[op], op)
     if "triangles" in graphblas and total is not None:
         checks["graphblas triangles"] = count_check(
             want_total, total, "python-graphblas", "ours (checked per vertex and per edge)"

@@ -102,6 +102,26 @@ def test_edge_and_vertex_oracles_by_set_arithmetic():
     assert graph_suite.vertex_triangles_reference(A, vertices).tolist() == [triangles[int(x)] for x in vertices]
 
 
+def test_graphblas_truss_peer_agrees_with_the_cpu_engine():
+    """The graph suite's python-graphblas k-truss (LAGraph's peeling, in its subprocess) gives every edge of a
+    small R-MAT graph the truss number the CPU engine gives it, and the same 5-truss; a wrong number fails
+    the suite's check."""
+    peers, synthetic, graph_suite = bench("peers"), bench("synthetic"), bench("suite_graph")
+    from semiring.distances import graph
+
+    A = synthetic.rmat_csr(9, seed=2)
+    mine = graph.truss_decomposition(A, backend="cpu")
+    assert mine.data.max() >= 5  # the 5-truss is not empty
+    for op, ours in (("truss_decomposition", mine), ("ktruss5", graph.ktruss(A, 5, backend="cpu"))):
+        r = peers.graphblas_graph(A, op, 1, 1, 120.0)
+        assert r["timing"]["median_ms"] > 0
+        assert graph_suite.truss_peer_check(ours, r["result"], op)["ok"], op
+    wrong = mine.copy()
+    wrong.data[0] += 1
+    theirs = peers.graphblas_graph(A, "truss_decomposition", 1, 1, 120.0)["result"]
+    assert not graph_suite.truss_peer_check(wrong, theirs, "truss_decomposition")["ok"]
+
+
 def test_results_file_counts_every_check(tmp_path, monkeypatch):
     record = bench("record")
     args = type("Args", (), {"seed": 3})()
