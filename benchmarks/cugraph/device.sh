@@ -11,20 +11,14 @@
 # benchmarks/gpu_run.sh adds $HOME/cugraph/site to PYTHONPATH where it exists.
 # $HOME lasts only while the machine is kept: device_steps.md gives the calls, each within 30 s of the last.
 set -euo pipefail
+. "$(cd "$(dirname "$0")" && pwd)/../parts.sh"
 CUGRAPH=${CUGRAPH_HOME:-$HOME/cugraph}
 case ${1:-} in
   stash)
-    [ -f "$2/cugraph.sha256" ] && rm -rf "$CUGRAPH/parts" # the first part starts a new set
-    mkdir -p "$CUGRAPH/parts"
-    cp "$2"/* "$CUGRAPH/parts/"
-    ls -la "$CUGRAPH/parts" ;;
+    parts_stash "$2" "$CUGRAPH" cugraph ;;
   assemble)
-    cd "$CUGRAPH/parts"
-    want=$(cat cugraph.sha256)
-    got=$(ls part* | sort -V | xargs cat | sha256sum | cut -d' ' -f1)
-    [ "$want" = "$got" ] || { echo "parts do not add up: sha256 $got, want $want (parts: $(ls part* | xargs))" >&2; exit 1; }
     rm -rf "$CUGRAPH/site"
-    ls part* | sort -V | xargs cat | xz -dc -T0 | tar -C "$CUGRAPH" -xf -
+    parts_join "$CUGRAPH" cugraph | xz -dc -T0 | tar -C "$CUGRAPH" -xf -
     # The machine's nvidia/ folder(s), asked of its python3 without our PYTHONPATH (which would answer site/nvidia).
     mkdir -p "$CUGRAPH/site/nvidia"
     for nv in $(env -u PYTHONPATH python3 -c 'import nvidia; print(*nvidia.__path__)'); do

@@ -22,7 +22,7 @@ VERSION=${CUGRAPH_VERSION:-26.10}
 WORK=${CUGRAPH_WORK:-/tmp/cugraph-prepare}
 ARCH=${CUDA_ARCH:-90}
 HERE=$(cd "$(dirname "$0")" && pwd)
-PART=55000000 # bytes; under 55 MB, so a part and the ~6 MB working tree stay under a call's 64 MiB
+. "$HERE/../parts.sh"
 grep -qx '/.dev-\*/' "$DEST/.git/info/exclude" || { echo "$DEST/.git/info/exclude must ignore /.dev-*/" >&2; exit 1; }
 rm -rf "$WORK" && mkdir -p "$WORK/wheels" "$WORK/site"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -50,13 +50,5 @@ find . -name '*.so' -size +1M -exec ls -la {} +
 for w in "$WORK"/wheels/*.whl; do basename "$w"; done > WHEELS
 # xz's x86 filter first (a few per cent off the libraries' host code; any xz undoes it).
 tar -C "$WORK" -cf - site | xz -T0 --x86 --lzma2=preset=6 > "$WORK/cugraph.tar.xz"
-sha256sum "$WORK/cugraph.tar.xz" | cut -d' ' -f1 > "$WORK/cugraph.sha256"
-rm -rf "$DEST"/.dev-cugraph[0-9]*
-split -b $PART -d -a 1 "$WORK/cugraph.tar.xz" "$WORK/part."
-i=1
-for p in "$WORK"/part.*; do
-  mkdir -p "$DEST/.dev-cugraph$i" && mv "$p" "$DEST/.dev-cugraph$i/part$i" && i=$((i + 1))
-done
-cp "$WORK/cugraph.sha256" "$DEST/.dev-cugraph1/cugraph.sha256"
-echo "parts: $((i - 1)); sha256 $(cat "$WORK/cugraph.sha256")"
+parts_split "$WORK/cugraph.tar.xz" cugraph "$DEST"
 ls -l "$DEST"/.dev-cugraph*/*

@@ -7,19 +7,13 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CUVS=${CUVS_HOME:-$HOME/cuvs}
+. "$HERE/../parts.sh"
 case ${1:-} in
   stash)
-    [ -f "$2/cuvs.sha256" ] && rm -rf "$CUVS/parts"  # the first part starts a new set
-    mkdir -p "$CUVS/parts"
-    cp "$2"/* "$CUVS/parts/"
-    ls -la "$CUVS/parts" ;;
+    parts_stash "$2" "$CUVS" cuvs ;;
   assemble)
-    cd "$CUVS/parts"
-    want=$(cat cuvs.sha256)
-    got=$(ls part* | sort -V | xargs cat | sha256sum | cut -d' ' -f1)
-    [ "$want" = "$got" ] || { echo "parts do not add up: sha256 $got, want $want (parts: $(ls part* | xargs))" >&2; exit 1; }
     rm -rf "$CUVS/root" && mkdir -p "$CUVS/root"
-    ls part* | sort -V | xargs cat | xz -dc -T0 | tar -C "$CUVS/root" -xf -
+    parts_join "$CUVS" cuvs | xz -dc -T0 | tar -C "$CUVS/root" -xf -
     echo "unpacked cuVS $(tr '\n' ' ' < "$CUVS/root/CUVS_VERSION" 2>/dev/null) to $CUVS/root"
     nvcc --version | tail -1
     time bash "$HERE/build.sh" "$CUVS/root" "$CUVS/root/cuvs_harness" 2>&1 | grep -Ev 'deprecated|^\s*$' | tail -20

@@ -13,7 +13,7 @@ VERSION=${CUVS_VERSION:-26.10}
 WORK=${CUVS_WORK:-/tmp/cuvs-prepare}
 ARCH=${CUDA_ARCH:-90}
 HERE=$(cd "$(dirname "$0")" && pwd)
-PART=55000000   # bytes; under 55 MiB, so a part and the ~2 MiB working tree stay under a call's 64 MiB
+. "$HERE/../parts.sh"
 grep -qx '/.dev-\*/' "$DEST/.git/info/exclude" || { echo "$DEST/.git/info/exclude must ignore /.dev-*/" >&2; exit 1; }
 rm -rf "$WORK" && mkdir -p "$WORK/wheels" "$WORK/unpacked" "$WORK/root/include" "$WORK/root/lib"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -34,13 +34,5 @@ cat libcuvs/GIT_COMMIT libcuvs/VERSION > "$WORK/root/CUVS_VERSION" 2>/dev/null |
 [ "$ARCH" = all ] || python3 "$HERE/keep_arch.py" "$WORK/root/lib/libcuvs.so" "$ARCH"
 ls -la "$WORK/root/lib"
 tar -C "$WORK/root" -cf - . | xz -6 -T0 > "$WORK/cuvs.tar.xz"
-sha256sum "$WORK/cuvs.tar.xz" | cut -d' ' -f1 > "$WORK/cuvs.sha256"
-rm -rf "$DEST"/.dev-cuvs[0-9]*
-split -b $PART -d -a 1 "$WORK/cuvs.tar.xz" "$WORK/part."
-i=1
-for p in "$WORK"/part.*; do
-  mkdir -p "$DEST/.dev-cuvs$i" && mv "$p" "$DEST/.dev-cuvs$i/part$i" && i=$((i + 1))
-done
-cp "$WORK/cuvs.sha256" "$DEST/.dev-cuvs1/cuvs.sha256"
-echo "parts: $((i - 1)); sha256 $(cat "$WORK/cuvs.sha256")"
+parts_split "$WORK/cuvs.tar.xz" cuvs "$DEST"
 du -sh "$DEST"/.dev-cuvs*
