@@ -27,6 +27,7 @@ COMMANDS = {
     "cpu-profile": ("profile_cpu", "tool: a CPU call's stages at a thread count"),
     "strategies": ("strategies", "tool: every GPU strategy forced in turn"),
     "cpu-ab": ("cpu_ab", "tool: builds of an engine timed interleaved (the GPU's with --backend cuda)"),
+    "graph-work": ("graph_work", "tool: the triangle probe's work (out-wedges) on R-MAT graphs, counted with NumPy"),
     "cpu-union": ("cpu_union", "tool: the CPU engine's union kernels forced in turn"),
     "dense-cpu": ("dense_bench", "tool: the CPU engine's dense paths, their crossover, against scikit-learn and cdist"),
     "dense-gpu": ("dense_gpu", "tool: dense CuPy rows, ours against CuPy's X @ Y.T formulation"),

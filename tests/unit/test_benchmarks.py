@@ -102,6 +102,20 @@ def test_edge_and_vertex_oracles_by_set_arithmetic():
     assert graph_suite.vertex_triangles_reference(A, vertices).tolist() == [triangles[int(x)] for x in vertices]
 
 
+def test_graph_work_counts_the_out_wedges_of_the_degree_order():
+    """The probe's work (``graph-work``): each vertex's pairs of out-neighbours in the degree order, against a
+    loop over every vertex's neighbours ordered by (degree, id)."""
+    work, synthetic = bench("graph_work"), bench("synthetic")
+    indptr, indices, n = synthetic.rmat(8, seed=4)
+    degree = np.diff(indptr)
+    want = 0
+    for u in range(n):
+        later = [w for w in indices[indptr[u] : indptr[u + 1]] if (degree[u], u) < (degree[w], w)]
+        want += len(later) * (len(later) - 1) // 2
+    assert want > 0
+    assert work.out_wedges(indptr, indices) == want
+
+
 def test_graphblas_truss_peer_agrees_with_the_cpu_engine():
     """The graph suite's python-graphblas k-truss (LAGraph's peeling, in its subprocess) gives every edge of a
     small R-MAT graph the truss number the CPU engine gives it, and the same 5-truss; a wrong number fails
