@@ -11,8 +11,6 @@ its growth per edge bounds how the time per edge can hold as R-MAT graphs grow. 
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -38,12 +36,13 @@ def out_wedges(indptr, indices) -> int:
     return int((d * (d - 1) // 2).sum())
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks graph-work", description=__doc__.splitlines()[0])
+def add_arguments(p) -> None:
     p.add_argument("--scales", default="18,20,22")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path)
-    args = p.parse_args(argv)
+
+
+def main(args) -> int:
     results = Results("graph-work", args, args.json)
     for scale in (int(s) for s in args.scales.split(",") if s):
         start = time.perf_counter()
@@ -66,7 +65,3 @@ def main(argv=None) -> int:
         )
         del indptr, indices, d
     return results.finish()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
