@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -253,10 +254,15 @@ def truss_decomposition():  # LAGraph's all-k-truss: the k-truss from the (k-1)-
 
 fn = {"triangles": triangles, "common_neighbors": common_neighbors, "jaccard": jaccard, "ktruss5": ktruss5,
       "truss_decomposition": truss_decomposition}[op]
-t = time.perf_counter(); result = fn(); warm = 1e3 * (time.perf_counter() - t)
+def timed():  # each call's start and time printed at once: a parent that cuts the child off still reads them
+    print(json.dumps({"call_starts": time.time()}), flush=True)
+    t = time.perf_counter(); result = fn(); ms = 1e3 * (time.perf_counter() - t)
+    print(json.dumps({"call_ms": ms}), flush=True)
+    return result, ms
+result, warm = timed()
 times = []
 for _ in range(repeats):
-    t = time.perf_counter(); result = fn(); times.append(1e3 * (time.perf_counter() - t))
+    result, ms = timed(); times.append(ms)
 out = {"timing": {"clock": "wall", "median_ms": statistics.median(times), "times_ms": times, "warmup_ms": [warm]},
        "threads": gb.ss.config["nthreads"]}
 if op == "triangles":
@@ -267,6 +273,24 @@ else:
     out["result_file"] = path + "." + op + ".npz"
 print(json.dumps(out))
 """
+
+
+def cut_off(stdout, timeout_s: float, repeats: int, now: float) -> dict:
+    """What a child cut off after ``timeout_s`` (at ``now``, ``time.time()``) had done: the times of the calls it
+    finished (its ``call_ms`` lines) and ``ms_at_least``, how long the call it was in had run (from its last
+    ``call_starts`` line): a lower bound on that call's time.  No call started: no bound."""
+    text = stdout.decode() if isinstance(stdout, bytes) else (stdout or "")
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith('{"call_')]
+    done = [line["call_ms"] for line in lines if "call_ms" in line]
+    starts = [line["call_starts"] for line in lines if "call_starts" in line]
+    out = {"cut_off_s": timeout_s, "calls_ms": done}
+    if len(starts) > len(done):
+        out["ms_at_least"] = 1e3 * (now - starts[-1])
+        doing = "first call" if not done else f"call {len(done) + 1} of {repeats + 1}"
+        out["error"] = f"cut off at {timeout_s:.0f} s: its {doing} had run {out['ms_at_least'] / 1e3:.1f} s"
+    else:
+        out["error"] = f"cut off at {timeout_s:.0f} s, before its first call"
+    return out
 
 
 def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeout_s: float) -> dict:
@@ -283,8 +307,8 @@ def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeo
         cmd = [sys.executable, "-c", GRAPHBLAS_CHILD, path, op, str(threads), str(repeats)]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=True)
-        except subprocess.TimeoutExpired:
-            return {"error": f"cut off after {timeout_s:.0f} s (a warm-up and {repeats} calls)", "cut_off_s": timeout_s}
+        except subprocess.TimeoutExpired as exc:
+            return cut_off(exc.stdout, timeout_s, repeats, time.time())
         except subprocess.CalledProcessError as exc:
             return {"error": (exc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
         res = json.loads(out.stdout.strip().splitlines()[-1])

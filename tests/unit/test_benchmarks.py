@@ -136,6 +136,27 @@ def test_graphblas_truss_peer_agrees_with_the_cpu_engine():
     assert not graph_suite.truss_peer_check(wrong, theirs, "truss_decomposition")["ok"]
 
 
+@pytest.mark.parametrize("finished", [0, 1])
+def test_a_peer_cut_off_gives_how_long_its_call_had_run(finished):
+    """A peer's child cut off in a call: the calls it finished are kept, and the call it was in counts as at
+    least the time it had run (here about the whole timeout, less the finished call's 50 ms); a child cut off
+    before its first call gives no bound."""
+    import subprocess
+    import time
+
+    peers = bench("peers")
+    call = "print(json.dumps({'call_starts': time.time()}), flush=True); time.sleep(%s)\n"
+    finish = "print(json.dumps({'call_ms': 50.0}), flush=True)\n"
+    child = "import json, time\n" + (call % 0.05 + finish) * finished + call % 60
+    with pytest.raises(subprocess.TimeoutExpired) as cut:
+        subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=2.0, check=True)
+    r = peers.cut_off(cut.value.stdout, 2.0, 1, time.time())
+    assert r["calls_ms"] == [50.0] * finished and r["cut_off_s"] == 2.0
+    assert 500 < r["ms_at_least"] < 2500  # the child's start-up (well under 1.5 s) comes off the 2 s
+    assert "had run" in r["error"] and ("first call" in r["error"]) == (finished == 0)
+    assert "ms_at_least" not in peers.cut_off(b"", 2.0, 1, time.time())
+
+
 def test_results_file_counts_every_check(tmp_path, monkeypatch):
     record = bench("record")
     args = type("Args", (), {"seed": 3})()
