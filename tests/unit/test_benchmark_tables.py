@@ -93,6 +93,17 @@ def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
     text = docs.render(docs.Figure("graph-gpu", "graph.md", ("g.json",), "graph", "graph"), today("0"))
     assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 4.00 | yes |" in text
     assert "pylibcugraph not installed" in text
+    # a later run of some measures joins the graph's row: its timings replace those of the same name, its peer
+    # errors are added, and a peer it skipped keeps the earlier run's timings
+    later = {"graph": "rmat18", "scale": 18, "vertices": 262144, "edges": 3805913, "triangles": None}
+    later |= {"timings": {"ours ktruss5": timing(9.0)}, "checks": {}, "graphblas skipped": "above 17"}
+    later |= {"graphblas ktruss5 error": "cut off at 60 s: its first call had run 58.0 s"}
+    (tmp_path / "h.json").write_text(json.dumps({"meta": META, "rows": [later]}))
+    text = docs.render(docs.Figure("graph-gpu", "graph.md", ("g.json", "h.json"), "graph", "graph"), today("0"))
+    assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 4.00 | yes |" in text
+    assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | ktruss5 | 9.00 | — |" in text
+    assert "| graphblas | triangles | 400.00 | yes |" in text and "above 17" not in text
+    assert "| rmat18 | | | | graphblas ktruss5 | | error | cut off at 60 s: its first call had run 58.0 s |" in text
     cpu = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(10.0)}
     cpu |= {"peer_timing": {**timing(50.0), "others_cpu": 0.5}}  # other processes took half the cores meanwhile
     cpu |= {"checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
