@@ -204,6 +204,9 @@ def kept(result):
     return result
 
 
+GRAPH_CASES = ("triangle_count", "jaccard", "jaccard_kept")
+
+
 def graph_case(client, A, scale: int, gpus: int, args, reference) -> list[dict]:
     from distributed import get_task_stream
 
@@ -219,12 +222,14 @@ def graph_case(client, A, scale: int, gpus: int, args, reference) -> list[dict]:
         return held[0]
 
     records = []
-    for name, fn, block_prefix in (
-        ("triangle_count", lambda: graph.triangle_count(graph_of(), backend=args.backend), "_block_triangles"),
-        ("jaccard", lambda: graph.jaccard(graph_of(), backend=args.backend), "_block_similarity"),
+    cases = (
+        ("triangle_count", "triangle_count", lambda: graph.triangle_count(graph_of(), backend=args.backend)),
+        ("jaccard", "jaccard", lambda: graph.jaccard(graph_of(), backend=args.backend)),
         # the result left on the workers (a Dask array of CSR row blocks): timed until every block is there
-        ("jaccard", lambda: kept(graph.jaccard(graph_of(), backend=args.backend, compute=False)), "_kept_sparse"),
-    ):
+        ("jaccard_kept", "jaccard", lambda: kept(graph.jaccard(graph_of(), backend=args.backend, compute=False))),
+    )
+    for case, name, fn in (c for c in cases if c[0] in args.graph_cases.split(",")):
+        block_prefix = {"triangle_count": "_block_triangles", "jaccard": "_block_similarity"}.get(case, "_kept_sparse")
         client.run(_pool_reset)
         start = time.perf_counter()
         fn()  # warm-up: kernels loaded on every worker; the graph assembled, checked and held (the first measure)
@@ -265,11 +270,19 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--metric", default="cosine")
     parser.add_argument("--rmat", default="22,23", help="R-MAT scales ('' for none)")
+    parser.add_argument(
+        "--graph-cases",
+        default=",".join(GRAPH_CASES),
+        help="of " + ", ".join(GRAPH_CASES) + " (jaccard: the result brought back to the client; jaccard_kept: left "
+        "on the workers); the first one's first call holds the graph",
+    )
     parser.add_argument("--blocks-per-gpu", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=RESULTS / "dask_scaling.json")
     args = parser.parse_args()
+    if set(args.graph_cases.split(",")) - set(GRAPH_CASES):
+        parser.error(f"--graph-cases: each of {', '.join(GRAPH_CASES)}")
 
     from distributed import Client
 
