@@ -599,9 +599,11 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     table is searched in global memory instead (correct at any size; never on
     the graphs measured).  ``group``: ``"warp"`` (a warp a task, its own slice of
     the shared memory) or ``"block"`` (the whole block a task).  Tasks
-    ``[t_begin, t_end)`` of ``task_ptr`` (tasks per target, scanned; the
-    targets in the order of ≺ where ``ranked``, ``order[]`` giving each, else
-    of ids) are dealt over the grid's groups in turn.  ``mode`` as ``render_intersect``'s: a
+    ``t_begin, t_begin + t_step, …`` below ``t_end`` of ``task_ptr`` (tasks per
+    target, scanned; the targets in the order of ≺ where ``ranked``, ``order[]``
+    giving each, else of ids) are dealt over the grid's groups in turn: a part
+    of the work takes every ``t_step``-th task, so parts of a graph whose
+    costly targets run together cost alike.  ``mode`` as ``render_intersect``'s: a
     total; per edge of L (``u → v`` by its in-neighbour, ``u → w`` by atomics,
     ``v → w`` counted in the slot, added once a task); per vertex.
     """
@@ -744,7 +746,7 @@ __device__ __forceinline__ int gr_slot(I x, int bits) {{  // Fibonacci hashing: 
 }}
 extern "C" __global__ void __launch_bounds__({BLOCK}{bounds}) {name}(
     const I* __restrict__ lp, const I* __restrict__ li, const I* __restrict__ up, const I* __restrict__ ui,
-    const I* __restrict__ rank, const I* __restrict__ order, int ranked, const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, {outputs})
+    const I* __restrict__ rank, const I* __restrict__ order, int ranked, const long long* __restrict__ task_ptr, long long n, long long t_begin, long long t_end, long long t_step, {outputs})
 {{
     extern __shared__ __align__(16) unsigned char s_dyn[];
     __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the in-neighbours' list lengths
@@ -755,8 +757,8 @@ extern "C" __global__ void __launch_bounds__({BLOCK}{bounds}) {name}(
     const int group_in_block = threadIdx.x / G, g_lane = threadIdx.x % G, warp_in_group = g_lane / 32;
 {edge_slots}
     unsigned long long found = 0;
-    for (long long t = t_begin + (long long)blockIdx.x * GR_GROUPS + group_in_block; t < t_end;
-         t += (long long)gridDim.x * GR_GROUPS) {{
+    for (long long t = t_begin + ((long long)blockIdx.x * GR_GROUPS + group_in_block) * t_step; t < t_end;
+         t += (long long)gridDim.x * GR_GROUPS * t_step) {{
         long long lo = 0, hi = n - 1;  // the target of task t: the last with task_ptr[lo] <= t
         while (lo < hi) {{
             const long long mid = (lo + hi + 1) >> 1;

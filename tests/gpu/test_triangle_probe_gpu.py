@@ -171,7 +171,11 @@ def test_rank_rows_sorts_each_row_of_ranks(index, rank_tiers, monkeypatch):
     A = clique_plus(300, 3000, seed=5, index=index)
     G = cuda_graph.to_device(csp.csr_matrix(A))
     lp, li, _, _ = cuda_graph.orient(G, True, rows=False, transpose=True)
-    rank = cuda_graph.rank_of(G)
+    rank, order = cuda_graph.degree_order(G)
+    degrees = np.diff(G.indptr.get())
+    want_order = np.lexsort((np.arange(degrees.size), degrees))  # by degree, ties by id
+    np.testing.assert_array_equal(order.get(), want_order)
+    np.testing.assert_array_equal(rank.get()[want_order], np.arange(degrees.size))
     got = cuda_graph.rank_rows(lp, li, rank)
     assert got.dtype == index
     lp, li, rank = lp.get(), li.get(), rank.get()
