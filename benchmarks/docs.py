@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import record
+from . import peers, record
 
 ROOT = record.ROOT
 RESULTS = record.RESULTS
@@ -56,6 +56,8 @@ FIGURES = (
             "graph_h200_6cef081_rmat25.json",
             "graph_h200_1efff10_truss_rmat20.json",
             "graph_h200_1efff10_truss_rmat22.json",
+            "graph_h200_c6b86bf.json",
+            "graph_h200_c6b86bf_rmat22.json",
         ),
         "graph",
         "graph",
@@ -606,7 +608,10 @@ def table_graph(fig: Figure) -> str:
             )
         errors = {k: v for k, v in r.items() if k.endswith(("error", "skipped"))}
         for k, v in errors.items():
-            out.append(f"| {r['graph']} | | | | {k.rsplit(' ', 1)[0]} | | {k.rsplit(' ', 1)[1]} | {str(v)[:60]} |")
+            who, what = k.rsplit(" ", 1)
+            cut = r.get(f"{who} cut off")  # a peer cut off: the calls it finished too, in the words of today
+            text = peers.cut_off_text(cut) if cut else str(v)[:60]
+            out.append(f"| {r['graph']} | | | | {who} | | {what} | {text} |")
     return "\n".join(out) + "\n"
 
 

@@ -275,7 +275,7 @@ print(json.dumps(out))
 """
 
 
-def cut_off(stdout, timeout_s: float, repeats: int, now: float) -> dict:
+def cut_off(stdout, timeout_s: float, now: float) -> dict:
     """What a child cut off after ``timeout_s`` (at ``now``, ``time.time()``) had done: the times of the calls it
     finished (its ``call_ms`` lines) and ``ms_at_least``, how long the call it was in had run (from its last
     ``call_starts`` line): a lower bound on that call's time.  No call started: no bound."""
@@ -286,11 +286,20 @@ def cut_off(stdout, timeout_s: float, repeats: int, now: float) -> dict:
     out = {"cut_off_s": timeout_s, "calls_ms": done}
     if len(starts) > len(done):
         out["ms_at_least"] = 1e3 * (now - starts[-1])
-        doing = "first call" if not done else f"call {len(done) + 1} of {repeats + 1}"
-        out["error"] = f"cut off at {timeout_s:.0f} s: its {doing} had run {out['ms_at_least'] / 1e3:.1f} s"
-    else:
-        out["error"] = f"cut off at {timeout_s:.0f} s, before its first call"
+    out["error"] = cut_off_text(out)
     return out
+
+
+def cut_off_text(cut: dict) -> str:
+    """What ``cut_off`` found, in words: the calls done and their times, how long the one cut off had run."""
+    text = f"cut off at {cut['cut_off_s']:.0f} s"
+    if "ms_at_least" not in cut:
+        return text + ", before its first call"
+    done = cut["calls_ms"]
+    if not done:
+        return text + f": its first call had run {cut['ms_at_least'] / 1e3:.1f} s"
+    times = ", ".join(f"{ms / 1e3:.1f}" for ms in done)
+    return text + f" in call {len(done) + 1} (the warm-up is call 1); calls done: {times} s"
 
 
 def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeout_s: float) -> dict:
@@ -308,7 +317,7 @@ def graphblas_graph(A: sp.csr_matrix, op: str, threads: int, repeats: int, timeo
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=True)
         except subprocess.TimeoutExpired as exc:
-            return cut_off(exc.stdout, timeout_s, repeats, time.time())
+            return cut_off(exc.stdout, timeout_s, time.time())
         except subprocess.CalledProcessError as exc:
             return {"error": (exc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
         res = json.loads(out.stdout.strip().splitlines()[-1])

@@ -150,11 +150,13 @@ def test_a_peer_cut_off_gives_how_long_its_call_had_run(finished):
     child = "import json, time\n" + (call % 0.05 + finish) * finished + call % 60
     with pytest.raises(subprocess.TimeoutExpired) as cut:
         subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=2.0, check=True)
-    r = peers.cut_off(cut.value.stdout, 2.0, 1, time.time())
+    r = peers.cut_off(cut.value.stdout, 2.0, time.time())
     assert r["calls_ms"] == [50.0] * finished and r["cut_off_s"] == 2.0
     assert 500 < r["ms_at_least"] < 2500  # the child's start-up (well under 1.5 s) comes off the 2 s
-    assert "had run" in r["error"] and ("first call" in r["error"]) == (finished == 0)
-    assert "ms_at_least" not in peers.cut_off(b"", 2.0, 1, time.time())
+    assert r["error"].startswith("cut off at 2 s")
+    assert ("first call had run" in r["error"]) == (finished == 0)
+    assert ("in call 2 (the warm-up is call 1); calls done: 0.1 s" in r["error"]) == (finished == 1)
+    assert "ms_at_least" not in peers.cut_off(b"", 2.0, time.time())
 
 
 def test_results_file_counts_every_check(tmp_path, monkeypatch):
