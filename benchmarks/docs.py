@@ -40,6 +40,7 @@ class Figure:
 DISTANCES_GPU = (
     "distances_h200_5b72111_movielens_nytimes.json",
     "distances_h200_5b72111_scrna_edgar.json",
+    "distances_h200_1cdcd4c_cuvs_cells.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
