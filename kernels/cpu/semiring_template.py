@@ -130,7 +130,7 @@ def _listed(i, j, lists, chunk):
 
 @njit(parallel=True, **JIT)
 def float32_product_kernel(
-    xd, yd, xa, ya, gamma, floor, tau, tile, nthreads, xn, yn, n, eparams, flagged, uncertain, out
+    xd, yd, xa, ya, gamma, floor, tau, tile, nthreads, mirror, xn, yn, n, eparams, flagged, uncertain, out
 ):
     # xd @ yd.T (float32 blocks of X's and Y's rows) by BLAS in tiles of ``tile`` rows and columns, each
     # thread multiplying its own (BLAS held to one thread by the caller: none then waits on another's pool) and
@@ -141,17 +141,24 @@ def float32_product_kernel(
     # overflowed (an expansion may clip infinity to a finite value), the entry is listed in ``uncertain`` for
     # the caller to recompute from the rows (its value here is a placeholder); the others are tested by
     # refine_when and listed in ``flagged``, as the kernels above list theirs.  Two evaluations an entry, in a
-    # loop that vectorises.
+    # loop that vectorises.  ``mirror`` (X's rows are Y's, and the expansion and refine_when are symmetric in
+    # the two rows' norms): only the tiles on and above the diagonal are multiplied, each written to its mirror
+    # too, its listed entries with theirs; a chunk then takes every nchunks-th row of tiles (their work falls
+    # along the rows), else a run of them.
     m, p = out.shape
     ny0, ny1 = yn[0], yn[1]  # rows of yn: 2-D indexing in the loop does not vectorise
     ntiles = (m + tile - 1) // tile
     nchunks = min(ntiles, 8 * nthreads)
     for chunk in prange(nchunks):
         far = np.empty(tile, np.bool_)
-        for t in range(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks):
+        first, last, step = chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks, 1
+        if mirror:
+            first, last, step = chunk, ntiles, nchunks
+        for t in range(first, last, step):
             i0, i1 = t * tile, min(m, (t + 1) * tile)
-            for j0 in range(0, p, tile):
+            for j0 in range(i0 if mirror else 0, p, tile):
                 j1 = min(p, j0 + tile)
+                mirrored = mirror and j0 != i0
                 c = np.dot(xd[i0:i1], yd[j0:j1].T)  # row slices: contiguous, as BLAS takes them
                 for r in range(i1 - i0):
                     i = i0 + r
@@ -169,8 +176,14 @@ def float32_product_kernel(
                         for jj in range(j1 - j0):
                             if far[jj]:
                                 _listed(i, j0 + jj, uncertain, chunk)
+                                if mirrored:
+                                    _listed(j0 + jj, i, uncertain, chunk)
                             else:
                                 _flag(np.float64(row[jj]), i, j0 + jj, xn, yn, n, eparams, flagged, chunk)
+                                if mirrored:
+                                    _flag(np.float64(row[jj]), j0 + jj, i, xn, yn, n, eparams, flagged, chunk)
+                if mirrored:
+                    out[j0:j1, i0:i1] = out[i0:i1, j0:j1].T
 
 
 @njit(parallel=True, **JIT)

@@ -206,9 +206,10 @@ def _blas(product: Product, out_dtype, expansion=None):
     room = max(1024, product.m * product.p // (FLAGGED_SHARE * flagged.shape[0]))
     uncertain = np.zeros((flagged.shape[0], 1 + 2 * room), np.int64)
     threads, tolerance, tile = numba.get_num_threads(), _dense.FLOAT32_TOLERANCE, _dense.FLOAT32_TILE
+    mirror = Y is X and np.array_equal(xn, yn) and _symmetric(expansion)
     with _dense.one_blas_thread():
         kernels.float32_product_kernel(
-            xd, yd, xa, ya, gamma, floor, tolerance, tile, threads, *operands, uncertain, out
+            xd, yd, xa, ya, gamma, floor, tolerance, tile, threads, mirror, *operands, uncertain, out
         )
     if _pairwise.with_flagged(out, flagged) is None or _pairwise.with_flagged(out, uncertain) is None:
         return None
@@ -224,6 +225,35 @@ def _blas(product: Product, out_dtype, expansion=None):
             order = np.lexsort((cols, rows))
             listed = Entries(rows[order], cols[order])
     return out, listed
+
+
+_SWAPPED = {
+    name: _expr.Node("var", (other,))
+    for name, other in (("nx0", "ny0"), ("ny0", "nx0"), ("nx1", "ny1"), ("ny1", "nx1"))
+}
+
+
+def _symmetric(expansion) -> bool:
+    """Whether a measure's expansion and its refinement test give an entry (i, j) of X against itself what they
+    give (j, i): each tree the same with the two rows' norms swapped, up to the order of commutative operations
+    (exact in floating point: ``expr.canonical``, and ``and``/``or`` in any order).  Cosine, correlation,
+    euclidean are; a measure whose expansion weighs its two rows differently is not."""
+    tree, when = expansion[0], expansion[-1]
+    return all(t is None or _commuted(_expr.substitute(t, _SWAPPED)) == _commuted(t) for t in (tree, when))
+
+
+def _commuted(node):
+    """``expr.canonical``'s tree with the operands of each chain of ``and`` or ``or`` in a fixed order too: the
+    same truth value for the pure tests of an expansion (not for recognising an op, nor to be run)."""
+
+    def walk(n):
+        args = tuple(walk(a) if isinstance(a, _expr.Node) else a for a in n.args)
+        if n.kind in ("and", "or"):  # a chain of them flattened, its operands sorted (compared, never run)
+            flat = (b for a in args for b in (a.args if a.kind == n.kind else (a,)))
+            args = tuple(sorted(flat, key=repr))
+        return _expr.Node(n.kind, args)
+
+    return walk(_expr.canonical(node))
 
 
 @contextmanager

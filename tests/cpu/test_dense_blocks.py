@@ -233,6 +233,56 @@ def test_float32_products_recompute_what_they_cannot_give(metric, float32_produc
     assert np.isnan(got[3]).all() if metric == "cosine" else np.isfinite(got[3]).all()
 
 
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "correlation"])
+def test_float32_products_of_rows_against_themselves_mirror_the_upper_tiles(metric, float32_products, rng, monkeypatch):
+    """X against itself: only the tiles on and above the diagonal are multiplied, each written to its mirror with
+    its uncertain and flagged entries; the awkward rows' partners lie in other tiles, so their entries are
+    mirrored ones, recomputed from the rows on both sides.  Against cdist in float64, the cancelling entries
+    exactly, the tiles off the diagonal exactly symmetric."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    mirrored = []
+    symmetric = cpu_strategies._symmetric
+    monkeypatch.setattr(cpu_strategies, "_symmetric", lambda e: mirrored.append(symmetric(e)) or mirrored[-1])
+    tile = dense_path.FLOAT32_TILE
+    X = rng.random((2 * tile + 100, 40))
+    X[5] = X[tile + 7]  # duplicates in two tiles
+    X[9] = 3 * X[2 * tile + 3]  # parallel
+    X[11] = X[tile + 20] + 1e-4 * rng.random(40)  # near-duplicates
+    X[13] = 0.0  # empty row
+    X[17] = X[2 * tile + 50] = 1e20  # float32's products overflow
+    X[19] -= 0.5  # signs that cancel inside the sums
+    X[tile + 30] = X[19]
+    X[23] = 1e4 + rng.random(40)  # a mean large next to the spread: correlation's sums cancel
+    X[2 * tile + 60] = X[23] + 1e-3 * rng.random(40)
+    X = X.astype(np.float32)
+    got = distances.pairwise_distances(X, metric=metric, backend="cpu")
+    assert float32_products and mirrored == [True], "the float32 path did not mirror"
+    Xd = X.astype(np.float64)
+    want = oracle(metric, Xd, Xd)
+    np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
+    pairs = [(5, tile + 7), (19, tile + 30)] + ([(9, 2 * tile + 3)] if metric != "euclidean" else [])
+    for i, j in pairs + [(j, i) for i, j in pairs]:  # recomputed in float64 on both sides of the diagonal
+        assert abs(got[i, j] - want[i, j]) <= 1e-6 * abs(want[i, j]) + 1e-12, (i, j, got[i, j], want[i, j])
+    off = got[:tile, tile:], got[tile:, :tile].T
+    np.testing.assert_array_equal(*off)
+
+
+def test_an_expansion_that_weighs_its_rows_apart_is_not_mirrored():
+    from semiring import expr
+    from semiring.interfaces import EXPANSION_VARIABLES
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    def tree(text):
+        return expr.parse(text, EXPANSION_VARIABLES)[0]
+
+    assert cpu_strategies._symmetric((tree("nx0 + ny0 - 2.0 * c0"), None))
+    assert cpu_strategies._symmetric((tree("c0 / (sqrt(ny0) * sqrt(nx0))"), tree("nx1 * ny1 > 1.0")))
+    assert cpu_strategies._symmetric((tree("c0"), tree("nx0 > 0.0 and c0 > 1.0 and ny0 > 0.0")))
+    assert not cpu_strategies._symmetric((tree("c0 / nx0"), None))
+    assert not cpu_strategies._symmetric((tree("c0"), tree("nx0 > 1.0")))
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     data=st.data(),
