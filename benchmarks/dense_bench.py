@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from functools import partial
 
@@ -134,6 +135,8 @@ def main() -> None:
     with threadpool_limits(limits=args.threads):  # numba's (ours) and BLAS's, for both sides
         result = {
             "commit": commit(),
+            "command": "python -m benchmarks dense-cpu " + " ".join(sys.argv[1:]),
+            "seed": "fixed: the crossover's rows drawn with seed 0, the peers' with seed 1",
             "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
             "threads": args.threads,

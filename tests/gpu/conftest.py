@@ -1,4 +1,6 @@
-"""What the GPU tests' Dask modules share: one ``LocalCUDACluster`` (a worker per GPU) and its client a module."""
+"""What the GPU tests' Dask modules share: one cluster and its client a module: ``LocalCUDACluster`` (a worker per
+GPU) where dask-cuda is installed, else ``distributed``'s own ``LocalCluster`` of one single-threaded worker
+process (on the default GPU: the lent GPU machines have ``distributed`` and no dask-cuda)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,12 @@ import pytest
 
 @pytest.fixture(scope="module")
 def client():
-    dask_cuda = pytest.importorskip("dask_cuda")
     distributed = pytest.importorskip("distributed")
-    with dask_cuda.LocalCUDACluster(dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    try:
+        import dask_cuda
+    except ImportError:
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    else:
+        cluster = dask_cuda.LocalCUDACluster(dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
         yield client

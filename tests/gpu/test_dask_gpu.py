@@ -1,6 +1,7 @@
 """The Dask paths on a ``LocalCUDACluster`` (one worker per GPU), against the single-GPU calls (marked ``gpu``).
 
-Skipped without a GPU (``tests/conftest.py``) and without ``dask_cuda``.  Run on
+Skipped without a GPU (``tests/conftest.py``) and without ``distributed``; ``dask_cuda``'s cluster where it is
+installed, else ``distributed``'s (``conftest.py``).  Run on
 a GPU machine with ``python -m pytest -m gpu tests/gpu/test_dask_gpu.py``.
 """
 
@@ -19,7 +20,6 @@ from semiring.distances import NearestNeighbors, graph, pairwise_distances
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
-dask_cuda = pytest.importorskip("dask_cuda")
 
 
 def blocks(A, rows):

@@ -2,7 +2,8 @@
 triangle counts reduced there, on a ``LocalCUDACluster`` (one worker per GPU), against the single-GPU calls and
 networkx (marked ``gpu``).
 
-Skipped without a GPU (``tests/conftest.py``) and without ``dask_cuda``.  Run on a GPU machine with
+Skipped without a GPU (``tests/conftest.py``) and without ``distributed``; ``dask_cuda``'s cluster where it is
+installed, else ``distributed``'s (``conftest.py``).  Run on a GPU machine with
 ``python -m pytest -m gpu tests/gpu/test_dask_graph_gpu.py``.
 """
 
@@ -19,7 +20,6 @@ from semiring.distances import graph
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
-dask_cuda = pytest.importorskip("dask_cuda")
 
 
 def blocks(A, rows):
