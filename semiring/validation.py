@@ -164,6 +164,15 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
             )
         dtype = _value_dtype(dense.dtype, name)
         A = _dense_to_csr(dense.astype(dtype, copy=False))
+        finite = _check_finite(A, name, allow_inf)
+        # its stored values are its nonzeros: their magnitudes' bounds, two reductions, spare a row-scale-free
+        # measure's range check its passes over every value (bound.rows_in_range: 7 ms of a 60 ms cosine of
+        # 3,000 x 300 dense rows)
+        magnitudes = None
+        if finite and A.nnz:
+            size = np.abs(A.data)
+            magnitudes = (float(size.min()), float(size.max()))
+        return _with_facts(given, A, finite, magnitudes)
     return _with_facts(given, A, _check_finite(A, name, allow_inf))
 
 

@@ -128,6 +128,26 @@ def _listed(i, j, lists, chunk):
     lists[chunk, 0] = k + 1
 
 
+@njit(**JIT)
+def _row_tiles(chunk, nchunks, ntiles, mirror):
+    # The rows of tiles a chunk of a product kernel takes: a run of them; with ``mirror`` (the tiles on and above
+    # the diagonal only, fewer a row further down) pairs of a row from the top and its partner from the bottom,
+    # every nchunks-th pair, so each chunk has ntiles + 1 tiles a pair (numba gives each thread a run of chunks:
+    # dealt one row a chunk, the first thread's rows held three quarters of the tiles on two threads).
+    if not mirror:
+        return np.arange(chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks)
+    npairs = (ntiles + 1) // 2
+    rows = np.empty(2 * ((npairs - chunk + nchunks - 1) // nchunks), np.int64)
+    k = 0
+    for pair in range(chunk, npairs, nchunks):
+        rows[k] = pair
+        k += 1
+        if ntiles - 1 - pair != pair:
+            rows[k] = ntiles - 1 - pair
+            k += 1
+    return rows[:k]
+
+
 @njit(parallel=True, **JIT)
 def float32_product_kernel(
     xd, yd, xa, ya, gamma, floor, tau, tile, nthreads, mirror, xn, yn, n, eparams, flagged, uncertain, out
@@ -143,18 +163,14 @@ def float32_product_kernel(
     # refine_when and listed in ``flagged``, as the kernels above list theirs.  Two evaluations an entry, in a
     # loop that vectorises.  ``mirror`` (X's rows are Y's, and the expansion and refine_when are symmetric in
     # the two rows' norms): only the tiles on and above the diagonal are multiplied, each written to its mirror
-    # too, its listed entries with theirs; a chunk then takes every nchunks-th row of tiles (their work falls
-    # along the rows), else a run of them.
+    # too, its listed entries with theirs (``_row_tiles`` deals their rows so every chunk has as many).
     m, p = out.shape
     ny0, ny1 = yn[0], yn[1]  # rows of yn: 2-D indexing in the loop does not vectorise
     ntiles = (m + tile - 1) // tile
-    nchunks = min(ntiles, 8 * nthreads)
+    nchunks = min((ntiles + 1) // 2 if mirror else ntiles, 8 * nthreads)
     for chunk in prange(nchunks):
         far = np.empty(tile, np.bool_)
-        first, last, step = chunk * ntiles // nchunks, (chunk + 1) * ntiles // nchunks, 1
-        if mirror:
-            first, last, step = chunk, ntiles, nchunks
-        for t in range(first, last, step):
+        for t in _row_tiles(chunk, nchunks, ntiles, mirror):
             i0, i1 = t * tile, min(m, (t + 1) * tile)
             for j0 in range(i0 if mirror else 0, p, tile):
                 j1 = min(p, j0 + tile)

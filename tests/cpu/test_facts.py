@@ -82,10 +82,10 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
     given_ = forms(A)[form]
     before = dict(getattr(given_, "__dict__", {}))
     checked = validation.check_matrix(given_, "X", verdicts=ENGINE.csr_verdicts)
-    # the one pass finds the values' magnitudes too, where it reads the values: not a dense array's (NumPy
-    # checks it), nor where rows came out of order (the repeats are summed after it)
+    # the one pass finds the values' magnitudes too, where it reads the values, not where rows came out of order
+    # (the repeats are summed after it); a dense array's are found from its nonzeros, either way
     magnitudes = np.abs(A.data)
-    read = one_pass and form not in ("scrambled", "dense")
+    read = one_pass and form != "scrambled" or form == "dense"
     found = (magnitudes[magnitudes > 0].min(), magnitudes.max()) if read else None
     assert validation.facts_of(checked) == Facts(finite=True, nonnegative=None, magnitudes=found)
     assert checked.has_canonical_format
