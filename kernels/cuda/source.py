@@ -239,7 +239,7 @@ def render_expansion(
     name = f"sr_{kind}_{_suffix(label, value_type, index_type)}"
     names = dict(EXPANSION_ARGS)
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
-    f = _expr.render_cuda(tree, names, "T")
+    locals_, (f,) = _expr.render_cuda_shared([tree], names)
     if select:
         tail = "long long capacity, I* __restrict__ rows, I* __restrict__ cols, unsigned long long* __restrict__ count"
         store = f"""if ({f} != T(0)) {{
@@ -258,6 +258,7 @@ extern "C" __global__ void {name}(
 {{
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     {_ENTRY_OF_T}
+    {locals_}
     {store}
 }}
 """
@@ -342,15 +343,17 @@ def render_pairwise_ranges(
     const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
     long long n, const double* __restrict__ eparams, int finish,
     long long capacity, {F}* __restrict__ rows, {F}* __restrict__ cols, unsigned long long* __restrict__ count,"""
+        locals_, (value, *test) = _expr.render_cuda_shared([expansion, *([] if when is None else [when])], names)
         flag = ""
         if when is not None:
             flag = f"""
-            if ({_expr.render_cuda(when, names, "T")}) {{
+            if ({test[0]}) {{
                 const unsigned long long k = atomicAdd(count, 1ULL);
                 if (k < (unsigned long long)capacity) {{ rows[k] = ({F})i; cols[k] = ({F})(j0 + t); }}
             }}"""
         write = f"""if (!finish) {{ row[t] = c; continue; }}
-            row[t] = {_expr.render_cuda(expansion, names, "T")};{flag}"""
+            {locals_}
+            row[t] = {value};{flag}"""
     body = f"""\
 typedef {I} I;
 extern "C" __global__ void {name}(

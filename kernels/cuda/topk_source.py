@@ -93,7 +93,7 @@ def render_topk(
     segment, merge = mode == "segment", mode == "merge"
     names = dict(EXPANSION_ARGS)  # the expansion kernel's operands: entry t of row i, candidate j
     names.update({p: f"T(params[{k}])" for k, p in enumerate(param_names)})
-    f = _expr.render_cuda(expansion, names, "T")
+    locals_, (f,) = _expr.render_cuda_shared([expansion], names)
     before = "a > b" if largest else "a < b"
     body = f"""\
 typedef {T} T;
@@ -132,6 +132,7 @@ __device__ __forceinline__ T sr_candidate(
     const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
     long long n, const double* __restrict__ params, long long i, long long j, long long t)
 {{
+    {locals_}
     return {f};
 }}
 

@@ -94,7 +94,8 @@ def test_bindings_substitute():
 
 
 def _cases():
-    """(label, tree, variables, params, input rows) for every expression the kernels render."""
+    """(label, tree, variables, params, input rows, parameter values, a tree rendered in one scope with it or
+    None) for every expression the kernels render."""
     grid = [0.0, *PROBES[::2]]
     pairs = list(itertools.product(grid, grid))
     cases = [
@@ -117,34 +118,57 @@ def _cases():
                 np.array(list(d.params.values()) or [], dtype=float),
             )
         )
+        if d.refine is not None:  # the test of where the expansion cancels, rendered in one scope with it
+            when = E.parse(d.refine.when, EXPANSION_VARIABLES)[0]
+            cases.append((f"{d.name} refinement", when, *cases[-1][2:], d.expansion_tree))
     for name, text in NORMS.items():
         cases.append((f"norm {name}", E.parse(text, ("x",))[0], ("x",), (), [(v,) for v in grid], np.zeros(0)))
-    return cases
+    return [case if len(case) == 7 else (*case, None) for case in cases]
 
 
 @pytest.mark.skipif(not HAS_GXX, reason="needs a host C++ compiler (g++)")
 def test_cuda_form_equals_python_form(tmp_path):
+    """Each expression as ``render_cuda`` writes it inline and as ``render_cuda_shared`` writes it (its repeated
+    subexpressions declared once, a refinement test in one scope with its expansion), against the Python form."""
     cases = _cases()
     lines = []
-    for k, (label, tree, variables, params, rows, values) in enumerate(cases):
+    for k, (label, tree, variables, params, rows, values, beside) in enumerate(cases):
         names = {v: v for v in variables}
         names.update({p: f"T(params[{i}])" for i, p in enumerate(params)})
         body = E.render_cuda(tree, names, "T")
+        locals_, (shared, *_) = E.render_cuda_shared([tree, *([] if beside is None else [beside])], names)
         lines.append(f"  {{ double params[] = {{{', '.join(repr(float(v)) for v in values) or '0'}}};")
         for row in rows:
             decl = " ".join(f"double {v} = {float(x)!r};" for v, x in zip(variables, row))
             lines.append(f'    {{ {decl} printf("%.17g\\n", (double)({body})); }}')
+            lines.append(f'    {{ {decl} {locals_} printf("%.17g\\n", (double)({shared})); }}')
         lines.append("  }")
     out = iter(printed(tmp_path, lines))
     with np.errstate(all="ignore"):
-        for label, tree, variables, params, rows, values in cases:
+        for label, tree, variables, params, rows, values, _ in cases:
             fn = E.compile_python(tree, variables, params)
             for row in rows:
-                got = float(next(out))
                 want = float(fn(*(np.float64(x) for x in row), values))
-                assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-13, abs=0), (
-                    f"{label} at {row}: CUDA form {got!r}, Python form {want!r}"
-                )
+                for form in ("CUDA form", "CUDA form with shared locals"):
+                    got = float(next(out))
+                    assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-13, abs=0), (
+                        f"{label} at {row}: {form} {got!r}, Python form {want!r}"
+                    )
+
+
+def test_shared_locals_declare_each_repeated_subexpression_once():
+    """Correlation's clip holds its value three times and its refinement test repeats the spreads and the root:
+    declared once each, 12 square roots and 41 divisions become 3 and 5."""
+    d = next(d for d in DISTANCES if d.name == "correlation")
+    when = E.parse(d.refine.when, EXPANSION_VARIABLES)[0]
+    names = {v: v for v in EXPANSION_VARIABLES}
+    inline = E.render_cuda(d.expansion_tree, names) + E.render_cuda(when, names)
+    locals_, (value, test) = E.render_cuda_shared([d.expansion_tree, when], names)
+    assert inline.count("sqrt(") == 12 and inline.count(" / ") == 41
+    shared = locals_ + value + test
+    assert shared.count("sqrt(") == 3  # √q, else √vx·√vy
+    assert shared.count(" / ") == 5  # nx0²/n, ny0²/n, nx0·ny0/n, cov / root, |nx0·ny0|/n
+    assert locals_.count("const T sr_e") == len(set(locals_.split("const T ")[1:]))
 
 
 @pytest.mark.parametrize(
