@@ -496,11 +496,14 @@ class _Dialect:
 
 
 def _render(
-    node: Node, names: Mapping[str, str], d: _Dialect, shared: Mapping[Node, str] | None = None, as_bool: bool = False
+    node: Node,
+    names: Mapping[str, str],
+    d: _Dialect,
+    local: Callable[[Node], str | None] = lambda n: None,
+    as_bool: bool = False,
 ) -> str:
-    """``node`` in dialect ``d``: a number (or, ``as_bool``, a condition); a subtree in ``shared`` is read from
-    the local named there (``render_cuda_shared``)."""
-    shared = shared or {}
+    """``node`` in dialect ``d``: a number (or, ``as_bool``, a condition); a subtree for which ``local`` names
+    a declared local is read from it (``render_cuda_shared``)."""
 
     def num(n: Node) -> str:
         s = r(n)
@@ -512,8 +515,9 @@ def _render(
 
     def r(n: Node) -> str:
         k, a = n.kind, n.args
-        if n in shared:
-            return shared[n]
+        name = local(n)
+        if name is not None:
+            return name
         if k == "num":
             return d.number(a[0])
         if k == "var":
@@ -611,37 +615,53 @@ def render_cuda_shared(
     CUDA's arithmetic does not trap, and the operands ``names`` read are in bounds wherever the expression is.
     Locals are named ``prefix`` and a number, so two calls with different prefixes can share one scope.
     """
-    counts: dict[Node, int] = {}
+    # Equal subtrees are one class, numbered bottom-up from shallow keys (a Node's own hash walks its whole
+    # subtree, and hashing every subtree so took milliseconds a call on correlation's tree).
+    klass: dict[int, int] = {}  # id of a node -> its class
+    keys: dict[tuple, int] = {}
+    children: list[tuple[int, ...]] = []
+    nodes: list[Node] = []
 
-    def count(n: Node) -> None:  # references in the tree with equal subtrees merged (a DAG's in-degrees)
-        if n.kind in ("num", "var"):
+    def intern(n: Node) -> int:
+        k = klass.get(id(n))
+        if k is None:
+            parts = tuple(intern(a) if isinstance(a, Node) else a for a in n.args)
+            kids = tuple(p for a, p in zip(n.args, parts) if isinstance(a, Node))
+            k = keys.setdefault((n.kind, tuple(type(a).__name__ for a in n.args), parts), len(nodes))
+            if k == len(nodes):
+                children.append(kids)
+                nodes.append(n)
+            klass[id(n)] = k
+        return k
+
+    tops = [intern(root) for root in roots]
+    refs = [0] * len(nodes)
+
+    def count(k: int) -> None:  # references with equal subtrees merged (the in-degrees of the tree's DAG)
+        refs[k] += 1
+        if refs[k] == 1:
+            for c in children[k]:
+                count(c)
+
+    for k in tops:
+        count(k)
+    d, local, lines, done = _cuda_dialect(value_type), {}, [], set()
+
+    def declare(k: int) -> None:  # children first, so each declaration reads only earlier ones
+        if k in done:
             return
-        counts[n] = counts.get(n, 0) + 1
-        if counts[n] == 1:
-            for a in n.args:
-                if isinstance(a, Node):
-                    count(a)
+        done.add(k)
+        for c in children[k]:
+            declare(c)
+        n = nodes[k]
+        if refs[k] > 1 and n.kind not in ("num", "var"):
+            text = _unwrap(_render(n, names, d, lambda m: local.get(klass[id(m)]), as_bool=n.is_bool))
+            local[k] = f"{prefix}{len(lines)}"
+            lines.append(f"const {'bool' if n.is_bool else value_type} {local[k]} = {text};")
 
-    for root in roots:
-        count(root)
-    d, shared, lines, seen = _cuda_dialect(value_type), {}, [], set()
-
-    def declare(n: Node) -> None:  # children first, so each declaration reads only earlier ones
-        if n.kind in ("num", "var") or n in seen:
-            return
-        seen.add(n)
-        for a in n.args:
-            if isinstance(a, Node):
-                declare(a)
-        if counts[n] > 1:
-            name = f"{prefix}{len(shared)}"
-            kind = "bool" if n.is_bool else value_type
-            lines.append(f"const {kind} {name} = {_unwrap(_render(n, names, d, shared, as_bool=n.is_bool))};")
-            shared[n] = name
-
-    for root in roots:
-        declare(root)
-    return " ".join(lines), [_render(root, names, d, shared) for root in roots]
+    for k in tops:
+        declare(k)
+    return " ".join(lines), [_render(root, names, d, lambda m: local.get(klass[id(m)])) for root in roots]
 
 
 def _cuda_dialect(T: str) -> _Dialect:

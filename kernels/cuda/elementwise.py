@@ -19,6 +19,7 @@ from . import launch, source
 from .launch import DeviceCSR, common_index, device_params, value_type
 
 
+@source.memo_by_identity
 def label(tree) -> str:
     return "e" + hashlib.sha1(repr(tree).encode()).hexdigest()[:12]
 

@@ -18,6 +18,7 @@ Kernels rendered here:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from semiring import expr as _expr
@@ -82,6 +83,37 @@ _ENTRY_OF_T = """if (t >= m * p) return;
     j = t - i * p;"""
 
 
+# Renderings kept, at most this many (the cache is emptied when full).
+MEMO_ENTRIES = 512
+
+
+def memo_by_identity(render):
+    """``render``, computed once for each set of arguments, objects among them (a measure's trees, a semiring)
+    told apart by identity: a measure's trees are parsed once and passed again on every call, and hashing or
+    printing a tree walks all of it (correlation's row-range kernel took about 1 ms a call to render).  An entry
+    holds its arguments, so no id it was keyed by is reused while it stands."""
+    cache: dict = {}
+
+    @functools.wraps(render)
+    def rendered(*args, **kwargs):
+        key = (_identity(args), _identity(tuple(sorted(kwargs.items()))))
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) >= MEMO_ENTRIES:
+                cache.clear()
+            hit = cache[key] = (render(*args, **kwargs), args, kwargs)
+        return hit[0]
+
+    return rendered
+
+
+def _identity(a):
+    if isinstance(a, tuple):
+        return tuple(_identity(x) for x in a)
+    return a if a is None or isinstance(a, (str, int, float, bool)) else (type(a).__name__, id(a))
+
+
+@memo_by_identity
 def render_pairwise_merge(
     sr, value_type: str = "float32", index_type: str = "int32", masked: bool = False
 ) -> KernelSource:
@@ -145,6 +177,7 @@ extern "C" __global__ void {name}(
 ROW_REDUCTIONS = {"sum": ("T(0)", "a + b"), "max": ("T(-sr_inf())", "fmax(a, b)"), "min": ("T(sr_inf())", "fmin(a, b)")}
 
 
+@memo_by_identity
 def render_row_norm(
     tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32", reduce: str = "sum"
 ) -> KernelSource:
@@ -214,6 +247,7 @@ EXPANSION_ARGS = {
 assert tuple(EXPANSION_ARGS) == EXPANSION_VARIABLES  # the C form of each operand of semiring.interfaces's vocabulary
 
 
+@memo_by_identity
 def render_expansion(
     tree: _expr.Node,
     param_names: tuple[str, ...],
@@ -274,6 +308,7 @@ def _postings_kernel(kind: str, sr, value_type: str, index_type: str) -> tuple[s
     return T, I, f"sr_{kind}_{_suffix(sr.name, value_type, index_type)}"
 
 
+@memo_by_identity
 def render_pairwise_inverted(sr, value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """One warp per stored entry ``(i, c, x)`` of X, walking column c's postings of Y:
     ``out[i, j] += x ⊗ y`` with an atomic add for every ``(j, y)`` stored in that column.
@@ -307,6 +342,7 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
+@memo_by_identity
 def render_pairwise_ranges(
     sr,
     value_type: str = "float32",
@@ -556,6 +592,7 @@ _ATOMIC_NEXT = {
 }
 
 
+@memo_by_identity
 def render_pairwise_rowvec(
     sr, value_type: str = "float32", index_type: str = "int32", group: int = 8, second_pass: bool = False
 ) -> KernelSource:

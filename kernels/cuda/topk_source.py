@@ -31,7 +31,7 @@ from __future__ import annotations
 from semiring import expr as _expr
 from semiring.interfaces import TOPK_EMPTY
 
-from .source import EXPANSION_ARGS, PREAMBLE, VALUE_TYPES, KernelSource
+from .source import EXPANSION_ARGS, PREAMBLE, VALUE_TYPES, KernelSource, memo_by_identity
 
 # A block already expanded: the candidate is its entry.
 BLOCK = _expr.Node("var", ("c0",))
@@ -55,6 +55,7 @@ def capacity_for(k: int) -> int | None:
     return next((c for c in CAPACITIES if c >= k), None)
 
 
+@memo_by_identity
 def render_topk(
     value_type: str = "float32",
     capacity: int = 16,
