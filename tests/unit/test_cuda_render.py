@@ -269,3 +269,20 @@ def test_entry_rows_kernel_compiles(index_type):
     kernel = cuda_source.render_entry_rows(index_type)
     assert f"typedef {cuda_source.INDEX_TYPES[index_type]} I;" in kernel.source
     assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
+def test_renderings_are_kept_for_the_same_trees_and_told_apart_by_the_others():
+    """``memo_by_identity``: the same objects give the kernel rendered before; another tree, equal in value or
+    not, or another value type, is rendered for itself (and renders the same text where its value is equal)."""
+    d = next(d for d in DISTANCES if d.name == "correlation")
+    when = E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]
+    args = (d.terms[0], "float32", "int32", d.expansion_tree, tuple(d.param_names), when, d.name, "int32")
+    first = cuda_source.render_pairwise_ranges(*args)
+    assert cuda_source.render_pairwise_ranges(*args) is first
+    equal = E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]  # a new tree of the same value
+    again = cuda_source.render_pairwise_ranges(*args[:5], equal, *args[6:])
+    assert again is not first and again.source == first.source
+    other = cuda_source.render_pairwise_ranges(*args[:5], None, *args[6:])
+    assert "atomicAdd(count" in first.source and "atomicAdd(count" not in other.source
+    double = cuda_source.render_pairwise_ranges(args[0], "float64", *args[2:])
+    assert "typedef double T;" in double.source and "typedef float T;" in first.source
