@@ -179,7 +179,7 @@ def _margins(product: Product, expansion=None):
 
 
 def _extrema(product: Product, expansion=None):
-    return union_by_extrema(product)
+    return union_by_extrema(product, expansion)
 
 
 def _dense_gemm(product: Product, expansion=None):
@@ -326,8 +326,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     # intersection product (any strategy below), the cancelling entries recomputed by merging.
     Strategy("margins", "rewrite", _margins, applies=_margins_apply),
     # A max- or min-monoid union (chebyshev) on finite values where few row pairs share a column: the rows'
-    # extrema, the pairs sharing one found by counting and recomputed by merging.
-    Strategy("extrema", "rewrite", _extrema, _extrema_apply, lambda facts: known(facts.few_share)),
+    # extrema, the pairs sharing one marked from Y's postings and merged, in one kernel.
+    Strategy("extrema", "rewrite", _extrema, _extrema_apply, lambda facts: known(facts.few_share), expands=True),
     # Plus-monoid intersections, in place of the kernel: cuBLAS where Y is dense enough (DENSE_GEMM_DENSITY; a
     # product the cost model merges is left to merge); the postings kernels where their work is the smaller
     # (INVERTED_COST): the row ranges where they walk the postings few times an output entry, the split where
@@ -484,8 +484,13 @@ def product_expanded(X: DeviceCSR, Y: DeviceCSR, sr, out_dtype, expansion, setti
     chosen = plan(work)
     if chosen.strategy.expands:
         return chosen.run(expansion)
+    return expanded_apart(chosen.run(), expansion)
+
+
+def expanded_apart(c, expansion):
+    """The product ``c`` made the measure in place, by the elementwise kernels: ``(result, flagged entries or
+    None)`` as ``product_expanded`` gives them."""
     tree, names, params, xnorms, ynorms, ncols, when = expansion
-    c = chosen.run()
     flagged = None if when is None else elementwise.select(when, (), params, [c], xnorms, ynorms, ncols, c.shape)
     return elementwise.expand(tree, names, params, [c], xnorms, ynorms, ncols, c), flagged
 
@@ -507,16 +512,14 @@ def union_by_margins(work: Product):
     return recompute_listed(work, out, _MARGIN_CANCELS, [nx, ax], [ny, ay])
 
 
-def recompute_listed(work: Product, out, when, xnorms, ynorms, write_band=None):
+def recompute_listed(work: Product, out, when, xnorms, ynorms):
     """``out``'s entries where ``when`` holds (an expansion's condition of ``c0``, the rows' ``xnorms`` and
     ``ynorms``) recomputed by merging: ``work``'s product under the mask of their list, scattered into ``out``.
 
     The list is made all at once when its coordinates and values (24 bytes an entry) fit the recompute's budget,
     else a band of rows at a time: on similar dense rows nearly all entries may be listed, and they would outgrow
     the result.  Each band costs a selection and a masked merge (on movielens-like kNN tiles, bands sized for
-    the worst case took 513 ms where one pass took 419), so bands follow the count found.  ``write_band(part,
-    r0, r1)``, where given, writes a band's rows after their list is made and before its entries are scattered
-    (the list reads what the band held before)."""
+    the worst case took 513 ms where one pass took 419), so bands follow the count found."""
     m, ncols, none = out.shape[0], work.X.shape[1], np.zeros(0)
     limit = min(MARGIN_RECOMPUTE_BYTES, SCRATCH_BUDGET.get() or MARGIN_RECOMPUTE_BYTES) // 24
     found = elementwise.select(when, (), none, [out], xnorms, ynorms, ncols, out.shape, limit=limit)
@@ -526,8 +529,6 @@ def recompute_listed(work: Product, out, when, xnorms, ynorms, write_band=None):
         part = out[r0:r1]
         if band < m:
             found = elementwise.select(when, (), none, [part], [a[r0:r1] for a in xnorms], ynorms, ncols, part.shape)
-        if write_band is not None:
-            write_band(part, r0, r1)
         if found.rows.size:
             mask = Entries(found.rows + r0, found.cols)
             values = product(work.X, work.Y, work.sr, work.out_dtype, mask=mask, settings=work.settings)
@@ -535,30 +536,45 @@ def recompute_listed(work: Product, out, when, xnorms, ynorms, write_band=None):
     return out
 
 
-_SHARES = _expr.parse("c0 > 0.0", EXPANSION_VARIABLES)[0]
-
-
-def union_by_extrema(work: Product):
+def union_by_extrema(work: Product, expansion=None):
     """A max- or min-monoid union: a pair of rows that share no stored column is exactly
-    ``start ⊕ (⊕ f(x, 0) over X's row) ⊕ (⊕ f(0, y) over Y's row)``, whatever the order ⊕ takes, so every
-    entry is written from the two rows' extrema; the pairs that share a column, found by counting the shared
-    columns (``plus_pair``, structural), are recomputed by merging, all at once where they fit the recompute's
-    budget (as ``union_by_margins``), else a band of rows at a time, each band listed before it is written."""
-    from semiring import plus_pair
+    ``start ⊕ (⊕ f(x, 0) over X's row) ⊕ (⊕ f(0, y) over Y's row)``, whatever the order ⊕ takes, so every such
+    entry is written from the two rows' extrema, and the pairs that share a column, marked from Y's postings,
+    are merged, in one kernel (``source.render_pairwise_extrema``).  ``expansion`` (as ``product_expanded``
+    takes it): applied as each entry is written, giving ``(result, flagged entries or None)``.
 
+    Where Y's postings do not fit the driver's scratch budget in one piece the merge kernel computes the
+    product (the same values), the measure applied after it.
+    """
     sr, X, Y = work.sr, work.X, work.Y
-    kind, ncols = sr.add.kind, X.shape[1]
+    index_type, (xp, xi, xv), (yp, yi, yv) = work.operands
+    I = np.int32 if index_type == "int32" else np.int64
+    colptr = _column_pointers(Y, I)
+    slabs = _slabs(colptr, Y.indices.size, SCRATCH_BUDGET.get(), np.dtype(I).itemsize + work.T().itemsize)
+    if len(slabs) > 1:
+        out = _merge(work)
+        return out if expansion is None else expanded_apart(out, expansion)
     fx0, f0y = sr.mult.margins
-    nx, ny = elementwise.row_norm(X, fx0, work.T, kind), elementwise.row_norm(Y, f0y, work.T, kind)
-    out = product(X, Y, plus_pair, work.out_dtype, settings=work.settings)  # shared columns per pair
-    start = float(work.start)
-    tree = f"{kind}(nx0, ny0)" if not np.isfinite(start) else f"{kind}({kind}({start!r}, nx0), ny0)"
-    extrema = _expr.parse(tree, EXPANSION_VARIABLES)[0]
-
-    def write_extrema(part, r0, r1):
-        elementwise.expand(extrema, (), np.zeros(0), [], [nx[r0:r1]], [ny], ncols, part)
-
-    return recompute_listed(work, out, _SHARES, [], [], write_extrema)
+    ex, ey = elementwise.row_norm(X, fx0, work.T, sr.add.kind), elementwise.row_norm(Y, f0y, work.T, sr.add.kind)
+    out = _out(work)
+    (m, p), write = out.shape, None if expansion is None else ExpandedWrite(expansion, out)
+    kernel = launch.function(
+        source.render_pairwise_extrema(sr, work.value_name, index_type, **({} if write is None else write.render_args))
+    )
+    width = min(p, 8 * min(planner.RANGE_SHARED_BYTES, launch.max_shared_bytes() - 4 * source.EXTREMA_QUEUE - 16))
+    shared = 4 * -(-width // 32)
+    launch.allow_shared(kernel, shared)
+    blocks = min(m * -(-p // width), RANGE_BLOCKS_PER_SM * launch.multiprocessor_count())
+    pointers, rows, _ = _postings(Y, work.value_name, index_type, slabs[0], colptr)
+    args = (xp, xi, xv, np.int64(m), pointers, rows, yp, yi, yv, ex, ey, work.start, np.int64(p), np.int64(width))
+    args += (device_params(sr.params),)
+    while True:
+        tail = () if write is None else write.kernel_args(True)
+        launch.run(kernel, (blocks,), (RANGE_THREADS,), (*args, *tail, out), shared)
+        if write is None:
+            return out
+        if write.listed_all():
+            return out, write.flagged()
 
 
 def dense_gemm(value_name, index_type, held, streamed, ncols, out):

@@ -322,8 +322,6 @@ def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype,
     (few pairs share a column) and recomputes the pairs that share one; every entry against SciPy in float64."""
     from scipy.spatial.distance import cdist
 
-    from semiring.kernels.cuda import strategies
-
     rng = np.random.default_rng(7)
     wide = sp.random(300, 20_000, density=3e-4, format="csr", random_state=rng, dtype=dtype)
     popular = sp.random(300, 3, density=0.05, format="csr", random_state=rng, dtype=dtype)  # some pairs share
@@ -332,14 +330,58 @@ def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype,
     X = sp.vstack([empty, X[:150], empty, X[150:298]], format="csr")  # two empty rows
     X.data = (X.data - 0.5).astype(dtype)
     X.data[::7] = 0  # explicit zeros
-    calls = []
-    real = strategies.union_by_extrema
-    monkeypatch.setattr(strategies, "union_by_extrema", lambda work: calls.append(1) or real(work))
+    calls = count_extrema(monkeypatch)
     got = distances.pairwise_distances(X[:120], X, metric="chebyshev", backend="cuda")
     assert calls, "auto did not take the extrema"
     ref = cdist(X[:120].toarray().astype(np.float64), X.toarray().astype(np.float64), "chebyshev")
     tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
     np.testing.assert_allclose(got, ref, **tol)
-    # a recompute budget of a few entries: the sharing pairs listed and recomputed a band of rows at a time
+    # a scratch budget of a few entries: Y's postings do not fit in one piece, and the merge kernel computes it
     banded = distances.pairwise_distances(X[:120], X, metric="chebyshev", backend="cuda", working_memory=0.001)
     np.testing.assert_allclose(banded, ref, **tol)
+
+
+def count_extrema(monkeypatch) -> list:
+    """The calls of the extrema strategy's runner from now on, one entry each."""
+    from semiring.kernels.cuda import strategies
+
+    calls, real = [], strategies.union_by_extrema
+    monkeypatch.setattr(strategies, "union_by_extrema", lambda *args: calls.append(1) or real(*args))
+    return calls
+
+
+@pytest.mark.parametrize("room", [64, 1024])  # bytes of shares: ranges of 512 rows of Y; one range, two chunks
+@pytest.mark.parametrize("dtype, index", [(np.float32, np.int32), (np.float64, np.int64)])
+def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(room, dtype, index, monkeypatch):
+    """The extrema kernel forced, most pairs sharing a popular column (the queue fills past one chunk of
+    EXTREMA_QUEUE) and the rest not: chebyshev through the measure (its expansion written by the kernel)
+    against SciPy in float64; a max-union and a min-union product (``semiring.pairwise``, no expansion) against
+    the CPU engine.  Signed values, empty rows, explicit zeros, int32 and int64 indices."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cuda import planner, source
+
+    rng = np.random.default_rng(room)
+    wide = sp.random(3000, 4000, density=1e-3, format="csr", random_state=rng, dtype=dtype)
+    popular = sp.random(3000, 2, density=0.6, format="csr", random_state=rng, dtype=dtype)
+    Y = sp.hstack([popular, wide], format="csr", dtype=dtype)
+    empty = sp.csr_matrix((1, Y.shape[1]), dtype=dtype)
+    Y = sp.vstack([empty, Y[:1500], empty, Y[1500:]], format="csr")
+    Y.data = (Y.data - 0.5).astype(dtype)
+    Y.data[::7] = 0  # explicit zeros
+    Y.indices, Y.indptr = Y.indices.astype(index), Y.indptr.astype(index)
+    X = Y[::37]
+    assert source.EXTREMA_QUEUE < 3002 * 0.5  # a range of every row of Y queues more than one chunk
+    monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", room)
+    monkeypatch.setenv(planner.STRATEGY_ENV, "extrema")
+    calls = count_extrema(monkeypatch)
+    got = distances.pairwise_distances(X, Y, metric="chebyshev", backend="cuda")
+    ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), "chebyshev")
+    tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
+    np.testing.assert_allclose(got, ref, **tol)
+    lowest = Semiring(monoid.min, binary_op("-abs(x - y)"))
+    for sr in (semiring.max_absdiff, lowest):
+        np.testing.assert_allclose(
+            semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu"), **tol
+        )
+    assert len(calls) >= 3  # each call ran it (a call may take more than one tile)

@@ -286,3 +286,22 @@ def test_renderings_are_kept_for_the_same_trees_and_told_apart_by_the_others():
     assert "atomicAdd(count" in first.source and "atomicAdd(count" not in other.source
     double = cuda_source.render_pairwise_ranges(args[0], "float64", *args[2:])
     assert "typedef double T;" in double.source and "typedef float T;" in first.source
+
+
+@pytest.mark.parametrize("value_type, index_type", [("float32", "int32"), ("float64", "int64")])
+def test_extrema_kernel_compiles_for_max_and_min_unions_and_refuses_others(value_type, index_type):
+    """The extrema kernel for chebyshev (with its expansion written as each entry is) and for a min-union
+    product; sums and intersections are refused by name."""
+    chebyshev = next(d for d in DISTANCES if d.name == "chebyshev")
+    lowest = semiring.Semiring(semiring.monoid.min, semiring.binary_op("-abs(x - y)"))
+    kernels = [
+        cuda_source.render_pairwise_extrema(
+            chebyshev.terms[0], value_type, index_type, chebyshev.expansion_tree, (), None, "chebyshev", index_type
+        ),
+        cuda_source.render_pairwise_extrema(lowest, value_type, index_type),
+    ]
+    for kernel in kernels:
+        assert "sr_merged(" in kernel.source and len(cuda_compile.compile_cached(kernel)) > 0
+    for sr in (semiring.plus_absdiff, semiring.plus_times, semiring.max_times):
+        with pytest.raises(ValueError, match="max- or min-monoid union"):
+            cuda_source.render_pairwise_extrema(sr, value_type, index_type)
