@@ -448,8 +448,9 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
-# Pairs of rows one chunk of a range holds in the extrema kernel's queue (shared memory, 4 bytes each).
-EXTREMA_QUEUE = 2048
+# Pairs of rows one chunk of a range holds in the extrema kernel's queue (shared memory, 4 bytes each): each
+# chunk ends at a barrier, where the block waits for its slowest merge.
+EXTREMA_QUEUE = 8192
 
 
 @memo_by_identity
@@ -462,12 +463,13 @@ def render_pairwise_extrema(
     when: _expr.Node | None = None,
     label: str = "",
     flag_type: str = "int32",
+    queue: int = EXTREMA_QUEUE,
 ) -> KernelSource:
     """A max- or min-monoid union (chebyshev) from the rows' extrema: one block per (row i of X, range of
     ``width`` rows of Y).  A bit per row of the range marks those that share a stored column with row i (row i's
     entries walking their columns' postings of Y, as the row-range kernel's do); an unmarked pair is exactly
     ``start ⊕ ex[i] ⊕ ey[j]`` (``ex``, ``ey``: ⊕ of f(x, 0) over X's row and of f(0, y) over Y's, whatever
-    order ⊕ takes them in), written at once; the marked ones are queued, EXTREMA_QUEUE a chunk, and merged by
+    order ⊕ takes them in), written at once; the marked ones are queued, ``queue`` a chunk, and merged by
     the whole block (``sr_merged``, exact on any values).
 
     The extrema strategy once listed the sharing pairs in a product of its own and merged them apart (on
@@ -494,7 +496,7 @@ extern "C" __global__ void {name}(
     long long p, long long width, const double* __restrict__ params,{expand_args} T* __restrict__ out)
 {{
     extern __shared__ unsigned int shares[];  // bit t: row j0 + t of Y shares a stored column with row i
-    __shared__ int queue[{EXTREMA_QUEUE}];
+    __shared__ int queue[{queue}];
     __shared__ int queued;
     const long long ranges = (p + width - 1) / width;
     for (long long b = blockIdx.x; b < m * ranges; b += gridDim.x) {{
@@ -510,10 +512,10 @@ extern "C" __global__ void {name}(
             }}
         }}
         const T xe = sr_add(start, ex[i]);
-        for (long long t0 = 0; t0 < w; t0 += {EXTREMA_QUEUE}) {{
+        for (long long t0 = 0; t0 < w; t0 += {queue}) {{
             if (threadIdx.x == 0) queued = 0;
             __syncthreads();  // every share marked, the queue empty
-            const long long t1 = (w - t0 < {EXTREMA_QUEUE}) ? w : t0 + {EXTREMA_QUEUE};
+            const long long t1 = (w - t0 < {queue}) ? w : t0 + {queue};
             for (long long t = t0 + threadIdx.x; t < t1; t += blockDim.x) {{
                 if ((shares[t >> 5] >> (t & 31)) & 1u) {{
                     queue[atomicAdd(&queued, 1)] = (int)(t - t0);

@@ -558,10 +558,11 @@ def union_by_extrema(work: Product, expansion=None):
     ex, ey = elementwise.row_norm(X, fx0, work.T, sr.add.kind), elementwise.row_norm(Y, f0y, work.T, sr.add.kind)
     out = _out(work)
     (m, p), write = out.shape, None if expansion is None else ExpandedWrite(expansion, out)
-    kernel = launch.function(
-        source.render_pairwise_extrema(sr, work.value_name, index_type, **({} if write is None else write.render_args))
-    )
-    width = min(p, 8 * min(planner.RANGE_SHARED_BYTES, launch.max_shared_bytes() - 4 * source.EXTREMA_QUEUE - 16))
+    queue = source.EXTREMA_QUEUE
+    render = {} if write is None else write.render_args
+    kernel = launch.function(source.render_pairwise_extrema(sr, work.value_name, index_type, **render, queue=queue))
+    room = min(planner.RANGE_SHARED_BYTES, launch.max_shared_bytes() - 4 * queue - 16)
+    width = min(p, 8 * max(128, room))  # a bit a row of Y (any device has room beside the queue: 48 KiB)
     shared = 4 * -(-width // 32)
     launch.allow_shared(kernel, shared)
     blocks = min(m * -(-p // width), RANGE_BLOCKS_PER_SM * launch.multiprocessor_count())
