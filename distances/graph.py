@@ -106,11 +106,11 @@ from semiring import Semiring, arrays, binary_op, interop, monoid, tiling, valid
 from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
+from semiring.expr import root_of_product
 from semiring.interfaces import GRAPH_EXPANSION_VARIABLES, GraphEngine
 from semiring.ops import BUILTIN_SEMIRINGS
 
 from . import labelled
-from .specs import root_of_product
 
 ORDERS = ("degree", "id")
 PER = ("total", "vertex", "edge")
