@@ -277,8 +277,8 @@ def test_knn_seuclidean_default_v_is_the_fitted_rows_and_checks(data, tmp_path, 
 
 def test_options_come_from_the_declarations():
     """-p is minkowski's declared parameter; the graph options are the library's vocabularies."""
-    from semiring.distances import graph
     from semiring.distances.cli import FLAGGED_PARAMS, build_parser
+    from semiring.graph import measures as graph
 
     assert {name: (p.flag, takers) for name, (p, takers) in FLAGGED_PARAMS.items()} == {"p": ("-p", ("minkowski",))}
     args = build_parser().parse_args(["pairwise", "x.npz", "-p", "3"])

@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 from oracles import oracle
 
-from semiring import tiling
-from semiring.distances import graph, pairwise_distances
+from semiring import graph, tiling
+from semiring.distances import pairwise_distances
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIANGLE = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], dtype=float))

@@ -42,6 +42,8 @@ def _layer(module: str) -> str | None:
         return "command line" if tail in (".cli", ".__main__") else "measures"
     if module.startswith("semiring.kernels"):
         return "engines"
+    if module.startswith("semiring.graph"):  # the graph measures, a room of their own
+        return "measures"
     return "core"
 
 
@@ -193,7 +195,7 @@ def test_one_import_package():
 def test_importing_the_library_loads_no_engine():
     """Nor Dask: its layer (semiring.dask) imports it only when given a Dask array."""
     code = (
-        "import sys, semiring, semiring.distances, semiring.distances.graph, semiring.dask\n"
+        "import sys, semiring, semiring.distances, semiring.graph, semiring.distances.graph, semiring.dask\n"
         "import numpy, scipy.sparse\n"
         "assert not semiring.dask.is_dask(numpy.ones((2, 2)), None, scipy.sparse.eye(2))\n"
         "heavy = ('cupy', 'dask', 'distributed')\n"
@@ -211,7 +213,7 @@ GPU_LIBRARIES = ("cupy", "cupyx", "cuda", "cuda.bindings", "numba.cuda")
     "code",
     [
         "import semiring, semiring.kernels.cuda.source as s; s.render_pairwise_merge(semiring.plus_times)",
-        "import semiring.distances.graph, semiring.kernels.cuda.graph_source as s; s.render_intersect('total')",
+        "import semiring.graph, semiring.kernels.cuda.graph_source as s; s.render_intersect('total')",
         "import semiring.kernels.cuda.topk_source as s; s.render_topk('float64', 32, True)",
         "import semiring.kernels.cuda as c; c.ENGINE.name; c.GRAPH_ENGINE.name",
     ],
