@@ -25,9 +25,11 @@ from scipy.spatial.distance import cdist
 
 import semiring
 from semiring import validation
-from semiring.distances import cli, pairwise_distances
-from semiring.distances import io as cli_io
-from semiring.distances.cli import build_parser, main
+from semiring.cli import commands as cli
+from semiring.cli import io as cli_io
+from semiring.cli import main
+from semiring.cli.commands import build_parser
+from semiring.distances import pairwise_distances
 from semiring.distances.specs import METRICS
 
 # Inputs the validation must take or name
@@ -242,7 +244,7 @@ def test_rows_of_every_magnitude_in_one_call_and_their_neighbours(metric):
 def test_weighted_graph_cosine_at_extreme_weights(scale):
     """The graph's weighted cosine Σ w·w / (‖w_u‖‖w_v‖) is scale-free: weights of 1e±80 and more gave 0."""
     from semiring import graph
-    from semiring.distances import io
+    from semiring.cli import io
 
     source, target = np.array([0, 0, 1, 1, 2]), np.array([1, 2, 2, 3, 3])
     unit = io.symmetric_adjacency(source, target, np.array([1.0, 2.0, 3.0, 1.5, 2.5]), 4)
@@ -633,7 +635,7 @@ def test_constant_arithmetic_in_the_numba_form_is_ieee():
 
 
 def test_an_error_without_a_message_still_says_what_it_was(matrix_file, capsys, monkeypatch):
-    from semiring.distances import cli
+    from semiring.cli import commands as cli
 
     path, _ = matrix_file
 

@@ -49,7 +49,7 @@ def test_a_huge_working_memory_is_one_tile_in_every_entry():
     dist, _ = nn.kneighbors()
     np.fill_diagonal(want, np.inf)
     np.testing.assert_allclose(dist, np.sort(want, axis=1)[:, :3], rtol=1e-12)
-    from semiring.distances import cli
+    from semiring.cli import commands as cli
 
     assert cli._tiles_bytes("cpu", 1e308, 1000) == 16_000  # the command's memory check: what the entries need
 
