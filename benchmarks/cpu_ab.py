@@ -135,7 +135,7 @@ def worker(args) -> None:
                 return [int(C.nnz), float(np.sum(C.data, dtype=np.float64)), int(np.sum(C.indices, dtype=np.int64))]
 
         elif args.measure in GRAPH_MEASURES:
-            from semiring.distances import graph
+            from semiring.distances import graph  # the old name: a side may be a build from before semiring.graph
 
             def call():
                 return GRAPH_MEASURES[args.measure](graph, X, backend)

@@ -867,7 +867,8 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     if args.unreferenced:
-        print("\n".join(unreferenced()))
+        for name in unreferenced():  # one a line; nothing at all where every file is referred to
+            print(name)
         return 0
     stale = []
     for path, (now, made) in pages().items():

@@ -146,7 +146,7 @@ def bench_dataset(name: str, args, results) -> None:
 def bench_triangles(scale: int, args, results) -> None:
     import graphblas as gb
 
-    from semiring.distances import graph
+    from semiring import graph
 
     from .suite_graph import vertex_triangles_reference
 
@@ -201,7 +201,7 @@ def bench_triangles(scale: int, args, results) -> None:
 
 
 def bench_ktruss(scale: int, args, results) -> None:
-    from semiring.distances import graph
+    from semiring import graph
 
     A = rmat_csr(scale, seed=args.seed)
     k = args.ktruss_k

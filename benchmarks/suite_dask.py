@@ -210,7 +210,7 @@ GRAPH_CASES = ("triangle_count", "jaccard", "jaccard_kept")
 def graph_case(client, A, scale: int, gpus: int, args, reference) -> list[dict]:
     from distributed import get_task_stream
 
-    from semiring.distances import graph
+    from semiring import graph
 
     dA = row_blocks(A, gpus, args.blocks_per_gpu)
     held = []
@@ -295,7 +295,8 @@ def main() -> None:
 
     from distributed import Client
 
-    from semiring.distances import NearestNeighbors, graph
+    from semiring import graph
+    from semiring.distances import NearestNeighbors
 
     report = {
         "commit": commit(),

@@ -4,7 +4,7 @@ python-graphblas, each result checked.
 R-MAT with the Graph500 parameters (``synthetic.rmat``: a=0.57, b=0.19, c=0.19, edge factor 16), undirected,
 no self-loops or duplicates, seeded.  For each scale (``--scales``):
 
-* **ours**, the public ``semiring.distances.graph`` call on a device-resident CSR matrix (input checks
+* **ours**, the public ``semiring.graph`` call on a device-resident CSR matrix (input checks
   included): ``triangle_count`` (degree order and vertex-id order), ``jaccard`` and ``common_neighbors`` at
   every edge, ``triangle_count(per="vertex")``, ``truss_decomposition`` and ``ktruss(k=5)``; CUDA events; the
   peak device memory of one call; the triangle count and Jaccard again by binary search
@@ -93,8 +93,7 @@ def vertex_triangles_reference(A: sp.csr_matrix, vertices) -> np.ndarray:
 def truss_check(Ah: sp.csr_matrix, truss, kept, scale: int, args) -> dict:
     """Our truss numbers (a CuPy CSR matrix) against the CPU engine's at every edge, up to
     ``--truss-check-scale``; above it, our 5-truss against the edges our truss numbers put in it."""
-    from semiring import arrays
-    from semiring.distances import graph
+    from semiring import arrays, graph
 
     T = arrays.on_host(truss)
     if scale <= args.truss_check_scale:
@@ -160,7 +159,7 @@ def run_scale(scale: int, args, threads: int) -> dict:
     import cupy
     import cupyx.scipy.sparse as csp
 
-    from semiring.distances import graph
+    from semiring import graph
 
     indptr, indices, n = rmat(scale, seed=args.seed, xp=cupy)
     A = csp.csr_matrix((cupy.ones(indices.size, np.float32), indices, indptr), shape=(n, n))

@@ -142,7 +142,7 @@ def semiring_command() -> list[str]:
     script = Path(sys.executable).with_name("semiring")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from semiring.distances.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from semiring.cli import main; sys.exit(main())"]
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@ array([[0., 2.],
        [2., 0.]])
 """
 
-from . import graph
+from . import graph  # the old name of semiring.graph, kept
 from .chunked import pairwise_distances_chunked
 from .neighbors import NearestNeighbors, radius_neighbors_graph
 from .pairwise import pairwise_distances

@@ -90,6 +90,6 @@ def _pairs(xp, X, Y, rows, cols, n, ipx, ipy, xs, ys):
     neither = n - kx - ky + k_both
     cov = both - ay * (px - x_both) - ax * (py - y_both) + neither * ax * ay
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        q = vx * vy  # each root apart where the product over- or underflows (specs.root_of_product)
+        q = vx * vy  # each root apart where the product over- or underflows (semiring.expr.root_of_product)
         d = 1.0 - cov / xp.where((q > 1e-300) & (q < np.inf), xp.sqrt(q), xp.sqrt(vx) * xp.sqrt(vy))
     return xp.where(d < 0.0, 0.0, xp.where(d > 2.0, 2.0, d))

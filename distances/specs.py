@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from semiring import Semiring, arrays, binary_op, monoid, validation
 from semiring import expr as _expr
+from semiring.expr import root_of_product
 from semiring.interfaces import EXPANSION_VARIABLES
 from semiring.ops import BUILTIN_SEMIRINGS as B
 
@@ -266,14 +267,6 @@ class Distance:
 def _clip02(value: str) -> str:
     """Clip to [0, 2] keeping NaN (as SciPy's np.clip does): rounding can step outside."""
     return f"d = {value}; 0.0 if d < 0.0 else (2.0 if d > 2.0 else d)"
-
-
-def root_of_product(q: str, a: str, b: str) -> str:
-    """√(a·b) for q = a·b, as an expression: each root apart where q overflowed or underflowed (values of 1e77
-    square to norms whose product overflows, values of 1e-77 to norms whose product is subnormal, then 0: a cosine
-    of 1, 0 or 2 for every pair where SciPy's is right); √q itself elsewhere, exact for a row against itself
-    (√a·√a may be 1 ulp off)."""
-    return f"(sqrt({q}) if {q} > 1e-300 and {q} < inf else sqrt({a}) * sqrt({b}))"
 
 
 # Where d² is small next to the norms it was computed from (two zero rows are exact already), and where a

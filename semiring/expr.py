@@ -709,3 +709,12 @@ def compile_python(node: Node, variables: Sequence[str], params: Sequence[str] =
     # Safe to evaluate: the text is rendered from a tree that admits only numbers,
     # declared names, arithmetic, comparisons and whitelisted math functions.
     return eval(src, {"np": np})
+
+
+def root_of_product(q: str, a: str, b: str) -> str:
+    """√(a·b) for q = a·b, as an expression: each root apart where q overflowed or underflowed (values of 1e77
+    square to norms whose product overflows, values of 1e-77 to norms whose product is subnormal, then 0: a cosine
+    of 1, 0 or 2 for every pair where SciPy's is right); √q itself elsewhere, exact for a row against itself
+    (√a·√a may be 1 ulp off).  An idiom of the language, written by the distance measures (cosine, correlation)
+    and by the graph measures (cosine), neither of which imports the other."""
+    return f"(sqrt({q}) if {q} > 1e-300 and {q} < inf else sqrt({a}) * sqrt({b}))"

@@ -6,7 +6,7 @@ Two interfaces, each method documented once here:
   row norms, elementwise expansions, entry selection and running top-k: what
   ``semiring.pairwise``, ``semiring.distances.pairwise_distances`` and
   ``NearestNeighbors`` are built from.
-* :class:`GraphEngine` — the graph measures of ``semiring.distances.graph``.
+* :class:`GraphEngine` — the graph measures of ``semiring.graph``.
 
 Engines live in ``semiring.kernels`` (``cpu``: numba on host memory; ``cuda``:
 NVRTC-compiled kernels run through CuPy) and are found by

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 
-from semiring.distances import graph
+from semiring import graph
 from semiring.distances.specs import DISTANCES, Distance, get_metric
 
 Reference = Callable[..., np.ndarray]  # (spec, Xd, Yd, **params) -> float64 m × p

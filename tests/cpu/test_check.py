@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from semiring.distances import cli
+from semiring.cli import commands as cli
 
 
 def _run(argv, capsys):

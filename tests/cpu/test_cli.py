@@ -26,8 +26,7 @@ from scipy.spatial.distance import cdist
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.neighbors import NearestNeighbors as SkNearestNeighbors
 
-from semiring.distances import datasets, io
-from semiring.distances.cli import main
+from semiring.cli import datasets, io, main
 
 
 def run(argv, capsys) -> tuple[int, str, str]:
@@ -277,8 +276,8 @@ def test_knn_seuclidean_default_v_is_the_fitted_rows_and_checks(data, tmp_path, 
 
 def test_options_come_from_the_declarations():
     """-p is minkowski's declared parameter; the graph options are the library's vocabularies."""
-    from semiring.distances import graph
-    from semiring.distances.cli import FLAGGED_PARAMS, build_parser
+    from semiring.cli.commands import FLAGGED_PARAMS, build_parser
+    from semiring.graph import measures as graph
 
     assert {name: (p.flag, takers) for name, (p, takers) in FLAGGED_PARAMS.items()} == {"p": ("-p", ("minkowski",))}
     args = build_parser().parse_args(["pairwise", "x.npz", "-p", "3"])
@@ -559,12 +558,12 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
 
 def test_a_failed_check_exits_1(data, tmp_path, capsys, monkeypatch):
     """The check compares with SciPy; an oracle that disagrees must fail the command."""
-    from semiring.distances import cli as distances_cli
+    from semiring.cli import commands
 
     X, _ = data
     x = save(X, tmp_path / "x.npz")
-    honest = distances_cli.scipy_reference
-    monkeypatch.setattr(distances_cli, "scipy_reference", lambda *a: honest(*a) + 0.5)
+    honest = commands.scipy_reference
+    monkeypatch.setattr(commands, "scipy_reference", lambda *a: honest(*a) + 0.5)
     status, out, _ = run(["knn", x, "--check"], capsys)
     assert status == 1 and f"for the first rows: NO ({min(64, X.shape[0])} of" in out
     status, out, _ = run(["pairwise", x, "-m", "cosine", "--check"], capsys)

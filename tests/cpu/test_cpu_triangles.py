@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from oracles import edge_values
 from strategies import adjacency
 
-from semiring.distances import graph
+from semiring import graph
 from semiring.kernels.cpu import graph as cpu_graph
 
 

@@ -28,7 +28,8 @@ from strategies import random_graph, weighted_graph
 
 import semiring
 from semiring import dask as dask_paths
-from semiring.distances import NearestNeighbors, graph, pairwise_distances
+from semiring import graph
+from semiring.distances import NearestNeighbors, pairwise_distances
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")

@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from strategies import random_graph, star_graph, weighted_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from oracles import BUNDLED, check_against_networkx, edge_values, set_similarity
 from strategies import adjacency, graphs, random_graph, weighted_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 
 @pytest.mark.parametrize("name", list(BUNDLED))

@@ -12,7 +12,7 @@ import pytest
 from oracles import BUNDLED
 from strategies import random_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 
 def labelled_graphs():

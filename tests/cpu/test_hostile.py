@@ -25,9 +25,11 @@ from scipy.spatial.distance import cdist
 
 import semiring
 from semiring import validation
-from semiring.distances import cli, pairwise_distances
-from semiring.distances import io as cli_io
-from semiring.distances.cli import build_parser, main
+from semiring.cli import commands as cli
+from semiring.cli import io as cli_io
+from semiring.cli import main
+from semiring.cli.commands import build_parser
+from semiring.distances import pairwise_distances
 from semiring.distances.specs import METRICS
 
 # Inputs the validation must take or name
@@ -241,7 +243,8 @@ def test_rows_of_every_magnitude_in_one_call_and_their_neighbours(metric):
 @pytest.mark.parametrize("scale", [1e-120, 1e80, 1e150])
 def test_weighted_graph_cosine_at_extreme_weights(scale):
     """The graph's weighted cosine Σ w·w / (‖w_u‖‖w_v‖) is scale-free: weights of 1e±80 and more gave 0."""
-    from semiring.distances import graph, io
+    from semiring import graph
+    from semiring.cli import io
 
     source, target = np.array([0, 0, 1, 1, 2]), np.array([1, 2, 2, 3, 3])
     unit = io.symmetric_adjacency(source, target, np.array([1.0, 2.0, 3.0, 1.5, 2.5]), 4)
@@ -300,7 +303,7 @@ def test_weighted_graph_similarities_at_any_magnitude_are_the_exact_sums(magnitu
     """Weighted jaccard, sorensen, overlap and cosine at every vertex pair against exact rational sums: weights
     near 1e308 overflowed the sums (jaccard 0, sorensen NaN), near 1e160 cosine's squares (NaN), and from 1e-162
     they vanished (cosine 0); "mixed": each edge of its own magnitude, within a row too."""
-    from semiring.distances import graph
+    from semiring import graph
 
     n = data.draw(st.integers(2, 7), label="n")
     pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
@@ -632,7 +635,7 @@ def test_constant_arithmetic_in_the_numba_form_is_ieee():
 
 
 def test_an_error_without_a_message_still_says_what_it_was(matrix_file, capsys, monkeypatch):
-    from semiring.distances import cli
+    from semiring.cli import commands as cli
 
     path, _ = matrix_file
 

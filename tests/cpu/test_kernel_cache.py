@@ -118,7 +118,7 @@ NOT_AT_IMPORT = ("numba", "semiring.kernels.cpu", "cupy", "scipy.spatial", "skle
 
 def test_importing_the_package_and_the_command_loads_no_engine():
     code = (
-        "import json, sys, semiring, semiring.distances, semiring.distances.cli\n"
+        "import json, sys, semiring, semiring.distances, semiring.cli\n"
         f"print(json.dumps([m for m in {NOT_AT_IMPORT!r} if m in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)

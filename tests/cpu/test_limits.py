@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 from oracles import oracle
 
-from semiring import tiling
-from semiring.distances import graph, pairwise_distances
+from semiring import graph, tiling
+from semiring.distances import pairwise_distances
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIANGLE = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], dtype=float))
@@ -49,7 +49,7 @@ def test_a_huge_working_memory_is_one_tile_in_every_entry():
     dist, _ = nn.kneighbors()
     np.fill_diagonal(want, np.inf)
     np.testing.assert_allclose(dist, np.sort(want, axis=1)[:, :3], rtol=1e-12)
-    from semiring.distances import cli
+    from semiring.cli import commands as cli
 
     assert cli._tiles_bytes("cpu", 1e308, 1000) == 16_000  # the command's memory check: what the entries need
 

@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semiring.distances import cli, io
+from semiring.cli import commands as cli
+from semiring.cli import io
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,7 +140,7 @@ def test_a_signal_while_writing_leaves_no_partial_or_hidden_file(
     assert signal.getsignal(signum) is not None and signal.getsignal(signum) != cli._signals_raise  # restored
 
 
-_CHILD = "import sys; from semiring.distances.cli import main; raise SystemExit(main(sys.argv[1:]))"
+_CHILD = "import sys; from semiring.cli import main; raise SystemExit(main(sys.argv[1:]))"
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -254,7 +255,7 @@ import signal, sys
 import scipy.sparse as sp
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it (a background job ignores it)
 from semiring import distances
-from semiring.distances import io
+from semiring.cli import io
 X = sp.random(2000, 300, density=0.05, format="csr", random_state=0)
 distances.pairwise_distances(X, backend="cpu", working_memory=512)  # compiled before the signal can come
 print("ready", flush=True)

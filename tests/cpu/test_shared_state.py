@@ -139,7 +139,7 @@ def test_the_callers_matrices_are_never_written_to(kind):
     it is asked (``has_canonical_format``): a Dask worker sending a query block while a task on the same worker
     checked it failed ("dictionary changed size during iteration") and the call waited forever."""
     import semiring
-    from semiring.distances import graph
+    from semiring import graph
 
     rng = np.random.default_rng(3)
     X = kind(sp.random(40, 12, density=0.3, format="csr", random_state=rng))

@@ -15,7 +15,8 @@ from scipy.spatial.distance import cdist
 from strategies import random_graph
 
 import semiring
-from semiring.distances import NearestNeighbors, graph, pairwise_distances
+from semiring import graph
+from semiring.distances import NearestNeighbors, pairwise_distances
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")

@@ -22,8 +22,7 @@ from oracles import assert_neighbors_up_to_ties, oracle
 from strategies import dense, random_graph, weighted_graph
 
 import semiring
-from semiring import distances
-from semiring.distances import graph
+from semiring import distances, graph
 from semiring.distances.specs import DISTANCES
 
 LIMIT = 64  # elements: more than any scalar verdict or row-pointer pair, far less than any input or result

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from oracles import BUNDLED, check_against_networkx, edge_values
 from strategies import adjacency, graphs, random_graph, weighted_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 
 @pytest.fixture(params=[("oriented", "probe"), ("oriented", "search"), ("direct", "probe")], ids="-".join)

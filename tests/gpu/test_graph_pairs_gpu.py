@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from strategies import random_graph, weighted_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 
 @pytest.mark.parametrize("measure", ["jaccard", "cosine"])

@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 from strategies import random_graph, star_graph
 
-from semiring.distances import graph
+from semiring import graph
 
 pytestmark = pytest.mark.gpu
 

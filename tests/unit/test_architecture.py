@@ -2,11 +2,17 @@
 implement the interfaces.
 
 Layers, lowest first: core (``semiring/``) ← engines (``kernels/``, installed as
-``semiring.kernels``) ← measures (``distances/``, installed as
-``semiring.distances``) ← command line (``distances/cli.py``, ``__main__``).
-A module may import from its own layer and those below, never above.  The
-resolver (``semiring.backend``) reaches the engines by module name at call
-time, so importing the core loads no engine.
+``semiring.kernels``) ← measures, two rooms side by side (``distances/``,
+installed as ``semiring.distances``, and ``semiring/graph/``) ← command line
+(``semiring/cli/``: the ``semiring`` command and its file IO).  A module may
+import from its own layer and those below, never above; the rooms of one layer
+import nothing of each other.  The resolver (``semiring.backend``) reaches the
+engines by module name at call time, so importing the core loads no engine.
+
+The modules left in ``distances/`` under the names they had before the rooms
+(``OLD_NAMES``) only hand on their new module's names: each stands in that
+module's layer, and no module of the package imports one but the package that
+holds it.
 
 The import graph is drawn from the installed package's files: an arrow from a
 module to each module of the package one of its ``import`` statements names,
@@ -33,16 +39,37 @@ from semiring.interfaces import GraphEngine, PairwiseEngine
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYERS = ("core", "engines", "measures", "command line")
 
+# The rooms, by installed name, and their layers; a module of the package in none of them is core.
+ROOMS = {
+    "semiring.kernels": "engines",
+    "semiring.distances": "measures",
+    "semiring.graph": "measures",
+    "semiring.cli": "command line",
+}
+
+# The names modules had before the graph measures and the command line moved to rooms of their own, each to the
+# module now holding what it held; the old name only hands on the new module's names.
+OLD_NAMES = {
+    "semiring.distances.graph": "semiring.graph.measures",
+    "semiring.distances.labelled": "semiring.graph.labelled",
+    "semiring.distances.cli": "semiring.cli.commands",
+    "semiring.distances.io": "semiring.cli.io",
+    "semiring.distances.datasets": "semiring.cli.datasets",
+    "semiring.distances.__main__": "semiring.cli.demo",
+}
+
+
+def _room(module: str) -> str | None:
+    """The room a module of the package is in (``semiring`` for the core); an old name is in its new module's."""
+    module = OLD_NAMES.get(module, module)
+    if module != "semiring" and not module.startswith("semiring."):
+        return None  # not ours
+    return next((room for room in ROOMS if module == room or module.startswith(room + ".")), "semiring")
+
 
 def _layer(module: str) -> str | None:
-    if not module.startswith("semiring"):
-        return None  # not ours
-    if module.startswith("semiring.distances"):
-        tail = module.removeprefix("semiring.distances")
-        return "command line" if tail in (".cli", ".__main__") else "measures"
-    if module.startswith("semiring.kernels"):
-        return "engines"
-    return "core"
+    room = _room(module)
+    return None if room is None else ROOMS.get(room, "core")
 
 
 def declared_packages() -> list[str]:
@@ -156,6 +183,81 @@ def test_no_import_runs_back_up_the_layers():
     assert not upward, "\n".join(upward)
 
 
+def rooms_crossed(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Each import from one room into another of the same layer, as a sentence (an old name, imported or
+    importing, excepted: it hands on its new room's names, and ``old_names_used`` checks it)."""
+    crossed = []
+    for module, arrows in graph.items():
+        for target, line in arrows.items():
+            if module in OLD_NAMES or target in OLD_NAMES:
+                continue
+            room, other = _room(module), _room(target)
+            if room != other and _layer(module) == _layer(target) != "core":
+                crossed.append(f"{module} ({room}) imports {target} ({other}) at line {line}")
+    return crossed
+
+
+def test_the_rooms_of_a_layer_stand_apart():
+    """The graph measures stand on the core and the engines, not on the distance measures (an expression idiom
+    both write, ``root_of_product``, is the core's: ``semiring.expr``), and the distance measures import no graph
+    measure but through their old name ``semiring.distances.graph``."""
+    crossed = rooms_crossed(GRAPH)
+    assert not crossed, "\n".join(crossed)
+
+
+def old_names_used(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Each import of an old name by a module other than the package holding it, and each import of an old name
+    that reaches outside its new module's room, as a sentence."""
+    found = []
+    for module, arrows in graph.items():
+        for target, line in arrows.items():
+            if target in OLD_NAMES and module != target.rpartition(".")[0]:
+                found.append(f"{module} imports the old name {target} at line {line}: use {OLD_NAMES[target]}")
+            if module in OLD_NAMES and _room(target) != _room(module):
+                found.append(f"{module}, an old name, imports {target} at line {line}")
+    return found
+
+
+def test_old_names_are_kept_and_only_kept():
+    """Each old name is a module of the package, importing only its new room; the package itself uses the new
+    names."""
+    assert set(OLD_NAMES) <= set(GRAPH) and set(OLD_NAMES.values()) <= set(GRAPH)
+    found = old_names_used(GRAPH)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("old", sorted(OLD_NAMES))
+def test_an_old_name_gives_the_moved_objects(old):
+    """Every public name of the new module, through the old name, is the same object: code written before the
+    move runs unchanged (``from semiring.distances.graph import plus_min``, ``semiring.distances.cli:main``)."""
+    new = importlib.import_module(OLD_NAMES[old])
+    kept = importlib.import_module(old)
+    names = [n for n in vars(new) if not n.startswith("_")]
+    assert names and [n for n in names if getattr(kept, n) is not getattr(new, n)] == []
+
+
+def test_the_commands_answer_to_old_and_new_names():
+    """``python -m`` by each name, old and new, reaches the same program (its help: no engine runs)."""
+    code = (
+        "import contextlib, io, runpy, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    sys.argv = [name, '--help']\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "        runpy.run_module(name, run_name='__main__', alter_sys=True)\n"
+        "    print(name, '->', out.getvalue().splitlines()[0])\n"
+    )
+    names = ["semiring.cli", "semiring.distances.cli", "semiring.cli.demo", "semiring.distances"]
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd="/", capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert [line.split(" [")[0] for line in out.stdout.splitlines()] == [
+        "semiring.cli -> usage: semiring",
+        "semiring.distances.cli -> usage: semiring",
+        "semiring.cli.demo -> usage: python -m semiring.cli.demo",
+        "semiring.distances -> usage: python -m semiring.cli.demo",
+    ]
+
+
 def test_the_graph_is_the_installed_package_and_its_real_imports():
     """Every module of the three folders is in the graph, under its installed name; the arrows it must have
     are there (a measure module imports the core and the driver; a lazy import inside a function counts)."""
@@ -164,17 +266,47 @@ def test_the_graph_is_the_installed_package_and_its_real_imports():
     assert {"semiring.backend", "semiring.tiling", "semiring.distances.bound"} <= set(
         GRAPH["semiring.distances.pairwise"]
     )
+    assert {"semiring.expr", "semiring.graph.labelled"} <= set(GRAPH["semiring.graph.measures"])
+    assert {"semiring.graph", "semiring.distances.pairwise", "semiring.cli.io"} <= set(GRAPH["semiring.cli.commands"])
     assert "semiring.kernels.cuda.compile" in GRAPH["semiring.kernels.cuda.launch"]
     assert "semiring" in GRAPH["semiring.kernels.cpu.strategies"]  # from semiring import monoid: the package
 
 
 def test_the_checks_can_fail():
-    """A cycle and an arrow up are found in a made-up graph: the tests above are not vacuous."""
+    """A cycle, an arrow up, rooms crossed and an old name used are found in made-up graphs: the tests above are
+    not vacuous."""
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}, "e": {"e": 5}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b": 1}, "b": {}}) == []
-    graph = {"semiring.api": {"semiring.distances.cli": 7}, "semiring.distances.cli": {"semiring.api": 3}}
-    assert upward_arrows(graph) == ["semiring.api (core) imports semiring.distances.cli (command line) at line 7"]
+    graph = {"semiring.api": {"semiring.cli.commands": 7}, "semiring.cli.commands": {"semiring.api": 3}}
+    assert upward_arrows(graph) == ["semiring.api (core) imports semiring.cli.commands (command line) at line 7"]
+    graph = {
+        "semiring.graph.measures": {"semiring.cli.io": 5},
+        "semiring.distances.pairwise": {"semiring.distances.cli": 9},
+    }
+    assert upward_arrows(graph) == [
+        "semiring.graph.measures (measures) imports semiring.cli.io (command line) at line 5",
+        "semiring.distances.pairwise (measures) imports semiring.distances.cli (command line) at line 9",
+    ]
+    graph = {"semiring.graph.measures": {"semiring.distances.specs": 3, "semiring.expr": 4}}
+    assert rooms_crossed(graph) == [
+        "semiring.graph.measures (semiring.graph) imports semiring.distances.specs (semiring.distances) at line 3"
+    ]
+    assert (
+        rooms_crossed(
+            {"semiring.distances.graph": {"semiring.graph": 4}, "semiring.distances": {"semiring.distances.graph": 10}}
+        )
+        == []
+    )
+    graph = {
+        "semiring.cli.commands": {"semiring.distances.io": 4},
+        "semiring.distances": {"semiring.distances.graph": 10},
+        "semiring.distances.graph": {"semiring.graph": 4, "semiring.distances.specs": 5},
+    }
+    assert old_names_used(graph) == [
+        "semiring.cli.commands imports the old name semiring.distances.io at line 4: use semiring.cli.io",
+        "semiring.distances.graph, an old name, imports semiring.distances.specs at line 5",
+    ]
 
 
 def test_one_import_package():
@@ -193,7 +325,7 @@ def test_one_import_package():
 def test_importing_the_library_loads_no_engine():
     """Nor Dask: its layer (semiring.dask) imports it only when given a Dask array."""
     code = (
-        "import sys, semiring, semiring.distances, semiring.distances.graph, semiring.dask\n"
+        "import sys, semiring, semiring.distances, semiring.graph, semiring.distances.graph, semiring.dask\n"
         "import numpy, scipy.sparse\n"
         "assert not semiring.dask.is_dask(numpy.ones((2, 2)), None, scipy.sparse.eye(2))\n"
         "heavy = ('cupy', 'dask', 'distributed')\n"
@@ -211,7 +343,7 @@ GPU_LIBRARIES = ("cupy", "cupyx", "cuda", "cuda.bindings", "numba.cuda")
     "code",
     [
         "import semiring, semiring.kernels.cuda.source as s; s.render_pairwise_merge(semiring.plus_times)",
-        "import semiring.distances.graph, semiring.kernels.cuda.graph_source as s; s.render_intersect('total')",
+        "import semiring.graph, semiring.kernels.cuda.graph_source as s; s.render_intersect('total')",
         "import semiring.kernels.cuda.topk_source as s; s.render_topk('float64', 32, True)",
         "import semiring.kernels.cuda as c; c.ENGINE.name; c.GRAPH_ENGINE.name",
     ],

@@ -122,7 +122,7 @@ def test_graphblas_truss_peer_agrees_with_the_cpu_engine():
     small R-MAT graph the truss number the CPU engine gives it, and the same 5-truss; a wrong number fails
     the suite's check."""
     peers, synthetic, graph_suite = bench("peers"), bench("synthetic"), bench("suite_graph")
-    from semiring.distances import graph
+    from semiring import graph
 
     A = synthetic.rmat_csr(9, seed=2)
     mine = graph.truss_decomposition(A, backend="cpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from semiring import expr as E
-from semiring.distances.graph import SIMILARITIES
+from semiring.graph import SIMILARITIES
 from semiring.interfaces import GRAPH_EXPANSION_VARIABLES
 from semiring.kernels.cuda import compile as cuda_compile
 from semiring.kernels.cuda import graph_source as src

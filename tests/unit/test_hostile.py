@@ -28,7 +28,7 @@ from host_cpp import HAS_GXX, printed
 
 from semiring import binary_op, validation
 from semiring import expr as E
-from semiring.distances import io
+from semiring.cli import io
 
 # Expressions: bounded size and depth, no RecursionError, no exponential work
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from semiring import validation
-from semiring.distances import io
+from semiring.cli import io
 
 BANNER = "%%MatrixMarket matrix coordinate real general\n"
 
@@ -143,7 +143,7 @@ def test_crlf_line_endings_and_blank_lines_are_read(tmp_path):
 
 
 def test_the_issues_comma_file_is_refused_by_the_command(tmp_path, capsys):
-    from semiring.distances import cli
+    from semiring.cli import commands as cli
 
     path = _write(tmp_path, "comma.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1,5\n2 2 7.0\n")
     assert cli.main(["pairwise", str(path), "-m", "euclidean"]) == 2

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import semiring
 from semiring import BinaryOp, Semiring, binary_op, monoid
 from semiring import semantics as S
-from semiring.distances.graph import plus_min
 from semiring.distances.specs import DISTANCES
 from semiring.expr import Node, parse, substitute
+from semiring.graph.measures import plus_min
 
 X_NONZERO = {Node("var", ("x",)): S.NONZERO}
 
