@@ -216,12 +216,12 @@ def dense_pays(facts: Facts) -> bool:
     return facts.y_stored >= DENSE_GEMM_DENSITY * facts.y_rows * facts.ncols
 
 
-# A max- or min-union takes its row extrema and recomputes the pairs that share a column (``strategies.extrema``)
+# A max- or min-union takes its row extrema and merges the pairs that share a column (``strategies.extrema``)
 # where at most 1 pair in EXTREMA_SHARED_SHARE can share one: the stored pairs meeting in a column bound them.
-# Measured on an H200 (84c5a52), 2,048 EDGAR-like rows (6 values in 858,000 Zipf-popular columns) against
-# 100,000, where 14.5 % of the pairs share a column (17 % by the bound): 14.5 ms against merge's 11.2, the
-# listing of the sharing pairs 6.9 ms and their merge 4.2; both grow with the share, the rest (the counts,
-# the extrema) about 2 ms: the rewrite pays below about 8 %, and is taken below 1/32 of the pairs.
+# Measured on an H200, 2,048 EDGAR-like rows (6 values in 858,000 Zipf-popular columns) against 100,000, where
+# 14.5 % of the pairs share a column (17 % by the bound): at 84c5a52, the sharing pairs listed by a product of
+# their own and merged apart, 14.5 ms against merge's 11.2 (listing 6.9, merging 4.2; the rewrite would pay
+# below about 8 %); at f181b34, in one kernel, 9.19 ms against 9.07.  Taken below 1/32 of the pairs.
 EXTREMA_SHARED_SHARE = 32
 
 
