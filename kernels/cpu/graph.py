@@ -1,7 +1,7 @@
 """Graph kernels of the CPU engine (numba, multi-core, ``nogil``); ``CpuGraphEngine`` runs them.
 
 The adjacency is canonical CSR (sorted, unique column indices per row) of a
-symmetric pattern without self-loops; ``distances.graph`` checks that first
+symmetric pattern without self-loops; ``semiring.graph`` checks that first
 (with :func:`check` below, through ``CpuGraphEngine.check_graph``).  Every
 kernel keeps its memory O(vertices + edges): intersections walk the stored
 neighbour lists, nothing enumerates wedges.

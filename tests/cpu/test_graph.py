@@ -1,4 +1,4 @@
-"""``distances.graph`` on the CPU engine against networkx and python-graphblas.
+"""``semiring.graph`` on the CPU engine against networkx and python-graphblas.
 
 Oracles: networkx (``triangles``, ``jaccard_coefficient``, ``common_neighbors``,
 ``k_truss``) on its bundled graphs and on hypothesis random graphs, plain

@@ -1,4 +1,4 @@
-"""``distances.graph`` on the GPU engine against networkx and the CPU engine (marked ``gpu``).
+"""``semiring.graph`` on the GPU engine against networkx and the CPU engine (marked ``gpu``).
 
 Run on a GPU machine with ``python -m pytest -m gpu tests/gpu/test_graph_gpu.py``.
 """

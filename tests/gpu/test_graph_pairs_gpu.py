@@ -1,4 +1,4 @@
-"""Pair results, two-hop similarities and networkx input of ``distances.graph`` on the GPU engine (marked ``gpu``).
+"""Pair results, two-hop similarities and networkx input of ``semiring.graph`` on the GPU engine (marked ``gpu``).
 
 The CPU engine is the reference here: it is checked against networkx and a float64
 brute force in ``tests/cpu/test_graph.py``.  Run on a GPU machine with
