@@ -177,16 +177,16 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
 
 
 def _dense_to_csr(D: np.ndarray) -> sp.csr_matrix:
-    """``sp.csr_matrix(D)``, made directly where D has no zero (an embedding, most measurements): every entry
-    stored, so the index arrays follow from the shape (SciPy would find the entries one by one: 0.2 s of a 0.7 s
-    call on 3,000 × 300 rows)."""
+    """``sp.csr_matrix(D)`` (its nonzeros stored, in order), made from one mask: the values and their columns
+    picked by it in row order, the row pointers from its counts.  SciPy finds the entries one by one and then
+    sorts them: 2.1 s for 20,000 x 768 rows with one zero, against 0.06 s so."""
     m, n = D.shape
-    if D.size == 0 or np.count_nonzero(D) != D.size:
-        return sp.csr_matrix(D)
-    index = np.int32 if D.size < 2**31 else np.int64
-    indptr = np.arange(0, D.size + 1, n, dtype=index)
-    indices = np.tile(np.arange(n, dtype=index), m)
-    A = sp.csr_matrix((np.array(D, copy=True).ravel(), indices, indptr), shape=(m, n))
+    index = np.int32 if max(D.size, n) < 2**31 else np.int64
+    stored = D != 0
+    indptr = np.zeros(m + 1, dtype=index)
+    np.cumsum(np.count_nonzero(stored, axis=1), out=indptr[1:])
+    indices = np.broadcast_to(np.arange(n, dtype=index), (m, n))[stored]
+    A = sp.csr_matrix((D[stored], indices, indptr), shape=(m, n))
     A.has_canonical_format = True
     return A
 

@@ -318,3 +318,39 @@ def test_rows_storing_every_entry_are_read_in_place():
     gap[2, 1] = 0.0
     B = validation.check_matrix(gap, "X")
     np.testing.assert_array_equal(dense_path.densified(B), gap)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 7),
+    st.integers(0, 9),
+    st.floats(0.0, 1.0),
+    st.sampled_from([np.float64, np.float32, np.int64, np.bool_]),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_dense_input_is_stored_as_scipy_stores_its_nonzeros(m, n, zeros, dtype, fortran, seed):
+    """Dense rows with zeros anywhere (whole rows, whole columns, none, all), of any value type and memory order,
+    checked into exactly the CSR matrix SciPy makes of them: values, columns, row pointers, canonical."""
+    rng = np.random.default_rng(seed)
+    D = (rng.random((m, n)) - 0.5) * 10
+    D[rng.random((m, n)) < zeros] = 0
+    if m > 1:
+        D[m // 2] = 0
+    D = np.asfortranarray(D.astype(dtype)) if fortran else D.astype(dtype)
+    got = semiring.validation.check_matrix(D, "X")
+    want = sp.csr_matrix(D.astype(np.float64 if dtype in (np.int64, np.bool_) else dtype))
+    assert got.shape == want.shape and got.dtype == want.dtype and got.has_canonical_format
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+
+
+def test_a_strided_view_of_dense_rows_is_stored_in_its_own_order():
+    """Every other row and column of a wider array (no copy made by the caller), against SciPy."""
+    D = np.arange(1.0, 121.0).reshape(10, 12)
+    D[::3, ::4] = 0
+    view = D[::2, 1::2]
+    got = semiring.validation.check_matrix(view, "X")
+    want = sp.csr_matrix(np.ascontiguousarray(view))
+    assert (got != want).nnz == 0 and np.array_equal(got.indices, want.indices)
