@@ -602,9 +602,7 @@ def render_cuda(node: Node, names: Mapping[str, str], value_type: str = "T") -> 
     return _render(node, names, _cuda_dialect(value_type))
 
 
-def render_cuda_shared(
-    roots: Sequence[Node], names: Mapping[str, str], value_type: str = "T", prefix: str = "sr_e"
-) -> tuple[str, list[str]]:
+def render_cuda_shared(roots: Sequence[Node], names: Mapping[str, str], value_type: str = "T") -> tuple[str, list[str]]:
     """``(declarations, expressions)``: CUDA C statements declaring, once, each subexpression that ``roots``
     use more than once, and each root's expression (as :func:`render_cuda`'s) reading those locals.
 
@@ -613,7 +611,7 @@ def render_cuda_shared(
     square roots three times an entry (the row-range kernel's instructions 5.3x the plain product's on
     EDGAR-like rows).  A declared subexpression is computed whether or not a branch that uses it is taken:
     CUDA's arithmetic does not trap, and the operands ``names`` read are in bounds wherever the expression is.
-    Locals are named ``prefix`` and a number, so two calls with different prefixes can share one scope.
+    Locals are named ``sr_e`` and a number.
     """
     # Equal subtrees are one class, numbered bottom-up from shallow keys (a Node's own hash walks its whole
     # subtree, and hashing every subtree so took milliseconds a call on correlation's tree).
@@ -647,6 +645,9 @@ def render_cuda_shared(
         count(k)
     d, local, lines, done = _cuda_dialect(value_type), {}, [], set()
 
+    def declared(m: Node) -> str | None:  # the local holding m's class, once it is declared
+        return local.get(klass[id(m)])
+
     def declare(k: int) -> None:  # children first, so each declaration reads only earlier ones
         if k in done:
             return
@@ -655,13 +656,13 @@ def render_cuda_shared(
             declare(c)
         n = nodes[k]
         if refs[k] > 1 and n.kind not in ("num", "var"):
-            text = _unwrap(_render(n, names, d, lambda m: local.get(klass[id(m)]), as_bool=n.is_bool))
-            local[k] = f"{prefix}{len(lines)}"
+            text = _unwrap(_render(n, names, d, declared, as_bool=n.is_bool))
+            local[k] = f"sr_e{len(lines)}"
             lines.append(f"const {'bool' if n.is_bool else value_type} {local[k]} = {text};")
 
     for k in tops:
         declare(k)
-    return " ".join(lines), [_render(root, names, d, lambda m: local.get(klass[id(m)])) for root in roots]
+    return " ".join(lines), [_render(root, names, d, declared) for root in roots]
 
 
 def _cuda_dialect(T: str) -> _Dialect:
