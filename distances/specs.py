@@ -448,7 +448,14 @@ DISTANCES: tuple[Distance, ...] = (
     ),
     Distance(
         "jensenshannon",
-        (_sr("js", "(x * log(2.0 * x / (x + y)) if x > 0 else 0.0) + (y * log(2.0 * y / (x + y)) if y > 0 else 0.0)"),),
+        # log(2x/(x+y)) written log(2) + log(x/(x+y)): f(x, 0) is then x·log 2 (x/x = 1, log 1 = 0), and the cross
+        # op of the margin split, which runs at every shared column of every pair, takes two logarithms, not four
+        (
+            _sr(
+                "js",
+                "(x * (log(2.0) + log(x / (x + y))) if x > 0 else 0.0) + (y * (log(2.0) + log(y / (x + y))) if y > 0 else 0.0)",
+            ),
+        ),
         "sqrt(max(c0, 0.0) / (2.0 * log(base))) if nx0 > 0.0 and ny0 > 0.0 else nan",
         norms=("sum",),
         prepare="l1",

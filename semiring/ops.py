@@ -369,9 +369,11 @@ def _margin_split(sr: Semiring, nonnegative: bool) -> MarginSplit | None:
                 return None
             if abs(fab) > (abs(fa) + abs(fb)) * (1 + 1e-12):
                 return None
+    # f(x, 0) and f(0, y) simplified by exact rewrites (a branch never taken, ``x + 0.0``): the cross op runs
+    # once per shared column of every pair, and Jensen–Shannon's computed four logarithms there, not three.
     zero = _expr.Node("num", (0.0,))
-    fx0, f0y = _expr.substitute(f.tree, {"y": zero}), _expr.substitute(f.tree, {"x": zero})  # parameters kept
-    tree = _expr.Node("bin", ("-", _expr.Node("bin", ("-", f.tree, fx0)), f0y))
+    fx0, f0y = (_semantics.simplify(_expr.substitute(f.tree, {v: zero})) for v in ("y", "x"))  # parameters kept
+    tree = _semantics.simplify(_expr.Node("bin", ("-", _expr.Node("bin", ("-", f.tree, fx0)), f0y)))
     text = _expr.render_python(tree, {v: v for v in ("x", "y", *f.param_names)}, plain=True)
     cross_op = BinaryOp(name=f"{f.name}_cross", text=text, tree=tree, params=f.params)
     cross = Semiring(sr.add, cross_op, name=f"{sr.name}_cross")

@@ -304,7 +304,7 @@ def _sum(node: Node, facts: Facts) -> Node:
 
 
 def _product(node: Node, facts: Facts) -> Node:
-    """``*``, ``/`` and ``**`` with a 0 or 1 operand, where the other operand makes that exact."""
+    """``*``, ``/`` and ``**`` with a 0 or 1 operand, where the other operand makes that exact; ``e / e``."""
     op, left, right = node.args
     if op == "*":
         for zero, other in ((left, right), (right, left)):
@@ -317,6 +317,10 @@ def _product(node: Node, facts: Facts) -> Node:
             return number(0.0)
         if _is_num(right, 1.0):
             return left
+        if _expr.canonical(left) == _expr.canonical(right):  # e / e = 1 exactly (IEEE) for e finite and nonzero
+            r = value_range(left, facts)
+            if r.finite and r.nonzero:
+                return number(1.0)
     else:  # "**", IEEE pow: anything ** 0 = 1 and 1 ** anything = 1, NaN included
         if _is_num(right, 0.0) or _is_num(left, 1.0):
             return number(1.0)

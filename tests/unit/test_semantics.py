@@ -106,6 +106,44 @@ def test_identical_subtrees_cancel_only_when_finite():
     assert not S.proves_value(parse("(x + 1) - x", ("x",))[0], 1.0)  # not exact in floating point: not a rule
 
 
+def test_a_quotient_of_equal_subtrees_is_one_only_where_finite_and_nonzero():
+    one = S.simplify(parse("abs(x) / abs(x) if abs(x) > 0 else 0.0", ("x",))[0])
+    assert S.render(one) == "1.0 if (abs(x) > 0.0) else 0.0"
+    for text in ("x / x", "log(x) / log(x)", "(x * x) / (x * x)"):  # 0/0, -inf/-inf, x·x = 0: NaN, not 1
+        tree = parse(text, ("x",))[0]
+        assert S.simplify(tree) == tree, text
+
+
+def _calls(node, name: str) -> int:
+    own = int(node.kind == "call" and node.args[0] == name)
+    return own + sum(_calls(a, name) for a in node.args if isinstance(a, Node))
+
+
+_EDGES = [0.0, -0.0, 1e-30, 1e-6, 0.25, 1.0, 3.0, 1e6, -1e-6, -0.5, -2.0, -1e6]
+
+
+@pytest.mark.parametrize(
+    "term, nonnegative",
+    [(t, d.nonnegative) for d in DISTANCES for t in d.terms if t.margin_split(d.nonnegative) is not None],
+    ids=lambda v: getattr(v, "name", str(v)),
+)
+def test_a_simplified_cross_op_is_its_definition(term, nonnegative):
+    """The cross op, its margins simplified, against f(x, y) − f(x, 0) − f(0, y) by the op's own evaluator,
+    at every pair of edge values the data may hold (nonnegative ones only where the measure takes only those)."""
+    cross, f = term.margin_split(nonnegative).cross.mult, term.mult
+    values = [v for v in _EDGES if v >= 0.0] if nonnegative else _EDGES
+    with np.errstate(all="ignore"):
+        for a in values:
+            for b in values:
+                want = f(a, b) - f(a, 0.0) - f(0.0, b)
+                assert cross(a, b) == pytest.approx(want, nan_ok=True, rel=0, abs=0), (a, b)
+
+
+def test_jensenshannon_cross_op_takes_two_logarithms():
+    (term,) = next(d for d in DISTANCES if d.name == "jensenshannon").terms
+    assert _calls(term.margin_split(True).cross.mult.tree, "log") == 2
+
+
 def test_a_conditional_learns_from_its_test():
     # |x| / |x| is NaN at x = 0, but the branch runs only where |x| > 0
     tree = parse("(abs(x) / abs(x) - abs(x) / abs(x)) if abs(x) > 0 else 0.0", ("x",))[0]
