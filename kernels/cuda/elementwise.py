@@ -30,10 +30,11 @@ def row_norm(A: DeviceCSR, tree, dtype=np.float64, reduce: str = "sum"):
     import cupy
 
     value_name, T = value_type(dtype)
+    data_name, D = value_type(A.data.dtype)  # float32 values read as they are, whatever the norm's type
     index_type, (indptr,) = common_index(A.indptr)
     out = cupy.zeros(A.shape[0], dtype=T)
-    kernel = source.render_row_norm(tree, label(tree), value_name, index_type, reduce)
-    launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(T, copy=False), np.int64(A.shape[0]), out))
+    kernel = source.render_row_norm(tree, label(tree), value_name, index_type, reduce, data_name)
+    launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(D, copy=False), np.int64(A.shape[0]), out))
     return out
 
 

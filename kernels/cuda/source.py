@@ -189,26 +189,34 @@ ROW_REDUCTIONS = {"sum": ("T(0)", "a + b"), "max": ("T(-sr_inf())", "fmax(a, b)"
 
 @memo_by_identity
 def render_row_norm(
-    tree: _expr.Node, label: str, value_type: str = "float32", index_type: str = "int32", reduce: str = "sum"
+    tree: _expr.Node,
+    label: str,
+    value_type: str = "float32",
+    index_type: str = "int32",
+    reduce: str = "sum",
+    data_type: str | None = None,
 ) -> KernelSource:
     """One warp per row: ``out[i] = Σ f(x)`` (or the max or min, ``reduce``) over row i's stored values, ``f`` a
-    tree of ``x``."""
+    tree of ``x``, computed in ``value_type``; the values are read as ``data_type`` (default: ``value_type``), so
+    float32 rows give float64 norms with no float64 copy of them."""
     T, I = _types(value_type, index_type)
+    D = _types(data_type or value_type, index_type)[0]
     start, combine = ROW_REDUCTIONS[reduce]
     name = f"sr_row_norm_{_suffix(label, value_type, index_type)}" + ("" if reduce == "sum" else f"_{reduce}")
+    name += "" if D == T else f"_from_{data_type}"
     f = _expr.render_cuda(tree, {"x": "x"}, "T")
     body = f"""\
 typedef {T} T;
 typedef {I} I;
 __device__ __forceinline__ T sr_combine(T a, T b) {{ return {combine}; }}
-extern "C" __global__ void {name}(const I* __restrict__ indptr, const T* __restrict__ data, long long m, T* __restrict__ out)
+extern "C" __global__ void {name}(const I* __restrict__ indptr, const {D}* __restrict__ data, long long m, T* __restrict__ out)
 {{
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= m) return;
     T acc = {start};
     for (I k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {{
-        const T x = data[k];
+        const T x = (T)data[k];
         acc = sr_combine(acc, {f});
     }}
     for (int offset = 16; offset > 0; offset /= 2) acc = sr_combine(acc, __shfl_down_sync(0xffffffffu, acc, offset));

@@ -64,9 +64,13 @@ def test_expansion_kernel_compiles(d, value_type):
 
 @pytest.mark.parametrize("name", NORMS)
 @pytest.mark.parametrize("value_type, index_type", TYPES)
-def test_row_norm_kernel_compiles(name, value_type, index_type):
+@pytest.mark.parametrize("data_type", [None, "float32"])
+def test_row_norm_kernel_compiles(name, value_type, index_type, data_type):
+    """Norms in their own type, and float64 norms of float32 values read as they are (no float64 copy)."""
     tree = E.parse(NORMS[name], ("x",))[0]
-    assert len(cuda_compile.compile_cached(cuda_source.render_row_norm(tree, name, value_type, index_type))) > 0
+    kernel = cuda_source.render_row_norm(tree, name, value_type, index_type, "sum", data_type)
+    assert ("const float* __restrict__ data" in kernel.source) == (value_type == "float32" or data_type == "float32")
+    assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
 def test_compile_error_shows_numbered_source_and_log():
