@@ -177,6 +177,15 @@ class BoundMeasure:
         own_buffer = not (len(self.terms) == 1 and self.acc == self.dtype)
         return len(self.terms) * self.acc.itemsize + (self.dtype.itemsize if own_buffer else 0)
 
+    def result_extra_bytes(self, X, Y) -> int | None:
+        """Bytes an entry the engine takes beyond a block that is the whole result, for the checked rows X against
+        Y (the call's whole inputs, within its ``call_density``), where its path states them
+        (``PairwiseEngine.expanded_bytes_per_entry``: a one-term measure on rows it reads in their own type);
+        None where it does not (``bytes_per_entry`` counts every tile then)."""
+        if len(self.terms) != 1 or X.dtype != self.rows_dtype or Y.dtype != self.rows_dtype:
+            return None  # prepare() gives the engine other rows than these (converted, scaled): no statement
+        return self.engine.expanded_bytes_per_entry(X, Y, self.terms[0], self.dtype, self.spec.expansion_tree)
+
     def held_bytes(self, A) -> int:
         """Device bytes ``prepare(A)`` holds beyond A itself: new values where the rows are scaled or divided
         by their sums (jensenshannon's, hellinger's), and the norms."""

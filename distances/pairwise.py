@@ -114,8 +114,11 @@ def pairwise_distances(
     measure = BoundMeasure(engine, spec, values, dtype, column_scale(spec, values, columns, X, Y))
     work = shape[0] * shape[1] + X.nnz + (0 if Y is X else Y.nnz)
     with cpu_threads(n_jobs, engine, work), call_density(X, Y):  # one path for every tile (semiring.interfaces)
+        # What the engine's path takes beyond a block that is the result, where it states it: the float32 BLAS
+        # path's lists only, so its rows against themselves are one tile, mirrored (docs/cpu-engine.md)
+        extra = measure.result_extra_bytes(X, Y)
         if M is None and out is None and not engine.device_results:
-            _check_host_memory(engine, X, Y, measure, working_memory)
+            _check_host_memory(engine, X, Y, measure, extra, working_memory)
         Yrows = measure.prepare(Y)
         if M is not None:
             Xrows = Yrows if Y is X else measure.prepare(X)
@@ -141,23 +144,27 @@ def pairwise_distances(
             tile,
             out=out,
             held_bytes=held,
+            result_extra_bytes=extra,
         )
     return where.give(D)
 
 
-def _check_host_memory(engine, X, Y, measure: BoundMeasure, working_memory) -> None:
-    """The dense result with the tiles it is computed in, refused before either is allocated: each tile's
-    temporaries (every entry's terms, float64 for a float32 result) and the rows its terms' dense path densifies
-    (one term at a time), beside the result unless one tile is the whole result (``tiling.dense`` checks the
-    result alone)."""
+def _check_host_memory(engine, X, Y, measure: BoundMeasure, extra: int | None, working_memory) -> None:
+    """The dense result with the tiles it is computed in (the driver's: ``tiling.dense_tile``), refused before
+    either is allocated: each tile's temporaries (every entry's terms, float64 for a float32 result; of a tile
+    that is the whole result, ``extra`` bytes an entry where the engine states them) and the rows its terms'
+    dense path densifies (one term at a time), beside the result unless one tile is the whole result
+    (``tiling.dense`` checks the result alone)."""
     shape = (X.shape[0], Y.shape[0])
-    tile = tiling.tile_shape(*shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory))
+    tile = tiling.dense_tile(shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory), extra)
+    whole = tile == shape
+    per_entry = measure.dtype.itemsize + extra if whole and extra is not None else measure.bytes_per_entry
     blocks = measure.dense_block_bytes(X, Y, tile)
     validation.check_tiled_result(
         shape,
         measure.dtype,
         tile,
-        measure.bytes_per_entry,
+        per_entry,
         blocks,
         "compute fewer rows at a time, or the k nearest (kneighbors), or give a smaller working_memory",
     )

@@ -215,6 +215,14 @@ class PairwiseEngine(Protocol):
         flags the entries to recompute, as ``select`` would.
         """
 
+    def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
+        """Bytes per result entry that ``pairwise_expanded`` (``sr``, a result of ``dtype``, the expansion
+        ``tree``) takes beyond the block it returns, for the block of all X's rows against all Y's (the call's
+        whole checked inputs, within its ``call_density``), where the engine's path for it writes that block in
+        ``dtype`` and keeps its other temporaries within the scratch budget: the blocked driver then takes that
+        block as the result itself where these fit the working memory (``tiling.dense``).  None: a measure's
+        own count holds (each term in ``accumulate_dtype``, and the result's buffer beside them)."""
+
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[Any, Any, Any]:
         """``(indptr, indices, data)`` on the device: the product of an intersection semiring at the pairs of rows
         sharing a stored column only (``mxm``'s result in GraphBLAS), as CSR with sorted indices; no dense

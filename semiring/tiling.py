@@ -148,6 +148,22 @@ def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int 
     return rows, cols
 
 
+def dense_tile(shape: tuple[int, int], bytes_per_entry: int, budget: int, whole_extra: int | None) -> tuple[int, int]:
+    """(rows, columns) of :func:`dense`'s tiles: the whole result where ``whole_extra`` is given (bytes an entry
+    a tile that is the whole result takes beyond it: the engine's array is the result) and those fit ``budget``;
+    else :func:`tile_shape`'s, every entry's ``bytes_per_entry`` (its own buffer among them) counted.
+
+    >>> dense_tile((1000, 1000), 12, 2 * 10**6, whole_extra=2)  # 2 bytes an entry beside the result fit
+    (1000, 1000)
+    >>> dense_tile((1000, 1000), 12, 2 * 10**6, whole_extra=None)
+    (166, 1000)
+    """
+    m, n = shape
+    if whole_extra is not None and m * n * max(0, whole_extra) <= budget:
+        return m, n
+    return tile_shape(m, n, bytes_per_entry, budget)
+
+
 def ranges(total: int, step: int) -> Iterator[tuple[int, int]]:
     for start in range(0, total, step):
         yield start, min(total, start + step)
@@ -164,15 +180,19 @@ def dense(
     tile: Callable[[Any, int, int], Any],
     out: np.ndarray | None = None,
     held_bytes: int = 0,
+    result_extra_bytes: int | None = None,
 ):
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
 
     On the device when ``on_device``, else in host memory (in ``out`` when given: a C-contiguous host array
     of the result's shape and type).  ``bytes_per_entry`` counts a tile's own buffer: when one tile on the
-    device is the whole result, that buffer is the result and only the rest must fit.  ``held_bytes``: what
-    the caller holds on the device for the call beyond its inputs (rows prepared as a measure reads them),
-    taken from the engine's half of the budget.
+    device is the whole result, that buffer is the result and only the rest must fit (:func:`dense_tile`).  On
+    the host, where no ``out`` is given, so too where the engine states what it takes beyond a block that is
+    the result (``result_extra_bytes`` an entry: ``PairwiseEngine.expanded_bytes_per_entry``); tiles cut from
+    a result too large for that count ``bytes_per_entry``.  ``held_bytes``: what the caller holds on the
+    device for the call beyond its inputs (rows prepared as a measure reads them), taken from the engine's half
+    of the budget.
     """
     m, n = shape
     itemsize = np.dtype(dtype).itemsize
@@ -182,9 +202,8 @@ def dense(
     # The engine keeps at least a quarter of its half: below that, its slabs and bands would be too thin to run.
     held = held_bytes if engine.device_results else 0
     with scratch_budget(max(budget // 4, budget - held)):  # the engines' own scratch (a union's per-column arrays)
-        row_step, col_step = tile_shape(m, n, bytes_per_entry, budget)
-        if on_device and m * n * max(0, bytes_per_entry - itemsize) <= budget:
-            row_step, col_step = m, n
+        whole_extra = max(0, bytes_per_entry - itemsize) if on_device else result_extra_bytes
+        row_step, col_step = dense_tile(shape, bytes_per_entry, budget, None if out is not None else whole_extra)
         if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
             # The tiles' half of a device budget is left to the engine, less the tile's own temporaries: on
             # scRNA-like unions that keeps the inverted kernel's postings in one slab (52 ms, not 75).

@@ -140,6 +140,11 @@ class CpuEngine:
         each entry where its strategy can; else the plan's product is expanded apart.  Never None."""
         return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
 
+    def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
+        """The float32 BLAS path's lists of entries to recompute, where the whole block takes it
+        (``strategies.expanded_bytes_per_entry``); None elsewhere: the measure's count."""
+        return _strategies.expanded_bytes_per_entry(X, Y, sr, dtype, tree)
+
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (``strategies.product_sparse``)."""
         return _strategies.product_sparse(*_one_index_type(X, Y), sr, dtype)

@@ -61,6 +61,11 @@ CALLING_THREAD_WORK = 1 << 21
 # Room for the entries a refinement recomputes (near-duplicates): 1/FLAGGED_SHARE of the result, at least 1,024
 # a chunk; more, and the product is written again unexpanded (the refinement's selection then reads its terms).
 FLAGGED_SHARE = 64
+# Bytes an entry the float32 BLAS path takes beyond its result, at most (``expanded_bytes_per_entry``): its two
+# lists' rooms (uncertain and flagged entries, 1/FLAGGED_SHARE of the result each, two int64 an entry), the
+# entries read out of them (two int64, as much again while gathered) and the uncertain ones recomputed (a float64
+# and a flag), as many as the rooms hold: (2 · 16 + 2 · 32 + 9) / 64 = 1.6, rounded up.
+FLOAT32_EXTRA_BYTES = -(-(2 * 16 + 2 * 32 + 9) // FLAGGED_SHARE)
 
 
 class Product:
@@ -602,7 +607,9 @@ def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansio
     Planned once: where the strategy ``expands`` and the result has ``EXPANDED_MIN_ENTRIES``, its kernel writes
     each entry expanded (no float64 ``m × p`` temporary, no second pass) and lists the flagged entries; else, or
     where those overflow their room (``FLAGGED_SHARE``), the plan writes the product and the expansion and the
-    selection follow apart (``elementwise``), as a measure does after ``pairwise``.
+    selection follow apart (``elementwise``), as a measure does after ``pairwise``: in row slabs of X where the
+    float64 product would pass the scratch budget (a float32 block that is the whole result, sized by the float32
+    path's own temporaries: ``expanded_bytes_per_entry``), each slab's product expanded into the result.
 
     ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``elementwise.expand`` takes them,
     ``when`` None or the refinement test (without parameters).
@@ -616,11 +623,57 @@ def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansio
         done = chosen.run(out_dtype, expansion)
         if done is not None:
             return done
+    step = _apart_rows(m, p)
+    if step >= m:
+        return _expanded_apart(chosen.run(np.float64), expansion, out_dtype)
+    # The float64 product would pass the scratch budget: row slabs of it, each expanded into the result.
     tree, names, params, xnorms, ynorms, ncols, when = expansion
-    c = chosen.run(np.float64)
-    flagged = None if when is None else _elementwise.select(when, (), params, [c], xnorms, ynorms, ncols, (m, p))
-    out = c if c.dtype == out_dtype else np.empty((m, p), out_dtype)
+    out, found = np.empty((m, p), out_dtype), []
+    for r0 in range(0, m, step):
+        r1 = min(m, r0 + step)
+        rows = validation.row_slice(X, r0, r1)
+        c = plan(Product(rows, Y, sr, "dense")).run(np.float64)
+        part = (tree, names, params, [x[r0:r1] for x in xnorms], ynorms, ncols, when)
+        _, flagged = _expanded_apart(c, part, out_dtype, out[r0:r1])
+        if flagged is not None:
+            found.append(Entries(flagged.rows + r0, flagged.cols))
+        del c
+    if when is None:
+        return out, None
+    return out, Entries(np.concatenate([f.rows for f in found]), np.concatenate([f.cols for f in found]))
+
+
+def _apart_rows(m: int, p: int) -> int:
+    """Rows of X a slab of a product written apart (float64, ``m × p``): all of them, unless the product would
+    pass the scratch budget (``SCRATCH_BUDGET``), then as many as fit it, at least one."""
+    budget = SCRATCH_BUDGET.get()
+    if budget is None or m * p * 8 <= budget:
+        return m
+    return max(1, budget // (8 * p))
+
+
+def _expanded_apart(c, expansion, out_dtype, out=None):
+    """(the expansion of the float64 product ``c``, in ``out`` or a new array of ``out_dtype``, or in c itself
+    where it is of that type; the entries its refinement test flags, or None where it has none)."""
+    tree, names, params, xnorms, ynorms, ncols, when = expansion
+    flagged = None if when is None else _elementwise.select(when, (), params, [c], xnorms, ynorms, ncols, c.shape)
+    if out is None:
+        out = c if c.dtype == out_dtype else np.empty(c.shape, out_dtype)
     return _elementwise.expand(tree, names, params, [c], xnorms, ynorms, ncols, out), flagged
+
+
+def expanded_bytes_per_entry(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, tree) -> int | None:
+    """``PairwiseEngine.expanded_bytes_per_entry``: ``FLOAT32_EXTRA_BYTES`` where the block of X against Y takes the
+    float32 BLAS path (a dense ``plus_times`` of float32 rows, a float32 result, an expansion that is not the
+    product itself: ``dense.multiplies_in_float32``; ``EXPANDED_MIN_ENTRIES`` or more), whose kernel writes it
+    expanded, in the result's type.  Where that kernel falls back (more entries to recompute than its lists
+    hold), the float64 product is made in row slabs within the scratch budget (``product_expanded``).  None on
+    every other path, smaller blocks among them (a float64 product expanded apart): the measure's count."""
+    if X.shape[0] * Y.shape[0] < EXPANDED_MIN_ENTRIES:
+        return None
+    if not (_dense.applies(X, Y, sr) and _dense.multiplies_in_float32(X, Y, out_dtype, tree)):
+        return None
+    return FLOAT32_EXTRA_BYTES
 
 
 def product_sparse(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -136,6 +136,10 @@ class CudaEngine:
         """None on the host: what a tile densifies is device memory, within the call's device budget."""
         return 0
 
+    def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
+        """None: a measure's own count (its terms in the result's type, the accumulation type here)."""
+        return None
+
 
 class CudaGraphEngine:
     """The graph measures on the GPU (:mod:`.graph`); methods documented in ``semiring.interfaces.GraphEngine``."""

@@ -303,6 +303,84 @@ def test_float32_products_against_cdist(data, m, p, n, scale, float32_products):
     np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
 
 
+def rows_with_zeros_and_duplicates(rng, m: int, p: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 rows with rows of zeros and duplicates far apart (in other row tiles), and Y's rows among them."""
+    X = rng.random((m, n)).astype(np.float32)
+    X[7] = X[m // 2 : m // 2 + 3] = 0.0  # rows of zeros: cosine NaN, as SciPy's
+    X[11] = X[m - 20]  # a duplicate in another tile
+    Y = rng.random((p, n)).astype(np.float32)
+    Y[3], Y[9] = X[5], 0.0
+    return X, Y
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("against", ["itself", "Y"])
+def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
+    metric, against, float32_products, monkeypatch, rng
+):
+    """What the float32 path takes beyond a block that is the result (its lists of entries to recompute:
+    ``strategies.FLOAT32_EXTRA_BYTES`` an entry) decides one tile: a working memory that holds them for the
+    whole result gives one tile, the result itself (the rows against themselves: mirrored), where the measure's
+    count (a float64 term and the result's type an entry) would have cut it in row tiles; a smaller one cuts it
+    by that count, as before (nothing mirrored).  Both are cdist's, rows of zeros and duplicates included."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    mirrored = []
+    symmetric = cpu_strategies._symmetric
+    monkeypatch.setattr(cpu_strategies, "_symmetric", lambda e: mirrored.append(symmetric(e)) or mirrored[-1])
+    m, n = 600, 48
+    X, Yg = rows_with_zeros_and_duplicates(rng, m, 500, n)
+    Y = None if against == "itself" else Yg
+    p = m if Y is None else Yg.shape[0]
+    assert cpu_strategies.FLOAT32_EXTRA_BYTES <= 3 < 8 + 4  # the lists fit 3 bytes an entry; the measure's count not
+    whole = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=m * p * 3 / 2**20)
+    assert float32_products == [(m, n)], "not one tile of the float32 path"
+    assert mirrored == ([True] if Y is None else [])
+    float32_products.clear(), mirrored.clear()
+    cut = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=m * p / 2**20)
+    rows = m * p // (p * (8 + 4))  # the measure's count: a float64 term and the float32 result an entry
+    assert float32_products == [(min(rows, m - r0), n) for r0 in range(0, m, rows)] and mirrored == []
+    Xd = X.astype(np.float64)
+    want = oracle(metric, Xd, Xd if Y is None else Yg.astype(np.float64))
+    for got in (whole, cut):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=dense_path.FLOAT32_TOLERANCE, atol=1e-12, equal_nan=True)
+    if Y is None:
+        tile = dense_path.FLOAT32_TILE  # mirrored: each pair of two row tiles' one value on both sides
+        np.testing.assert_array_equal(whole[:tile, tile:], whole[tile:, :tile].T)
+        assert whole[11, m - 20] == whole[m - 20, 11] == 0.0  # a cancelling entry recomputed: exactly 0
+    else:
+        assert whole[5, 3] == 0.0
+    assert np.isnan(whole[7]).all() == (metric == "cosine")
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_a_whole_float32_tile_falls_back_to_float64_in_slabs_of_the_working_memory(
+    metric, float32_products, monkeypatch, rng
+):
+    """More entries to recompute than the float32 path's lists hold (every row repeated): the float64 product it
+    falls back to is written in row slabs within the working memory (the tile, the whole result, stays the
+    result), and the answer is cdist's, the repeated rows' entries exact."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    monkeypatch.setattr(cpu_strategies, "FLAGGED_SHARE", 10**9)  # the lists' least room: 1,024 entries a chunk
+    slabs = []
+    apart_rows = cpu_strategies._apart_rows
+    monkeypatch.setattr(cpu_strategies, "_apart_rows", lambda m, p: slabs.append(apart_rows(m, p)) or slabs[-1])
+    base = rng.random((40, 32)).astype(np.float32)
+    base[3] = 0.0
+    X = np.vstack([base] * 30)  # 1,200 rows, each with 29 copies: 36,000 cancelling entries
+    m = X.shape[0]
+    budget = m * m * 3  # the float32 path's lists fit for the whole result; its float64 product does not
+    got = distances.pairwise_distances(X, metric=metric, backend="cpu", working_memory=budget / 2**20)
+    assert float32_products == [(m, 32)] and slabs == [budget // (8 * m)]
+    Xd = X.astype(np.float64)
+    want = oracle(metric, Xd, Xd)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12, equal_nan=True)
+    copies = np.arange(0, m, 40) + 1  # row 1 and its copies
+    np.testing.assert_array_equal(got[np.ix_(copies, copies)], 0.0)
+
+
 def test_rows_storing_every_entry_are_read_in_place():
     """``dense.densified``: CSR storing every entry (dense input, and a tile of its rows) is its values seen as
     an array, no copy; with an entry missing, SciPy's ``toarray``."""
