@@ -276,9 +276,11 @@ _EUCLID_WHEN = "s = nx0 + ny0; not (s - 2.0 * c0 > 1e-3 * s) and s > 0.0 or not 
 # Correlation's sums cancel where a row's spread is small next to its mean (a row of values near 1e8): its
 # variance n·Σx² − (Σx)² or the covariance loses the digits.  Flagged where either variance keeps less than
 # 1e-3 of Σx², or the terms of the covariance exceed 1e3 times its scale; NaN (an overflowed norm) included.
+# |Σx·Σy / n| is written as the expansion's Σx·Σy / n inside abs (the same value: a division rounds the same
+# either sign), so the kernel divides by n once an entry for both.
 _CORRELATION_WHEN = (
     "vx = nx1 - nx0 * nx0 / n; vy = ny1 - ny0 * ny0 / n; q = vx * vy; "
-    "not (vx > 1e-3 * nx1 and vy > 1e-3 * ny1 and abs(c0) + abs(nx0 * ny0) / n < 1e3 * "
+    "not (vx > 1e-3 * nx1 and vy > 1e-3 * ny1 and abs(c0) + abs(nx0 * ny0 / n) < 1e3 * "
     + root_of_product("q", "vx", "vy")
     + ") and nx1 > 0.0 and ny1 > 0.0"
 )
