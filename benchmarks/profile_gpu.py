@@ -52,10 +52,13 @@ def timed(fn, repeats: int):
 
 # module: the functions of it that are stages
 STAGES = {
-    "semiring.validation": ("check_matrix",),
+    "semiring.validation": ("check_matrix", "check_pair"),
     "semiring.distances.bound": ("prepare",),
     "semiring.kernels.cuda.strategies": (
         "product",
+        "product_expanded",
+        "expanded_apart",
+        "recompute_listed",
         "union_by_margins",
         "dense_gemm",
         "_postings",
@@ -138,7 +141,8 @@ def instrument(memory: StageMemory, table: dict):
 
 
 def job_call(dataset: str, metric: str, job: str, seed: int, queries: int, rows: int | None = None):
-    """The public call of a job: ``pairwise`` (the first ``queries`` rows against all), ``knn`` (all rows' kNN),
+    """The public call of a job: ``pairwise`` (the first ``queries`` rows against all; for a dataset
+    ``denseMxN``, a dense CuPy array of M uniform float32 rows of N columns, every row against all), ``knn`` (all rows' kNN),
     or ``search`` (dataset ``retrieval``: a batch of ``queries`` against a fitted index of ``rows`` rows, its
     layout made by an untimed first batch, as ``python -m benchmarks retrieval`` times it)."""
     import cupyx.scipy.sparse as cusp
@@ -156,6 +160,12 @@ def job_call(dataset: str, metric: str, job: str, seed: int, queries: int, rows:
         del index
         nn.kneighbors(batch)
         return lambda: nn.kneighbors(batch)
+    if dataset.startswith("dense"):  # denseMxN: M × N uniform float32 rows (dense-gpu's draw), every row against all
+        import cupy
+
+        m, n = (int(v) for v in dataset[len("dense") :].split("x"))
+        Xd = cupy.asarray(np.random.default_rng(seed).random((m, n), dtype=np.float32))
+        return lambda: distances.pairwise_distances(Xd, metric=metric)
     X = make_dataset(dataset, 1.0, seed).astype(np.float32)
     Xc = cusp.csr_matrix(X)
     if job == "knn":
@@ -199,7 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument(
-        "--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise, knn, or search)"
+        "--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise, knn, or search; dataset denseMxN: dense rows)"
     )
     parser.add_argument("--queries", type=int, default=2048)
     parser.add_argument("--rows", type=int, default=None, help="the retrieval index's rows (job search)")
