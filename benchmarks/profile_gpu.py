@@ -209,7 +209,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument(
-        "--jobs", required=True, help="comma-separated dataset:metric:job (job: pairwise, knn, or search; dataset denseMxN: dense rows)"
+        "--jobs",
+        required=True,
+        help="comma-separated dataset:metric:job (job: pairwise, knn, or search; dataset denseMxN: dense rows)",
     )
     parser.add_argument("--queries", type=int, default=2048)
     parser.add_argument("--rows", type=int, default=None, help="the retrieval index's rows (job search)")

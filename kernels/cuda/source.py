@@ -253,6 +253,41 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + body)
 
 
+# A square result's tiles of MIRROR_TILE × MIRROR_TILE entries, each block's threads MIRROR_TILE × MIRROR_ROWS.
+MIRROR_TILE, MIRROR_ROWS = 32, 8
+
+
+def render_mirror_upper(value_type: str = "float32") -> KernelSource:
+    """One block per tile of a square ``m × m`` result (row stride ``stride``) on or below the diagonal: the
+    entries below the diagonal written from their mirror above it, ``out[i, j] = out[j, i]`` for ``i > j``.
+
+    The dense GEMM path of X against itself computes the upper triangle only (cuBLAS's SYRK, half the
+    products); the source tile goes through shared memory so that both the reads and the writes are rows.
+    A diagonal tile is read whole before any of it is written, and no other block touches it."""
+    T, _ = _types(value_type, "int32")
+    t, r = MIRROR_TILE, MIRROR_ROWS
+    name = f"sr_mirror_upper_{value_type}"
+    body = f"""\
+typedef {T} T;
+extern "C" __global__ void {name}(long long m, long long stride, T* __restrict__ out)
+{{
+    __shared__ T tile[{t}][{t + 1}];
+    const long long I = blockIdx.y, J = blockIdx.x;  // the tile written: rows of tile I, columns of tile J
+    if (J > I) return;
+    for (int a = threadIdx.y; a < {t}; a += {r}) {{
+        const long long row = J * {t} + a, col = I * {t} + threadIdx.x;
+        if (row < m && col < m) tile[a][threadIdx.x] = out[row * stride + col];
+    }}
+    __syncthreads();
+    for (int a = threadIdx.y; a < {t}; a += {r}) {{
+        const long long row = I * {t} + a, col = J * {t} + threadIdx.x;
+        if (row < m && col < row) out[row * stride + col] = tile[threadIdx.x][a];
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
+
+
 EXPANSION_ARGS = {
     "c0": "c0[t]",
     "c1": "c1[t]",

@@ -288,6 +288,52 @@ def test_cupy_inputs_give_cupy_results(backend):
     np.testing.assert_allclose(D.get(), distances.pairwise_distances(X, metric="euclidean"), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "inner_product", "sqeuclidean"])
+@pytest.mark.parametrize("m, n", [(1, 3), (45, 7), (77, 40), (300, 65)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunk_bytes", [None, 512])  # 512 bytes: the columns in several chunks, SYRK accumulating
+def test_dense_rows_against_themselves_by_syrk(metric, m, n, dtype, chunk_bytes, monkeypatch):
+    """Dense CuPy rows against themselves (Y None): made CSR on the device, the dense GEMM path's upper triangle
+    by SYRK and its mirror below; against SciPy's float64 cdist, with a zero row, zeros anywhere and tile sizes
+    that are no multiple of the mirror's; the result exactly symmetric."""
+    import cupy
+
+    from semiring.kernels.cuda import planner, strategies
+
+    monkeypatch.setenv(planner.STRATEGY_ENV, "dense-gemm")
+    if chunk_bytes is not None:
+        monkeypatch.setattr(strategies, "DENSE_CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(m * 1000 + n)
+    X = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.7)
+    X[m // 2] = 0.0
+    X = X.astype(dtype)
+    got = distances.pairwise_distances(cupy.asarray(X), metric=metric)
+    assert isinstance(got, cupy.ndarray) and got.dtype == dtype
+    got = got.get()
+    np.testing.assert_array_equal(got, got.T)
+    ref = oracle(metric, X.astype(np.float64), X.astype(np.float64))
+    np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=metric, **gpu_tolerances(metric, dtype))
+
+
+@given(data=st.data())
+def test_dense_cupy_rows_become_the_csr_scipy_makes(data):
+    """The device's conversion of dense rows (one mask: values, columns and row pointers from it) against
+    SciPy's CSR of the same array: zero rows, zeros anywhere, one column, Fortran order."""
+    import cupy
+
+    from semiring import validation
+
+    m, n = data.draw(st.integers(0, 12)), data.draw(st.integers(1, 9))
+    D = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.0, 1.5, -2.0, 3e-8]), min_size=m * n, max_size=m * n)))
+    D = D.reshape(m, n).astype(np.float32)
+    order = data.draw(st.sampled_from(["C", "F"]))
+    A, B = validation._dense_to_csr(cupy.asarray(D, order=order)), sp.csr_matrix(D)
+    assert A.shape == B.shape and A.has_canonical_format
+    np.testing.assert_array_equal(A.indptr.get(), B.indptr)
+    np.testing.assert_array_equal(A.indices.get(), B.indices)
+    np.testing.assert_array_equal(A.data.get(), B.data)
+
+
 def test_gpu_engine_implements_the_interface():
     from semiring.interfaces import PairwiseEngine, missing_methods
     from semiring.kernels.cuda import ENGINE

@@ -108,6 +108,12 @@ def test_densify_kernel_compiles(value_type, index_type):
     assert len(cuda_compile.compile_cached(cuda_source.render_densify(value_type, index_type))) > 0
 
 
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+def test_mirror_kernel_compiles(value_type):
+    """The dense GEMM path's mirror of a SYRK's upper triangle (X against itself)."""
+    assert len(cuda_compile.compile_cached(cuda_source.render_mirror_upper(value_type))) > 0
+
+
 def _margin_splits():
     splits = {}
     for sr in SEMIRINGS:
