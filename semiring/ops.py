@@ -319,7 +319,7 @@ class Semiring:
         >>> from semiring import plus_absdiff
         >>> split = plus_absdiff.margin_split()
         >>> split.cross.semantics, split.cross.mult.text
-        ('intersection', '(abs(x - y) - abs(x - 0.0)) - abs(0.0 - y)')
+        ('intersection', '(abs(x - y) - abs(x)) - abs(y)')
         """
         key = (self.key, tuple(self.params), nonnegative)
         if key not in _SPLITS:
