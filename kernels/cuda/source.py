@@ -182,6 +182,45 @@ __device__ __forceinline__ T sr_merged(
 }}"""
 
 
+# X's row is held in the extrema kernel's shared memory when it has at most this many entries (its merges then
+# look Y's entries up in it; a longer row is merged from global memory as by ``sr_merged``).
+EXTREMA_ROW = 64
+
+
+def _merged_shared() -> str:
+    """``sr_merged_shared``: ``sr_merged`` for a max- or min-union with X's row in shared memory (sorted columns
+    ``scol``, values ``sval``, at most ``EXTREMA_ROW`` of them): each of Y's entries looked up in it by
+    bisection, a bit a matched entry of X, the unmatched ones taken with 0 after.  The order of ⊕ differs from
+    the merge's, which a max or a min does not see.  Y's loads do not wait on the comparisons of the last
+    entry, as a merge's do (``ncu`` of EDGAR-like chebyshev: the queued merges stalled on global loads)."""
+    return f"""\
+__device__ __forceinline__ T sr_merged_shared(
+    const I* __restrict__ scol, const T* __restrict__ sval, int xlen,
+    const I* __restrict__ yi, const T* __restrict__ yv, I b, I be, T acc, const double* __restrict__ params)
+{{
+    unsigned long long hit = 0ull;
+#pragma unroll 4
+    for (; b < be; ++b) {{
+        const I c = yi[b];
+        const T y = yv[b];
+        int lo = 0, hi = xlen;
+        while (lo < hi) {{
+            const int mid = (lo + hi) >> 1;
+            if (scol[mid] < c) lo = mid + 1; else hi = mid;
+        }}
+        if (lo < xlen && scol[lo] == c) {{
+            acc = sr_add(acc, sr_mult(sval[lo], y, params));
+            hit |= 1ull << lo;
+        }} else {{
+            acc = sr_add(acc, sr_mult(T(0), y, params));
+        }}
+    }}
+    for (int a = 0; a < xlen; ++a)
+        if (!((hit >> a) & 1ull)) acc = sr_add(acc, sr_mult(sval[a], T(0), params));
+    return acc;
+}}"""
+
+
 # How a row reduction starts and combines two values: sums, and the maxima and minima of a max- or min-union's
 # margins (an empty row keeps the start, the monoid's identity).
 ROW_REDUCTIONS = {"sum": ("T(0)", "a + b"), "max": ("T(-sr_inf())", "fmax(a, b)"), "min": ("T(sr_inf())", "fmin(a, b)")}
@@ -513,7 +552,8 @@ def render_pairwise_extrema(
     entries walking their columns' postings of Y, as the row-range kernel's do); an unmarked pair is exactly
     ``start ⊕ ex[i] ⊕ ey[j]`` (``ex``, ``ey``: ⊕ of f(x, 0) over X's row and of f(0, y) over Y's, whatever
     order ⊕ takes them in), written at once; the marked ones are queued, ``queue`` a chunk, and merged by
-    the whole block (``sr_merged``, exact on any values).
+    the whole block (``sr_merged``, exact on any values; ``sr_merged_shared`` where row i has at most
+    ``EXTREMA_ROW`` entries, held in shared memory, and Y's looked up in it).
 
     The extrema strategy once listed the sharing pairs in a product of its own and merged them apart (on
     EDGAR-like rows, 6.9 ms of listing and 4.2 of merging against the merge kernel's 11.2 for all pairs).
@@ -531,6 +571,7 @@ def render_pairwise_extrema(
     body = f"""\
 typedef {I} I;
 {_merged(sr)}
+{_merged_shared()}
 extern "C" __global__ void {name}(
     const I* __restrict__ xp, const I* __restrict__ xi, const T* __restrict__ xv, long long m,
     const I* __restrict__ colptr, const I* __restrict__ yrow,
@@ -541,11 +582,19 @@ extern "C" __global__ void {name}(
     extern __shared__ unsigned int shares[];  // bit t: row j0 + t of Y shares a stored column with row i
     __shared__ int queue[{queue}];
     __shared__ int queued;
+    __shared__ I scol[{EXTREMA_ROW}];  // row i of X, where it has at most {EXTREMA_ROW} entries
+    __shared__ T sval[{EXTREMA_ROW}];
     const long long ranges = (p + width - 1) / width;
     for (long long b = blockIdx.x; b < m * ranges; b += gridDim.x) {{
         const long long i = b / ranges, j0 = (b - i * ranges) * width;
         const long long w = (p - j0 < width) ? p - j0 : width;
+        const int xlen = (int)(xp[i + 1] - xp[i]);
+        const bool held = xlen <= {EXTREMA_ROW};
         for (long long t = threadIdx.x; t < (w + 31) / 32; t += blockDim.x) shares[t] = 0u;
+        if (held && threadIdx.x < xlen) {{
+            scol[threadIdx.x] = xi[xp[i] + threadIdx.x];
+            sval[threadIdx.x] = xv[xp[i] + threadIdx.x];
+        }}
         __syncthreads();
         for (I a = xp[i]; a < xp[i + 1]; ++a) {{
             const I c = xi[a];
@@ -571,7 +620,8 @@ extern "C" __global__ void {name}(
             __syncthreads();
             for (int q = threadIdx.x; q < queued; q += blockDim.x) {{
                 const long long j = j0 + t0 + queue[q];
-                const T c = sr_merged(xi, xv, xp[i], xp[i + 1], yi, yv, yp[j], yp[j + 1], start, params);
+                const T c = held ? sr_merged_shared(scol, sval, xlen, yi, yv, yp[j], yp[j + 1], start, params)
+                                 : sr_merged(xi, xv, xp[i], xp[i + 1], yi, yv, yp[j], yp[j + 1], start, params);
                 {store}
             }}
             __syncthreads();  // the queue read before the next chunk empties it

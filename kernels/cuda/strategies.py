@@ -561,7 +561,8 @@ def union_by_extrema(work: Product, expansion=None):
     queue = source.EXTREMA_QUEUE
     render = {} if write is None else write.render_args
     kernel = launch.function(source.render_pairwise_extrema(sr, work.value_name, index_type, **render, queue=queue))
-    room = min(planner.RANGE_SHARED_BYTES, launch.max_shared_bytes() - 4 * queue - 16)
+    row_bytes = source.EXTREMA_ROW * (np.dtype(I).itemsize + work.T().itemsize)  # X's row held beside the queue
+    room = min(planner.RANGE_SHARED_BYTES, launch.max_shared_bytes() - 4 * queue - 16 - row_bytes)
     width = min(p, 8 * max(128, room))  # a bit a row of Y (any device has room beside the queue: 48 KiB)
     shared = 4 * -(-width // 32)
     launch.allow_shared(kernel, shared)
