@@ -221,8 +221,10 @@ def dense_pays(facts: Facts) -> bool:
 # Measured on an H200, 2,048 EDGAR-like rows (6 values in 858,000 Zipf-popular columns) against 100,000, where
 # 14.5 % of the pairs share a column (17 % by the bound): at 84c5a52, the sharing pairs listed by a product of
 # their own and merged apart, 14.5 ms against merge's 11.2 (listing 6.9, merging 4.2; the rewrite would pay
-# below about 8 %); at f181b34, in one kernel, 9.19 ms against 9.07.  Taken below 1/32 of the pairs.
-EXTREMA_SHARED_SHARE = 32
+# below about 8 %); at f181b34, in one kernel, 9.19 ms against 9.07; at 494c25e, X's row held in shared memory
+# for the queued pairs, 8.70 ms against 9.53 (medians of 15, one run).  Taken up to 1/5 of the pairs (by the
+# bound), above the EDGAR-like 17 %: movielens-like rows, where most pairs share, took 164 ms against 72.
+EXTREMA_SHARED_SHARE = 5
 
 
 def inverted_applies(facts: Facts) -> bool:

@@ -270,13 +270,14 @@ def test_few_share_bounds_the_pairs_by_the_stored_pairs_meeting_in_a_column():
         M.__dict__["column_counts"] = lambda: np.bincount(A.indices, minlength=A.shape[1])
         return M
 
-    X = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 2.0, 0, 0]]))
-    Y = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 40 + [[1.0, 0, 0, 0]]))  # one stored pair meets: rows 0 and 40
     share = planner.EXTREMA_SHARED_SHARE
-    assert share * 1 <= 2 * 41 < share * 3
+    X = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 2.0, 0, 0]]))
+    # 2 × share row pairs: one stored pair meeting (X's row 0 and Y's last) is few, three are too many
+    Y = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * (share - 1) + [[1.0, 0, 0, 0]]))
+    assert share * 1 <= 2 * share < share * 3
     facts = planner.facts(semiring.max_absdiff, held(X), held(Y))
     assert facts.extremum and planner.known(facts.few_share)
-    Y3 = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * 38 + [[1.0, 0, 0, 0]] * 3))  # three meet: too many
+    Y3 = sp.csr_matrix(np.array([[0, 0, 3.0, 0]] * (share - 3) + [[1.0, 0, 0, 0]] * 3))  # three meet: too many
     assert not planner.known(planner.facts(semiring.max_absdiff, held(X), held(Y3)).few_share)
 
 
