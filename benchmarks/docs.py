@@ -44,6 +44,7 @@ DISTANCES_GPU = (
     "distances_h200_fc1e5db_movielens_edgar.json",
     "distances_h200_296b951_movielens_edgar.json",
     "distances_h200_21472d4_cells.json",
+    "distances_h200_ce6ae5d_chebyshev.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
