@@ -152,13 +152,17 @@ def pairwise_distances(
 def _check_host_memory(engine, X, Y, measure: BoundMeasure, extra: int | None, working_memory) -> None:
     """The dense result with the tiles it is computed in (the driver's: ``tiling.dense_tile``), refused before
     either is allocated: each tile's temporaries (every entry's terms, float64 for a float32 result; of a tile
-    that is the whole result, ``extra`` bytes an entry where the engine states them) and the rows its terms'
+    written into the result, ``extra`` bytes an entry where the engine states them) and the rows its terms'
     dense path densifies (one term at a time), beside the result unless one tile is the whole result
     (``tiling.dense`` checks the result alone)."""
     shape = (X.shape[0], Y.shape[0])
-    tile = tiling.dense_tile(shape, measure.bytes_per_entry, tiling.budget_bytes(engine, working_memory), extra)
+    budget = tiling.budget_bytes(engine, working_memory)
+    tile = tiling.dense_tile(shape, measure.bytes_per_entry, budget, extra, in_place=extra is not None)
     whole = tile == shape
-    per_entry = measure.dtype.itemsize + extra if whole and extra is not None else measure.bytes_per_entry
+    if extra is None:  # tiles computed apart, each in its own buffer
+        per_entry = measure.bytes_per_entry
+    else:  # tiles written into the result
+        per_entry = measure.dtype.itemsize + extra if whole else extra
     blocks = measure.dense_block_bytes(X, Y, tile)
     validation.check_tiled_result(
         shape,

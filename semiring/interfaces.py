@@ -62,6 +62,24 @@ SCRATCH_BUDGET: ContextVar[int | None] = ContextVar("SCRATCH_BUDGET", default=No
 CALL_CACHE: ContextVar[dict | None] = ContextVar("CALL_CACHE", default=None)
 
 
+# Where an engine that states ``expanded_bytes_per_entry`` for a call writes the block of its next
+# ``pairwise_expanded``: a host array of the block's shape and the result's type, a view of the call's result
+# (whole rows of it: C-contiguous), set by ``semiring.tiling`` around each tile it has written in place, so no
+# tile is computed apart and copied; the block returned is then that array (the driver copies one that is not).
+# None: the engine makes the block's array.
+RESULT_BLOCK: ContextVar[Any] = ContextVar("RESULT_BLOCK", default=None)
+
+
+@contextmanager
+def written_into(block):
+    """Within the block, ``RESULT_BLOCK`` is ``block``: the engine's next expanded block is written there."""
+    token = RESULT_BLOCK.set(block)
+    try:
+        yield
+    finally:
+        RESULT_BLOCK.reset(token)
+
+
 class DerivedCache(dict):
     """What engines derived from a fitted index's own rows (``CALL_CACHE``), kept by the index between calls.
 
@@ -212,16 +230,19 @@ class PairwiseEngine(Protocol):
 
         ``expansion`` is ``(tree, param_names, params, xnorms, ynorms, ncols, when)``: the measure's expression
         and operands as ``expand`` takes them, and ``when`` (an expression over the same variables, or None)
-        flags the entries to recompute, as ``select`` would.
+        flags the entries to recompute, as ``select`` would.  Where ``RESULT_BLOCK`` is set (only on an engine
+        that states ``expanded_bytes_per_entry`` for the call), ``out`` is that array, written in place.
         """
 
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """Bytes per result entry that ``pairwise_expanded`` (``sr``, a result of ``dtype``, the expansion
         ``tree``) takes beyond the block it returns, for the block of all X's rows against all Y's (the call's
         whole checked inputs, within its ``call_density``), where the engine's path for it writes that block in
-        ``dtype`` and keeps its other temporaries within the scratch budget: the blocked driver then takes that
-        block as the result itself where these fit the working memory (``tiling.dense``).  None: a measure's
-        own count holds (each term in ``accumulate_dtype``, and the result's buffer beside them)."""
+        ``dtype`` and keeps its other temporaries within the scratch budget, and so for a block of rows of them
+        (its own path's temporaries, or the path's fallback's, within the scratch budget): the blocked driver
+        then has the engine write each tile into the result (``RESULT_BLOCK``), a tile of as many entries as
+        these fit the working memory, the whole result where they do for all of it (``tiling.dense``).  None: a
+        measure's own count holds (each term in ``accumulate_dtype``, and the result's buffer beside them)."""
 
     def pairwise_sparse(self, X, Y, sr, dtype) -> tuple[Any, Any, Any]:
         """``(indptr, indices, data)`` on the device: the product of an intersection semiring at the pairs of rows

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import arrays, validation
-from .interfaces import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, Expansion, PairwiseEngine
+from .interfaces import CALL_CACHE, SCRATCH_BUDGET, TOPK_EMPTY, Expansion, PairwiseEngine, written_into
 
 # A progress bar (anything with ``update(rows)``) that ``dense`` advances as row batches finish, set by a caller
 # that shows one (the ``semiring`` command) without a parameter through every public call.
@@ -148,19 +148,31 @@ def tile_shape(m: int, n: int, bytes_per_entry: int, budget: int, min_rows: int 
     return rows, cols
 
 
-def dense_tile(shape: tuple[int, int], bytes_per_entry: int, budget: int, whole_extra: int | None) -> tuple[int, int]:
+def dense_tile(
+    shape: tuple[int, int], bytes_per_entry: int, budget: int, whole_extra: int | None, in_place: bool = False
+) -> tuple[int, int]:
     """(rows, columns) of :func:`dense`'s tiles: the whole result where ``whole_extra`` is given (bytes an entry
     a tile that is the whole result takes beyond it: the engine's array is the result) and those fit ``budget``;
-    else :func:`tile_shape`'s, every entry's ``bytes_per_entry`` (its own buffer among them) counted.
+    where the tiles are written into the result (``in_place``), whole rows as many as ``whole_extra`` an entry
+    fit ``budget``; else :func:`tile_shape`'s, every entry's ``bytes_per_entry`` (its own buffer among them)
+    counted.
 
     >>> dense_tile((1000, 1000), 12, 2 * 10**6, whole_extra=2)  # 2 bytes an entry beside the result fit
     (1000, 1000)
     >>> dense_tile((1000, 1000), 12, 2 * 10**6, whole_extra=None)
     (166, 1000)
+    >>> dense_tile((1000, 1000), 12, 10**6, whole_extra=2, in_place=True)  # rows of the result, 2 bytes an entry
+    (500, 1000)
     """
     m, n = shape
-    if whole_extra is not None and m * n * max(0, whole_extra) <= budget:
-        return m, n
+    if whole_extra is not None:
+        extra = max(0, whole_extra)
+        if m * n * extra <= budget:
+            return m, n
+        if in_place:
+            rows, cols = tile_shape(m, n, extra, budget)
+            if cols >= n:
+                return rows, cols
     return tile_shape(m, n, bytes_per_entry, budget)
 
 
@@ -188,9 +200,10 @@ def dense(
     On the device when ``on_device``, else in host memory (in ``out`` when given: a C-contiguous host array
     of the result's shape and type).  ``bytes_per_entry`` counts a tile's own buffer: when one tile on the
     device is the whole result, that buffer is the result and only the rest must fit (:func:`dense_tile`).  On
-    the host, where no ``out`` is given, so too where the engine states what it takes beyond a block that is
-    the result (``result_extra_bytes`` an entry: ``PairwiseEngine.expanded_bytes_per_entry``); tiles cut from
-    a result too large for that count ``bytes_per_entry``.  ``held_bytes``: what the caller holds on the
+    the host, where the engine states what it takes beyond a block it writes into the result
+    (``result_extra_bytes`` an entry: ``PairwiseEngine.expanded_bytes_per_entry``), each tile is written there
+    in place (``semiring.interfaces.RESULT_BLOCK``: rows of the result, or all of it where it fits), no tile
+    computed apart and copied (:func:`_in_place`).  ``held_bytes``: what the caller holds on the
     device for the call beyond its inputs (rows prepared as a measure reads them), taken from the engine's half
     of the budget.
     """
@@ -202,8 +215,14 @@ def dense(
     # The engine keeps at least a quarter of its half: below that, its slabs and bands would be too thin to run.
     held = held_bytes if engine.device_results else 0
     with scratch_budget(max(budget // 4, budget - held)):  # the engines' own scratch (a union's per-column arrays)
+        in_place = not on_device and result_extra_bytes is not None
         whole_extra = max(0, bytes_per_entry - itemsize) if on_device else result_extra_bytes
-        row_step, col_step = dense_tile(shape, bytes_per_entry, budget, None if out is not None else whole_extra)
+        row_step, col_step = dense_tile(
+            shape, bytes_per_entry, budget, None if out is not None and not in_place else whole_extra, in_place
+        )
+        if in_place:
+            result = np.empty((m, n), dtype) if out is None else out
+            return _in_place(engine, result, row_step, col_step, rows, tile)
         if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
             # The tiles' half of a device budget is left to the engine, less the tile's own temporaries: on
             # scRNA-like unions that keeps the inverted kernel's postings in one slab (52 ms, not 75).
@@ -227,6 +246,27 @@ def dense(
                 del block  # freed before the next tile is made
             _advance(r1 - r0)
         return out
+
+
+def _written(engine: PairwiseEngine, target: np.ndarray, tile, prepared, c0: int, c1: int) -> None:
+    """``tile(prepared, c0, c1)`` written into ``target`` (a view of the host result) by the engine, in place; a
+    block the engine made apart all the same (a path that cannot write there) is copied in."""
+    with written_into(target):
+        block = tile(prepared, c0, c1)
+    if block is not target:
+        target[...] = engine.to_host(block)
+
+
+def _in_place(engine: PairwiseEngine, result: np.ndarray, row_step: int, col_step: int, rows, tile) -> np.ndarray:
+    """Every tile of ``result`` written in place by the engine: batches of whole rows (C-contiguous views)."""
+    m, n = result.shape
+    for r0, r1 in ranges(m, row_step):
+        prepared = rows(r0, r1)
+        for c0, c1 in ranges(n, col_step):
+            _written(engine, result[r0:r1, c0:c1], tile, prepared, c0, c1)
+        del prepared
+        _advance(r1 - r0)
+    return result
 
 
 def _advance(rows: int) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiring import arrays, validation
-from semiring.interfaces import Entries, LastDerived
+from semiring.interfaces import RESULT_BLOCK, Entries, LastDerived
 
 from . import checks as _checks
 from . import dense as _dense
@@ -137,8 +137,9 @@ class CpuEngine:
 
     def pairwise_expanded(self, X, Y, sr, dtype, expansion) -> tuple[np.ndarray, Entries | None]:
         """Planned once (``strategies.product_expanded``): the product kernel writes the expansion as it writes
-        each entry where its strategy can; else the plan's product is expanded apart.  Never None."""
-        return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion)
+        each entry where its strategy can; else the plan's product is expanded apart.  Never None.  Into
+        ``RESULT_BLOCK`` where the driver set it (a view of the call's result)."""
+        return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion, out=RESULT_BLOCK.get())
 
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """The float32 BLAS path's lists of entries to recompute, where the whole block takes it

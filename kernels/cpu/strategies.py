@@ -73,10 +73,18 @@ class Product:
     ``"masked"``, at the entries ``mask``) and the facts of the operands the strategies ask, each found once."""
 
     def __init__(
-        self, X: sp.csr_matrix, Y: sp.csr_matrix, sr, result: str, mask: Entries | None = None, expanded: bool = False
+        self,
+        X: sp.csr_matrix,
+        Y: sp.csr_matrix,
+        sr,
+        result: str,
+        mask: Entries | None = None,
+        expanded: bool = False,
+        out: np.ndarray | None = None,
     ):
         self.X, self.Y, self.sr, self.result, self.mask = X, Y, sr, result, mask
         self.expanded = expanded  # a measure's expansion asked of the kernel that writes the result
+        self.out = out  # where that expansion is written (a view of the call's result), or None: a new array
         self.m, self.p = X.shape[0], Y.shape[0]
         self.semantics = "union" if sr.is_union else "intersection"
         self.budget = SCRATCH_BUDGET.get()
@@ -277,7 +285,8 @@ def _calling_thread_for(work: int):
 
 
 def _written(product: Product, out_dtype, expansion):
-    """``(kernels, expansion operands, out)`` of a kernel writing the dense result, expanded where asked."""
+    """``(kernels, expansion operands, out)`` of a kernel writing the dense result, expanded where asked: into
+    ``product.out`` where given (an expanded result only: a product unexpanded is a float64 temporary)."""
     sr, m, p = product.sr, product.m, product.p
     chunks = 8 * numba.get_num_threads()  # the kernels' chunks at most
     if expansion is None:
@@ -291,7 +300,8 @@ def _written(product: Product, out_dtype, expansion):
         flagged = np.zeros((chunks, 1 + 2 * room), np.int64)
     kernels = _pairwise._semiring_kernels(sr.key, sr.add.op.tree, sr.mult.tree, sr.mult.param_names, key)
     operands = (xn, yn, n, np.asarray(eparams, np.float64), flagged)
-    return kernels, operands, np.empty((m, p), dtype=out_dtype)
+    given = product.out if expansion is not None else None
+    return kernels, operands, np.empty((m, p), dtype=out_dtype) if given is None else given
 
 
 def _finished(out, operands, expansion):
@@ -600,7 +610,9 @@ def product(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, mask: Entries | N
     return plan(Product(X, Y, sr, "dense" if mask is None else "masked", mask)).run(out_dtype)
 
 
-def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansion) -> tuple[np.ndarray, Entries | None]:
+def product_expanded(
+    X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansion, out: np.ndarray | None = None
+) -> tuple[np.ndarray, Entries | None]:
     """A one-term measure ``f(c0, 0, nx*[i], ny*[j], n)`` of the product ``c0``: ``(result, entries where its
     refinement test holds, or None where it has none)``, as ``semiring.interfaces.PairwiseEngine.pairwise_expanded``.
 
@@ -612,23 +624,28 @@ def product_expanded(X: sp.csr_matrix, Y: sp.csr_matrix, sr, out_dtype, expansio
     path's own temporaries: ``expanded_bytes_per_entry``), each slab's product expanded into the result.
 
     ``expansion``: ``(tree, param_names, params, xnorms, ynorms, ncols, when)`` as ``elementwise.expand`` takes them,
-    ``when`` None or the refinement test (without parameters).
+    ``when`` None or the refinement test (without parameters).  ``out``: the array the result is written into
+    (``semiring.interfaces.RESULT_BLOCK``: a view of the call's result), on every path; None: a new one.
     """
     m, p = X.shape[0], Y.shape[0]
+    if out is not None and (out.shape != (m, p) or out.dtype != np.dtype(out_dtype)):
+        raise ValueError(
+            f"internal error: a block of {(m, p)} {np.dtype(out_dtype)} asked into {out.shape} {out.dtype}"
+        )
     if 0 in (m, p):
-        return np.empty((m, p), dtype=out_dtype), None
+        return (np.empty((m, p), dtype=out_dtype) if out is None else out), None
     expanded = m * p >= EXPANDED_MIN_ENTRIES
-    chosen = plan(Product(X, Y, sr, "dense", expanded=expanded))
+    chosen = plan(Product(X, Y, sr, "dense", expanded=expanded, out=out))
     if chosen.strategy.expands and expanded:
         done = chosen.run(out_dtype, expansion)
         if done is not None:
             return done
     step = _apart_rows(m, p)
     if step >= m:
-        return _expanded_apart(chosen.run(np.float64), expansion, out_dtype)
+        return _expanded_apart(chosen.run(np.float64), expansion, out_dtype, out)
     # The float64 product would pass the scratch budget: row slabs of it, each expanded into the result.
     tree, names, params, xnorms, ynorms, ncols, when = expansion
-    out, found = np.empty((m, p), out_dtype), []
+    out, found = np.empty((m, p), out_dtype) if out is None else out, []
     for r0 in range(0, m, step):
         r1 = min(m, r0 + step)
         rows = validation.row_slice(X, r0, r1)

@@ -318,11 +318,12 @@ def rows_with_zeros_and_duplicates(rng, m: int, p: int, n: int) -> tuple[np.ndar
 def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     metric, against, float32_products, monkeypatch, rng
 ):
-    """What the float32 path takes beyond a block that is the result (its lists of entries to recompute:
-    ``strategies.FLOAT32_EXTRA_BYTES`` an entry) decides one tile: a working memory that holds them for the
+    """What the float32 path takes beyond a block it writes into the result (its lists of entries to recompute:
+    ``strategies.FLOAT32_EXTRA_BYTES`` an entry) decides the tiles: a working memory that holds them for the
     whole result gives one tile, the result itself (the rows against themselves: mirrored), where the measure's
     count (a float64 term and the result's type an entry) would have cut it in row tiles; a smaller one cuts it
-    by that count, as before (nothing mirrored).  Both are cdist's, rows of zeros and duplicates included."""
+    by that same count, each tile of whole rows written into the result in place (nothing mirrored).  Both are
+    cdist's, rows of zeros and duplicates included."""
     from semiring.kernels.cpu import strategies as cpu_strategies
 
     mirrored = []
@@ -332,14 +333,16 @@ def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     X, Yg = rows_with_zeros_and_duplicates(rng, m, 500, n)
     Y = None if against == "itself" else Yg
     p = m if Y is None else Yg.shape[0]
-    assert cpu_strategies.FLOAT32_EXTRA_BYTES <= 3 < 8 + 4  # the lists fit 3 bytes an entry; the measure's count not
+    extra = cpu_strategies.FLOAT32_EXTRA_BYTES
+    assert extra <= 3 < 8 + 4  # the lists fit 3 bytes an entry; the measure's count not
     whole = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=m * p * 3 / 2**20)
     assert float32_products == [(m, n)], "not one tile of the float32 path"
     assert mirrored == ([True] if Y is None else [])
     float32_products.clear(), mirrored.clear()
-    cut = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=m * p / 2**20)
-    rows = m * p // (p * (8 + 4))  # the measure's count: a float64 term and the float32 result an entry
-    assert float32_products == [(min(rows, m - r0), n) for r0 in range(0, m, rows)] and mirrored == []
+    budget = int(m * p * 0.7)  # tiles of 210 rows: they do not divide the rows
+    cut = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=budget / 2**20)
+    rows = budget // (p * extra)
+    assert m % rows and float32_products == [(min(rows, m - r0), n) for r0 in range(0, m, rows)] and mirrored == []
     Xd = X.astype(np.float64)
     want = oracle(metric, Xd, Xd if Y is None else Yg.astype(np.float64))
     for got in (whole, cut):
@@ -348,10 +351,73 @@ def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     if Y is None:
         tile = dense_path.FLOAT32_TILE  # mirrored: each pair of two row tiles' one value on both sides
         np.testing.assert_array_equal(whole[:tile, tile:], whole[tile:, :tile].T)
-        assert whole[11, m - 20] == whole[m - 20, 11] == 0.0  # a cancelling entry recomputed: exactly 0
+        for got in (whole, cut):
+            assert got[11, m - 20] == got[m - 20, 11] == 0.0  # a cancelling entry recomputed: exactly 0
     else:
-        assert whole[5, 3] == 0.0
-    assert np.isnan(whole[7]).all() == (metric == "cosine")
+        assert whole[5, 3] == cut[5, 3] == 0.0
+    assert np.isnan(whole[7]).all() == np.isnan(cut[7]).all() == (metric == "cosine")
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("against", ["itself", "Y"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiles_are_written_into_the_result_where_the_engine_can(metric, against, dtype, monkeypatch, rng):
+    """Cut by a small working memory, into ``out=`` or a result of the call's own: a float32 result's tiles are
+    each written by the engine into a view of the result (``semiring.interfaces.RESULT_BLOCK``), none computed
+    apart (the float64 path's are, and copied); cdist's either way, rows of zeros and duplicates included."""
+    from semiring.kernels.cpu import strategies as cpu_strategies
+
+    monkeypatch.setattr(cpu_strategies, "EXPANDED_MIN_ENTRIES", 0)  # the float32 path on small tiles
+    into = []
+    product_expanded = cpu_strategies.product_expanded
+
+    def recorded(X, Y, sr, out_dtype, expansion, out=None):
+        into.append(out)
+        return product_expanded(X, Y, sr, out_dtype, expansion, out=out)
+
+    monkeypatch.setattr(cpu_strategies, "product_expanded", recorded)
+    m, n = 301, 40
+    X, Yg = rows_with_zeros_and_duplicates(rng, m, 257, n)
+    X, Yg = X.astype(dtype), Yg.astype(dtype)
+    Y = None if against == "itself" else Yg
+    p = m if Y is None else Yg.shape[0]
+    Xd = X.astype(np.float64)
+    want = oracle(metric, Xd, Xd if Y is None else Yg.astype(np.float64))
+    budget = m * p * 0.45 / 2**20
+    for result in (None, np.full((m, p), np.nan, dtype)):
+        into.clear()
+        got = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=budget, out=result)
+        assert got is result if result is not None else got.shape == (m, p)
+        assert len(into) > 2  # cut in tiles
+        if dtype == np.float32:
+            assert all(o is not None and np.shares_memory(o, got) for o in into)
+        else:
+            assert all(o is None for o in into)
+        tolerance = dense_path.FLOAT32_TOLERANCE if dtype == np.float32 else 1e-9
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-12, equal_nan=True)
+        assert np.isnan(got[7]).all() == (metric == "cosine")
+
+
+def test_tiles_written_in_place_take_no_more_than_the_working_memory(float32_products):
+    """Beside the inputs and the result, a call cut in tiles that the engine writes into the result takes at
+    most its working memory (traced by ``tracemalloc``, which sees NumPy's arrays): a tile's buffer made apart
+    (4 bytes an entry, twice the lists' count it was cut by) would pass it."""
+    import tracemalloc
+
+    m, n = 1200, 32
+    X = np.random.default_rng(3).random((m, n)).astype(np.float32)
+    budget = m * m  # 1 byte an entry: tiles of 600 rows (2 bytes an entry), whose own buffers would take 4
+    distances.pairwise_distances(X[:300], metric="cosine", backend="cpu")  # compiled before the trace
+    float32_products.clear()
+    tracemalloc.start()
+    try:
+        got = distances.pairwise_distances(X, metric="cosine", backend="cpu", working_memory=budget / 2**20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(float32_products) == 2
+    inputs = 3 * X.nbytes  # the rows stored as CSR (values and column indices) and a copy while checked
+    assert peak <= got.nbytes + budget + inputs, (peak - got.nbytes, budget)
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
