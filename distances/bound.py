@@ -139,10 +139,13 @@ def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
 
 @dataclass
 class Rows:
-    """Rows as a measure reads them, on the engine's device, with the row norms it needs."""
+    """Rows as a measure reads them, on the engine's device, with the row norms it needs; ``span``: the rows of
+    the call's X they are, where they are a batch of it (the driver's tile against the same rows of Y, X's own,
+    is then these rows against themselves)."""
 
     matrix: Any
     norms: list
+    span: tuple[int, int] | None = None
 
     def slice(self, engine: PairwiseEngine, r0: int, r1: int) -> Rows:
         if (r0, r1) == (0, self.matrix.shape[0]):

@@ -127,9 +127,13 @@ def pairwise_distances(
         def rows(r0: int, r1: int):
             if Y is X and (r0, r1) == (0, X.shape[0]):  # X against itself in one batch shares Y's preparation
                 return Yrows
-            return measure.prepare(validation.row_slice(X, r0, r1))
+            prepared = measure.prepare(validation.row_slice(X, r0, r1))
+            prepared.span = (r0, r1)
+            return prepared
 
         def tile(Xrows, c0: int, c1: int):
+            if Y is X and Xrows.span == (c0, c1):  # a batch against itself: one matrix, which the engine mirrors
+                return measure.block(Xrows, Xrows)
             return measure.block(Xrows, Yrows.slice(engine, c0, c1))
 
         held = measure.held_bytes(Y) + (0 if Y is X else measure.held_bytes(X))  # X's counted as if prepared whole
@@ -145,6 +149,7 @@ def pairwise_distances(
             out=out,
             held_bytes=held,
             result_extra_bytes=extra,
+            symmetric=Y is X and spec.symmetric,
         )
     return where.give(D)
 
@@ -161,7 +166,7 @@ def _check_host_memory(engine, X, Y, measure: BoundMeasure, extra: int | None, w
     whole = tile == shape
     if extra is None:  # tiles computed apart, each in its own buffer
         per_entry = measure.bytes_per_entry
-    else:  # tiles written into the result
+    else:  # tiles written into the result (of X against itself, batches above the diagonal: no more entries)
         per_entry = measure.dtype.itemsize + extra if whole else extra
     blocks = measure.dense_block_bytes(X, Y, tile)
     validation.check_tiled_result(

@@ -193,6 +193,7 @@ def dense(
     out: np.ndarray | None = None,
     held_bytes: int = 0,
     result_extra_bytes: int | None = None,
+    symmetric: bool = False,
 ):
     """An ``m × n`` result, tile by tile: ``rows(r0, r1)`` prepares X's rows, ``tile(prepared, c0, c1)``
     computes them against Y's rows ``c0:c1`` on the engine's device.
@@ -203,7 +204,9 @@ def dense(
     the host, where the engine states what it takes beyond a block it writes into the result
     (``result_extra_bytes`` an entry: ``PairwiseEngine.expanded_bytes_per_entry``), each tile is written there
     in place (``semiring.interfaces.RESULT_BLOCK``: rows of the result, or all of it where it fits), no tile
-    computed apart and copied (:func:`_in_place`).  ``held_bytes``: what the caller holds on the
+    computed apart and copied; ``symmetric`` (X's rows are Y's and the measure is symmetric): then only the
+    tiles on and above the diagonal of row batches are computed, each one's mirror below written as its
+    transpose (:func:`_in_place`).  ``held_bytes``: what the caller holds on the
     device for the call beyond its inputs (rows prepared as a measure reads them), taken from the engine's half
     of the budget.
     """
@@ -222,6 +225,9 @@ def dense(
         )
         if in_place:
             result = np.empty((m, n), dtype) if out is None else out
+            if symmetric and m == n and row_step < m:
+                batches = list(square_batches(m, max(1, result_extra_bytes), budget))
+                return _in_place_upper(engine, result, batches, rows, tile)
             return _in_place(engine, result, row_step, col_step, rows, tile)
         if row_step >= m and col_step >= n:  # one tile: the engine's array is the result
             # The tiles' half of a device budget is left to the engine, less the tile's own temporaries: on
@@ -267,6 +273,50 @@ def _in_place(engine: PairwiseEngine, result: np.ndarray, row_step: int, col_ste
         del prepared
         _advance(r1 - r0)
     return result
+
+
+def square_batches(m: int, bytes_per_entry: int, budget: int) -> Iterator[tuple[int, int]]:
+    """Row batches of an ``m × m`` result computed on and above the diagonal only: each batch's rows against
+    the columns from its first on (its diagonal tile and the tile right of it) within ``budget`` bytes at
+    ``bytes_per_entry`` an entry, one row at least; lower batches, shorter rows, are taller.
+
+    >>> list(square_batches(1000, 2, 2 * 1000 * 400))  # 400 rows of 1,000, then 600 of 600
+    [(0, 400), (400, 1000)]
+    """
+    r0 = 0
+    while r0 < m:
+        width = m - r0
+        r1 = r0 + max(1, min(width, budget // (bytes_per_entry * width)))
+        yield r0, r1
+        r0 = r1
+
+
+def _in_place_upper(engine: PairwiseEngine, result: np.ndarray, batches, rows, tile) -> np.ndarray:
+    """X against itself, a symmetric measure, written in place tile by tile on and above the diagonal of the row
+    ``batches``: each batch's rows against themselves (``tile(prepared, r0, r1)``: the engine mirrors within it
+    where it can) and against the rows after it, that tile's mirror below the diagonal written as its
+    transpose (a pair computed once, the result exactly symmetric across tiles)."""
+    m = result.shape[0]
+    for r0, r1 in batches:
+        prepared = rows(r0, r1)
+        _written(engine, result[r0:r1, r0:r1], tile, prepared, r0, r1)
+        if r1 < m:
+            upper = result[r0:r1, r1:m]
+            _written(engine, upper, tile, prepared, r1, m)
+            _transposed_into(result[r1:m, r0:r1], upper)
+        del prepared
+        _advance(r1 - r0)
+    return result
+
+
+# Rows of the source a transposed copy reads at a time: their columns' lines stay in cache while each is written.
+TRANSPOSE_ROWS = 256
+
+
+def _transposed_into(target: np.ndarray, source: np.ndarray) -> None:
+    """``target[...] = source.T`` in bands of the source's rows (no temporary: the two do not overlap)."""
+    for a, b in ranges(source.shape[0], TRANSPOSE_ROWS):
+        target[:, a:b] = source[a:b].T
 
 
 def _advance(rows: int) -> None:

@@ -170,6 +170,7 @@ def float32_product_kernel(
     nchunks = min((ntiles + 1) // 2 if mirror else ntiles, 8 * nthreads)
     for chunk in prange(nchunks):
         far = np.empty(tile, np.bool_)
+        written = np.empty(tile, out.dtype)  # a row's entries, stored with one copy: ``out`` may be a strided view
         for t in _row_tiles(chunk, nchunks, ntiles, mirror):
             i0, i1 = t * tile, min(m, (t + 1) * tile)
             for j0 in range(i0 if mirror else 0, p, tile):
@@ -178,7 +179,7 @@ def float32_product_kernel(
                 c = np.dot(xd[i0:i1], yd[j0:j1].T)  # row slices: contiguous, as BLAS takes them
                 for r in range(i1 - i0):
                     i = i0 + r
-                    row, o = c[r], out[i, j0:j1]
+                    row = c[r]
                     x0, x1, a = xn[0, i], xn[1, i], gamma * xa[i]
                     for jj in range(j1 - j0):  # vectorises; the rare entries are listed below
                         j = j0 + jj
@@ -186,8 +187,9 @@ def float32_product_kernel(
                         lo = expansion(v - e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
                         hi = expansion(v + e, 0.0, x0, x1, ny0[j], ny1[j], n, eparams)
                         f = 0.5 * (lo + hi)
-                        o[jj] = f
+                        written[jj] = f
                         far[jj] = not (abs(hi - lo) <= tau * abs(f) and abs(v) < np.inf)  # inf may clip to finite
+                    out[i, j0:j1] = written[: j1 - j0]
                     if far[: j1 - j0].any() or _any_flagged(row, j1 - j0, i, j0, xn, yn, n, eparams):
                         for jj in range(j1 - j0):
                             if far[jj]:

@@ -322,8 +322,10 @@ def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     ``strategies.FLOAT32_EXTRA_BYTES`` an entry) decides the tiles: a working memory that holds them for the
     whole result gives one tile, the result itself (the rows against themselves: mirrored), where the measure's
     count (a float64 term and the result's type an entry) would have cut it in row tiles; a smaller one cuts it
-    by that same count, each tile of whole rows written into the result in place (nothing mirrored).  Both are
-    cdist's, rows of zeros and duplicates included."""
+    by that same count, each tile written into the result in place, and the rows against themselves in batches
+    computed on and above the diagonal only (each batch's own tile mirrored by the kernel, the tile right of
+    it written below as its transpose).  Both are cdist's, rows of zeros and duplicates included."""
+    from semiring import tiling
     from semiring.kernels.cpu import strategies as cpu_strategies
 
     mirrored = []
@@ -339,10 +341,16 @@ def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     assert float32_products == [(m, n)], "not one tile of the float32 path"
     assert mirrored == ([True] if Y is None else [])
     float32_products.clear(), mirrored.clear()
-    budget = int(m * p * 0.7)  # tiles of 210 rows: they do not divide the rows
+    budget = int(m * p * 0.7)  # tiles of 210 rows, or batches of 210, 323 and 67: none divides the rows
     cut = distances.pairwise_distances(X, Y, metric, backend="cpu", working_memory=budget / 2**20)
-    rows = budget // (p * extra)
-    assert m % rows and float32_products == [(min(rows, m - r0), n) for r0 in range(0, m, rows)] and mirrored == []
+    if Y is None:
+        batches = list(tiling.square_batches(m, extra, budget))
+        assert len(batches) == 3 and all(b - a < m for a, b in batches)
+        tiles = [(b - a, n) for a, b in batches for _ in range(2 if b < m else 1)]  # its own rows, those after
+        assert float32_products == tiles and mirrored == [True] * len(batches)
+    else:
+        rows = budget // (p * extra)
+        assert float32_products == [(min(rows, m - r0), n) for r0 in range(0, m, rows)] and mirrored == []
     Xd = X.astype(np.float64)
     want = oracle(metric, Xd, Xd if Y is None else Yg.astype(np.float64))
     for got in (whole, cut):
@@ -351,6 +359,8 @@ def test_float32_tiles_are_the_whole_result_or_cut_by_working_memory(
     if Y is None:
         tile = dense_path.FLOAT32_TILE  # mirrored: each pair of two row tiles' one value on both sides
         np.testing.assert_array_equal(whole[:tile, tile:], whole[tile:, :tile].T)
+        for a, b in batches:  # each pair of two batches computed once, its value on both sides
+            np.testing.assert_array_equal(cut[a:b, b:], cut[b:, a:b].T)
         for got in (whole, cut):
             assert got[11, m - 20] == got[m - 20, 11] == 0.0  # a cancelling entry recomputed: exactly 0
     else:
@@ -406,7 +416,7 @@ def test_tiles_written_in_place_take_no_more_than_the_working_memory(float32_pro
 
     m, n = 1200, 32
     X = np.random.default_rng(3).random((m, n)).astype(np.float32)
-    budget = m * m  # 1 byte an entry: tiles of 600 rows (2 bytes an entry), whose own buffers would take 4
+    budget = m * m  # 1 byte an entry: batches of 600 rows (2 bytes an entry), whose own buffers would take 4
     distances.pairwise_distances(X[:300], metric="cosine", backend="cpu")  # compiled before the trace
     float32_products.clear()
     tracemalloc.start()
@@ -415,7 +425,7 @@ def test_tiles_written_in_place_take_no_more_than_the_working_memory(float32_pro
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert len(float32_products) == 2
+    assert len(float32_products) == 3  # two batches: the first's own rows and those after, the second's own
     inputs = 3 * X.nbytes  # the rows stored as CSR (values and column indices) and a copy while checked
     assert peak <= got.nbytes + budget + inputs, (peak - got.nbytes, budget)
 

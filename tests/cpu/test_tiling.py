@@ -137,3 +137,39 @@ def test_row_batches_reach_the_engine_in_the_callers_index_type(monkeypatch):
     dist, _ = nn.fit(Y).kneighbors(X)
     np.testing.assert_allclose(dist, np.sort(cdist(X.toarray(), Y.toarray()), axis=1)[:, :3], rtol=1e-9, atol=1e-12)
     assert len(seen) > 6 and all(types == {np.dtype(np.int64)} for types in seen), seen
+
+
+@pytest.mark.parametrize(("symmetric", "extra"), [(True, 2), (False, 2), (True, None)])
+def test_a_symmetric_result_written_in_place_computes_the_tiles_above_the_diagonal(symmetric, extra):
+    """Tiles written into the result (``result_extra_bytes`` given): of a symmetric one, only the tiles on and
+    above the diagonal of the row batches are asked for, in batches not dividing the rows, each written into
+    a view of the result and its mirror below as its transpose; otherwise (or tiles computed apart) every
+    tile.  An entry here is min(i, j)·1000 + max(i, j), written in place where the driver asks it."""
+    from semiring.interfaces import RESULT_BLOCK
+
+    m, budget = 50, 50 * 50 * 2 * 0.3  # at 2 bytes an entry: batches of 15, 21 and 14 rows
+    asked, in_place = [], []
+
+    def tile(rows, c0, c1):
+        asked.append((*rows, c0, c1))
+        i, j = np.arange(*rows)[:, None], np.arange(c0, c1)[None, :]
+        block = np.minimum(i, j) * 1000.0 + np.maximum(i, j)
+        target = RESULT_BLOCK.get()
+        in_place.append(target is not None)
+        if target is None:
+            return block
+        target[...] = block
+        return target
+
+    engine = backend.engine("cpu")
+    common = {"rows": lambda r0, r1: (r0, r1), "tile": tile, "result_extra_bytes": extra, "symmetric": symmetric}
+    got = tiling.dense(engine, (m, m), np.float64, 8, budget / 2**20, False, **common)
+    i, j = np.arange(m)[:, None], np.arange(m)[None, :]
+    np.testing.assert_array_equal(got, np.minimum(i, j) * 1000.0 + np.maximum(i, j))
+    if symmetric and extra is not None:
+        batches = list(tiling.square_batches(m, extra, int(budget)))
+        assert [b - a for a, b in batches] == [15, 21, 14]
+        assert asked == [t for a, b in batches for t in ((a, b, a, b), (a, b, b, m)) if t[2] < t[3]]
+    else:
+        assert all(c0 == 0 and c1 == m for *_, c0, c1 in asked) and len(asked) > 1
+    assert all(in_place) == (extra is not None) and any(in_place) == (extra is not None)
