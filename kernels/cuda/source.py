@@ -193,32 +193,32 @@ def _merged_shared() -> str:
     bisection, a bit a matched entry of X, the unmatched ones taken with 0 after.  The order of ⊕ differs from
     the merge's, which a max or a min does not see.  Y's loads do not wait on the comparisons of the last
     entry, as a merge's do (``ncu`` of EDGAR-like chebyshev: the queued merges stalled on global loads)."""
-    return f"""\
+    return """\
 __device__ __forceinline__ T sr_merged_shared(
     const I* __restrict__ scol, const T* __restrict__ sval, int xlen,
     const I* __restrict__ yi, const T* __restrict__ yv, I b, I be, T acc, const double* __restrict__ params)
-{{
+{
     unsigned long long hit = 0ull;
 #pragma unroll 4
-    for (; b < be; ++b) {{
+    for (; b < be; ++b) {
         const I c = yi[b];
         const T y = yv[b];
         int lo = 0, hi = xlen;
-        while (lo < hi) {{
+        while (lo < hi) {
             const int mid = (lo + hi) >> 1;
             if (scol[mid] < c) lo = mid + 1; else hi = mid;
-        }}
-        if (lo < xlen && scol[lo] == c) {{
+        }
+        if (lo < xlen && scol[lo] == c) {
             acc = sr_add(acc, sr_mult(sval[lo], y, params));
             hit |= 1ull << lo;
-        }} else {{
+        } else {
             acc = sr_add(acc, sr_mult(T(0), y, params));
-        }}
-    }}
+        }
+    }
     for (int a = 0; a < xlen; ++a)
         if (!((hit >> a) & 1ull)) acc = sr_add(acc, sr_mult(sval[a], T(0), params));
     return acc;
-}}"""
+}"""
 
 
 # How a row reduction starts and combines two values: sums, and the maxima and minima of a max- or min-union's
