@@ -77,6 +77,7 @@ GPU_STRATEGY = Setting(
         "dense-gemm",
         "split",
         "margins",
+        "ranked",
         "extrema",
         "coo",
         "hash",

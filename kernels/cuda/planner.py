@@ -29,7 +29,7 @@ from semiring.validation import all_hold, array_module, proved
 
 from . import launch
 from .launch import DeviceCSR
-from .source import _costly, rowvec_shared_bytes
+from .source import RANKED_ROW, _costly, rowvec_shared_bytes
 
 STRATEGY_ENV = settings.GPU_STRATEGY.name
 # What $SEMIRING_GPU_STRATEGY may say: "auto", or one strategy forced where it applies (declared in semiring.settings).
@@ -169,6 +169,7 @@ class Facts:
     split_pays: Lazy = False  # heavy columns as a dense product and the rest scatter-added cost the least
     extremum: bool = False  # the add monoid is max or min
     few_share: Lazy = False  # at most 1/EXTREMA_SHARED_SHARE of the row pairs can share a stored column
+    short_rows: Lazy = False  # at most 1/RANKED_LONG_SHARE of X's rows store more than source.RANKED_ROW entries
 
 
 def _passes(facts: Facts, entry_cost: float, row_cost: float, rows_per_block: float = 1.0) -> float:
@@ -226,6 +227,12 @@ def dense_pays(facts: Facts) -> bool:
 # bound), above the EDGAR-like 17 %: movielens-like rows, where most pairs share, took 164 ms against 72.
 EXTREMA_SHARED_SHARE = 5
 
+# A max- or min-union whose X rows mostly store at most source.RANKED_ROW entries holds them, hashed and ranked,
+# a few a block, and streams Y's rows past them (``strategies.union_by_ranks``), whatever share of the pairs
+# meet in a column; a longer row's pairs are merged, so it is taken where at most 1 row in RANKED_LONG_SHARE is
+# longer.
+RANKED_LONG_SHARE = 8
+
 
 def inverted_applies(facts: Facts) -> bool:
     return facts.plus and not facts.union and 0 < facts.ncols <= INVERTED_MAX_COLUMNS
@@ -276,7 +283,14 @@ def facts(sr, X: DeviceCSR, Y: DeviceCSR, xv=None, yv=None, margins: Lazy = Fals
         split_pays=lambda: split_pays(X, Y, itemsize, work()),
         extremum=sr.add.kind in ("max", "min"),
         few_share=lambda: EXTREMA_SHARED_SHARE * work() <= X.shape[0] * Y.shape[0],
+        short_rows=lambda: RANKED_LONG_SHARE * long_rows(X) <= X.shape[0],
     )
+
+
+def long_rows(X: DeviceCSR) -> int:
+    """How many of X's rows store more than ``source.RANKED_ROW`` entries (one reduction, one copy back)."""
+    xp = array_module(X.indptr)
+    return int(xp.count_nonzero(X.indptr[1:] - X.indptr[:-1] > RANKED_ROW))
 
 
 def rowvec_fits(sr, ncols: int, value_type: str) -> bool:

@@ -632,6 +632,165 @@ extern "C" __global__ void {name}(
     return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
 
 
+# The ranked kernel holds RANKED_ROWS rows of X a block, each of at most RANKED_ROW entries (a bit an entry of
+# one 64-bit word); a longer row of a block is merged from global memory, pair by pair.
+RANKED_ROWS = 8
+RANKED_ROW = 64
+_CAS = {
+    "int32": "atomicCAS(a, expected, c)",
+    "int64": "(long long)atomicCAS((unsigned long long*)a, (unsigned long long)expected, (unsigned long long)c)",
+}
+
+
+@memo_by_identity
+def render_pairwise_ranked(
+    sr,
+    value_type: str = "float32",
+    index_type: str = "int32",
+    expansion: _expr.Node | None = None,
+    param_names: tuple[str, ...] = (),
+    when: _expr.Node | None = None,
+    label: str = "",
+    flag_type: str = "int32",
+    rows: int = RANKED_ROWS,
+) -> KernelSource:
+    """A max- or min-monoid union (chebyshev) with ``rows`` rows of X held a block, their stored columns
+    in one hash table in shared memory, and each row's entries ranked by ``f(x, 0)`` in ⊕'s order (best
+    first); then each thread streams a row j of Y past them, once for all the held rows.
+
+    An entry of Y in a column row r stores adds ``f(x, y)`` and sets that entry's bit in r's mask; one in a
+    column r lacks adds ``f(0, y)``.  What X's unmatched entries add, ``⊕ f(x, 0)`` over them, is for a max or a
+    min the best of them: the first entry in rank order whose bit is clear, one ``__ffsll``.  So a pair costs
+    its Y row's lookups whether or not the rows share columns, where a merge walks both rows and the extrema
+    kernel walks the postings of every shared column.  The order of ⊕ differs from the merge's, which a max
+    or a min does not see.  A row of more than ``RANKED_ROW`` entries is not held: its pairs are merged from
+    global memory (``sr_merged``).  ``expansion`` ... ``flag_type``: as ``render_pairwise_extrema``'s.
+    """
+    if sr.add.kind not in ("max", "min") or not sr.is_union:
+        raise ValueError(f"the ranked kernel needs a max- or min-monoid union semiring, got {sr!r}")
+    T, I = _types(value_type, index_type)
+    name = f"sr_ranked{rows}_{_suffix(sr.name, value_type, index_type)}"
+    store, expand_args = "out[i * p + j] = c;", ""
+    if expansion is not None:
+        name = f"{name}_{label}"
+        expand_args, store = _expanded_store(expansion, param_names, when, flag_type, value_type, "j", "out[i * p + j]")
+    if rows not in (1, 2, 4, 8):
+        raise ValueError(f"rows must be 1, 2, 4 or 8 (the tables' shared memory grows as its square), got {rows}")
+    slots = 2 * rows * RANKED_ROW  # at most half full
+    bits = slots.bit_length() - 1
+    identity = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")
+    body = f"""\
+typedef {I} I;
+{_merged(sr)}
+#define SR_R {rows}
+#define SR_HELD {RANKED_ROW}
+#define SR_SLOTS {slots}
+__device__ __forceinline__ int sr_slot(I c) {{
+    return (int)(((unsigned long long)c * 0x9E3779B97F4A7C15ull) >> {64 - bits});
+}}
+__device__ __forceinline__ I sr_claim(I* a, I c) {{  // the key at a before this claim: -1 where c took it
+    const I expected = (I)-1;
+    return {_CAS[index_type]};
+}}
+extern "C" __global__ void {name}(
+    const I* __restrict__ xp, const I* __restrict__ xi, const T* __restrict__ xv, long long m,
+    const I* __restrict__ yp, const I* __restrict__ yi, const T* __restrict__ yv, long long p,
+    T start, const double* __restrict__ params,{expand_args} T* __restrict__ out)
+{{
+    __shared__ I key[SR_SLOTS];                      // a column the held rows store, or -1
+    __shared__ unsigned char rank[SR_R * SR_SLOTS];  // row r's entry in the column at slot h by rank; 255: none
+    __shared__ T fx[SR_R * SR_HELD];                 // f(x, 0) of row r's entries, in their order
+    __shared__ T best[SR_R * SR_HELD];               // the same in rank order, best by ⊕ first
+    __shared__ T xr[SR_R * SR_HELD];                 // row r's values in rank order
+    __shared__ int len[SR_R];
+    const long long i0 = (long long)blockIdx.x * SR_R;
+    for (int h = threadIdx.x; h < SR_SLOTS; h += blockDim.x) {{
+        key[h] = (I)-1;
+        for (int r = 0; r < SR_R; ++r) rank[r * SR_SLOTS + h] = 255;
+    }}
+    if (threadIdx.x < SR_R) len[threadIdx.x] = (i0 + threadIdx.x < m) ? (int)(xp[i0 + threadIdx.x + 1] - xp[i0 + threadIdx.x]) : 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < SR_R * SR_HELD; t += blockDim.x) {{
+        const int r = t / SR_HELD, e = t - r * SR_HELD;
+        if (len[r] <= SR_HELD && e < len[r]) fx[t] = sr_mult(xv[xp[i0 + r] + e], T(0), params);
+    }}
+    __syncthreads();
+    for (int t = threadIdx.x; t < SR_R * SR_HELD; t += blockDim.x) {{
+        const int r = t / SR_HELD, e = t - r * SR_HELD;
+        if (len[r] > SR_HELD || e >= len[r]) continue;
+        const T f = fx[t];
+        int q = 0;  // the entries ahead of e: better by ⊕, or as good and before it
+        for (int d = 0; d < len[r]; ++d) {{
+            const T g = fx[r * SR_HELD + d];
+            q += (g != f && sr_add(g, f) == g) || (g == f && d < e);
+        }}
+        best[r * SR_HELD + q] = f;
+        xr[r * SR_HELD + q] = xv[xp[i0 + r] + e];
+        const I c = xi[xp[i0 + r] + e];
+        int h = sr_slot(c);
+        for (;;) {{
+            const I was = sr_claim(&key[h], c);
+            if (was == (I)-1 || was == c) break;
+            h = (h + 1) & (SR_SLOTS - 1);
+        }}
+        rank[r * SR_SLOTS + h] = (unsigned char)q;
+    }}
+    __syncthreads();
+    for (long long j = (long long)blockIdx.y * blockDim.x + threadIdx.x; j < p; j += (long long)gridDim.y * blockDim.x) {{
+        T acc[SR_R];
+        unsigned long long hit[SR_R];
+        T alone = {identity};  // f(0, y) of Y's entries in columns no held row stores
+#pragma unroll
+        for (int r = 0; r < SR_R; ++r) {{
+            acc[r] = {identity};
+            hit[r] = len[r] >= SR_HELD ? 0ull : ~0ull << len[r];  // bits past the row's end count as matched
+        }}
+        const I be = yp[j + 1];
+        for (I b = yp[j]; b < be; ++b) {{
+            const I c = yi[b];
+            const T y = yv[b];
+            const T fy = sr_mult(T(0), y, params);
+            int h = sr_slot(c);
+            I k = key[h];
+            while (k != c && k != (I)-1) {{
+                h = (h + 1) & (SR_SLOTS - 1);
+                k = key[h];
+            }}
+            if (k != c) {{
+                alone = sr_add(alone, fy);
+                continue;
+            }}
+#pragma unroll
+            for (int r = 0; r < SR_R; ++r) {{
+                const unsigned int q = rank[r * SR_SLOTS + h];
+                if (q != 255u) {{
+                    acc[r] = sr_add(acc[r], sr_mult(xr[r * SR_HELD + q], y, params));
+                    hit[r] |= 1ull << q;
+                }} else {{
+                    acc[r] = sr_add(acc[r], fy);
+                }}
+            }}
+        }}
+#pragma unroll
+        for (int r = 0; r < SR_R; ++r) {{
+            const long long i = i0 + r;
+            if (i >= m) break;
+            T c;
+            if (len[r] <= SR_HELD) {{
+                const unsigned long long miss = ~hit[r];
+                const T xo = miss ? best[r * SR_HELD + __ffsll((long long)miss) - 1] : T({identity});
+                c = sr_add(sr_add(sr_add(start, alone), acc[r]), xo);
+            }} else {{
+                c = sr_merged(xi, xv, xp[i], xp[i + 1], yi, yv, yp[j], be, start, params);
+            }}
+            {store}
+        }}
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + _ops(sr, T) + body)
+
+
 def render_postings(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """One thread per row of Y: its stored entries in columns ``c0 <= c < c1`` dealt to their columns'
     postings (Y's transpose, a slab of columns at a time): ``row[pos], val[pos]`` at ``pos = cursor[c - c0]++``.

@@ -182,6 +182,10 @@ def _extrema(product: Product, expansion=None):
     return union_by_extrema(product, expansion)
 
 
+def _ranked(product: Product, expansion=None):
+    return union_by_ranks(product, expansion)
+
+
 def _dense_gemm(product: Product, expansion=None):
     out = _out(product)
     dense_gemm(product.value_name, *product.operands, product.X.shape[1], out, symmetric=product.X is product.Y)
@@ -325,8 +329,10 @@ STRATEGIES: tuple[Strategy, ...] = (
     # A plus-monoid union whose op never exceeds its margins, with finite margins: row margins and one
     # intersection product (any strategy below), the cancelling entries recomputed by merging.
     Strategy("margins", "rewrite", _margins, applies=_margins_apply),
-    # A max- or min-monoid union (chebyshev) on finite values where few row pairs share a column: the rows'
+    # A max- or min-monoid union (chebyshev) on finite values whose X rows are mostly short: a few of them held
+    # a block, hashed and ranked, Y's rows streamed past; else, where few row pairs share a column, the rows'
     # extrema, the pairs sharing one marked from Y's postings and merged, in one kernel.
+    Strategy("ranked", "rewrite", _ranked, _extrema_apply, lambda facts: known(facts.short_rows), expands=True),
     Strategy("extrema", "rewrite", _extrema, _extrema_apply, lambda facts: known(facts.few_share), expands=True),
     # Plus-monoid intersections, in place of the kernel: cuBLAS where Y is dense enough (DENSE_GEMM_DENSITY; a
     # product the cost model merges is left to merge); the postings kernels where their work is the smaller
@@ -573,6 +579,38 @@ def union_by_extrema(work: Product, expansion=None):
     while True:
         tail = () if write is None else write.kernel_args(True)
         launch.run(kernel, (blocks,), (RANGE_THREADS,), (*args, *tail, out), shared)
+        if write is None:
+            return out
+        if write.listed_all():
+            return out, write.flagged()
+
+
+# The ranked kernel's threads a block, and the rows of Y each streams (the held rows' table is built once a
+# block, so a block streams a few thousand of Y's rows past it).
+RANKED_THREADS = 128
+RANKED_Y_PER_THREAD = 4
+
+
+def union_by_ranks(work: Product, expansion=None):
+    """A max- or min-monoid union with ``source.RANKED_ROWS`` rows of X held a block, hashed and ranked, and Y's
+    rows streamed past them (``source.render_pairwise_ranked``): a pair costs its Y row's lookups, however
+    many columns the two rows share.  ``expansion`` (as ``product_expanded`` takes it): applied as each entry
+    is written, giving ``(result, flagged entries or None)``."""
+    sr = work.sr
+    index_type, held, streamed = work.operands
+    out = _out(work)
+    (m, p), write = out.shape, None if expansion is None else ExpandedWrite(expansion, out)
+    if out.size == 0:
+        return out if write is None else (out, None if write.when is None else elementwise.no_entries(out.shape))
+    render = {} if write is None else write.render_args
+    rows = source.RANKED_ROWS
+    kernel = launch.function(source.render_pairwise_ranked(sr, work.value_name, index_type, **render, rows=rows))
+    per_block = RANKED_THREADS * RANKED_Y_PER_THREAD
+    grid = (-(-m // rows), min(65535, -(-p // per_block)))
+    args = (*held, np.int64(m), *streamed, np.int64(p), work.start, device_params(sr.params))
+    while True:
+        tail = () if write is None else write.kernel_args(True)
+        launch.run(kernel, grid, (RANKED_THREADS,), (*args, *tail, out))
         if write is None:
             return out
         if write.listed_all():

@@ -27,6 +27,7 @@ STRATEGIES = (
     "dense-gemm",
     "split",
     "margins",
+    "ranked",
     "extrema",
     "coo",
     "hash",
@@ -172,7 +173,8 @@ def test_each_forced_strategy_is_the_plan_where_it_applies(forced):
     from semiring.kernels.cuda import ENGINE, planner
 
     X = ENGINE.to_device(sp.random(6, 9, density=0.4, format="csr", random_state=1))
-    sr = {"margins": semiring.plus_absdiff, "extrema": semiring.max_absdiff}.get(forced, semiring.plus_times)
+    unions = {"margins": semiring.plus_absdiff, "extrema": semiring.max_absdiff, "ranked": semiring.max_absdiff}
+    sr = unions.get(forced, semiring.plus_times)
     assert planned(sr, X, X, planner.Settings(forced)) == forced
 
 
@@ -362,11 +364,15 @@ def test_memory_limit_counts_the_pools_cached_blocks_and_keeps_them():
     assert cached // 2 <= limit <= (max(free_before, cupy.cuda.Device().mem_info[0]) + cached) // 2
 
 
+@pytest.mark.parametrize("forced", ["auto", "extrema"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype, monkeypatch):
-    """Wide, very sparse signed rows (EDGAR-like), some empty, some explicit zeros: auto takes the rows' extrema
-    (few pairs share a column) and recomputes the pairs that share one; every entry against SciPy in float64."""
+def test_chebyshev_by_ranks_or_extrema_matches_cdist_where_few_rows_share_a_column(dtype, forced, monkeypatch):
+    """Wide, very sparse signed rows (EDGAR-like), some empty, some explicit zeros: auto holds X's short rows
+    ranked (``ranked``); forced, the rows' extrema (few pairs share a column) with the pairs that share one
+    recomputed; every entry against SciPy in float64."""
     from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cuda import planner
 
     rng = np.random.default_rng(7)
     wide = sp.random(300, 20_000, density=3e-4, format="csr", random_state=rng, dtype=dtype)
@@ -376,9 +382,10 @@ def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype,
     X = sp.vstack([empty, X[:150], empty, X[150:298]], format="csr")  # two empty rows
     X.data = (X.data - 0.5).astype(dtype)
     X.data[::7] = 0  # explicit zeros
-    calls = count_extrema(monkeypatch)
+    monkeypatch.setenv(planner.STRATEGY_ENV, forced)
+    calls = count_runs(monkeypatch, "union_by_ranks" if forced == "auto" else "union_by_extrema")
     got = distances.pairwise_distances(X[:120], X, metric="chebyshev", backend="cuda")
-    assert calls, "auto did not take the extrema"
+    assert calls, f"{forced} did not take its strategy"
     ref = cdist(X[:120].toarray().astype(np.float64), X.toarray().astype(np.float64), "chebyshev")
     tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
     np.testing.assert_allclose(got, ref, **tol)
@@ -387,13 +394,57 @@ def test_chebyshev_by_extrema_matches_cdist_where_few_rows_share_a_column(dtype,
     np.testing.assert_allclose(banded, ref, **tol)
 
 
-def count_extrema(monkeypatch) -> list:
-    """The calls of the extrema strategy's runner from now on, one entry each."""
+def count_runs(monkeypatch, runner: str = "union_by_extrema") -> list:
+    """The calls of a strategy's runner (``strategies.union_by_extrema``, ``union_by_ranks``) from now on, one
+    entry each."""
     from semiring.kernels.cuda import strategies
 
-    calls, real = [], strategies.union_by_extrema
-    monkeypatch.setattr(strategies, "union_by_extrema", lambda *args: calls.append(1) or real(*args))
+    calls, real = [], getattr(strategies, runner)
+    monkeypatch.setattr(strategies, runner, lambda *args: calls.append(1) or real(*args))
     return calls
+
+
+@pytest.mark.parametrize("rows", [1, 8])  # X's rows held a block
+@pytest.mark.parametrize("dtype, index", [(np.float32, np.int32), (np.float64, np.int64)])
+def test_ranked_kernel_matches_cdist_with_long_rows_and_shared_columns(rows, dtype, index, monkeypatch):
+    """The ranked kernel forced: most pairs sharing popular columns, some X rows longer than it holds (merged
+    from global memory, beside held rows in one block), rows of exactly RANKED_ROW entries, empty rows, explicit
+    zeros, ties in |x| (the rank's tie-break), int32 and int64 indices: chebyshev through the measure (its
+    expansion written by the kernel) against SciPy in float64; a max-union and a min-union product
+    (``semiring.pairwise``, no expansion) against the CPU engine."""
+    from scipy.spatial.distance import cdist
+
+    from semiring.kernels.cuda import planner, source
+
+    rng = np.random.default_rng(rows)
+    wide = sp.random(700, 3000, density=2e-3, format="csr", random_state=rng, dtype=dtype)
+    popular = sp.random(700, 3, density=0.6, format="csr", random_state=rng, dtype=dtype)
+    Y = sp.hstack([popular, wide], format="csr", dtype=dtype).tolil()
+    held = source.RANKED_ROW
+    for r, length in ((5, held + 1), (6, held), (9, 3 * held), (40, held - 1)):  # about and beyond what is held
+        Y[r, :] = 0
+        Y[r, rng.choice(Y.shape[1], size=length, replace=False)] = rng.integers(1, 4, size=length)  # ties
+    Y = Y.tocsr()
+    Y.eliminate_zeros()
+    empty = sp.csr_matrix((1, Y.shape[1]), dtype=dtype)
+    Y = sp.vstack([empty, Y[:300], empty, Y[300:]], format="csr")
+    Y.data = (Y.data - 0.5).astype(dtype)
+    Y.data[::11] = 0  # explicit zeros
+    Y.indices, Y.indptr = Y.indices.astype(index), Y.indptr.astype(index)
+    X = Y[:45]  # the long rows among them, and the first empty row
+    monkeypatch.setattr(source, "RANKED_ROWS", rows)
+    monkeypatch.setenv(planner.STRATEGY_ENV, "ranked")
+    calls = count_runs(monkeypatch, "union_by_ranks")
+    got = distances.pairwise_distances(X, Y, metric="chebyshev", backend="cuda")
+    ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), "chebyshev")
+    tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
+    np.testing.assert_allclose(got, ref, **tol)
+    lowest = Semiring(monoid.min, binary_op("-abs(x - y)"))
+    for sr in (semiring.max_absdiff, lowest):
+        np.testing.assert_allclose(
+            semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu"), **tol
+        )
+    assert len(calls) >= 3  # each call ran it
 
 
 @pytest.mark.parametrize("room", [64, 1024])  # bytes of shares: ranges of 512 rows of Y; one range of all
@@ -420,7 +471,7 @@ def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(roo
     monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", room)
     monkeypatch.setattr(source, "EXTREMA_QUEUE", 96)  # read when the kernel is rendered
     monkeypatch.setenv(planner.STRATEGY_ENV, "extrema")
-    calls = count_extrema(monkeypatch)
+    calls = count_runs(monkeypatch)
     got = distances.pairwise_distances(X, Y, metric="chebyshev", backend="cuda")
     ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), "chebyshev")
     tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}

@@ -211,6 +211,9 @@ def test_inverted_only_within_its_column_limit():
         ("margins", semiring.plus_times, "rowvec"),  # an intersection: nothing to split
         ("margins", semiring.max_absdiff, "rowvec"),  # no split of a max monoid (margins says False)
         ("extrema", semiring.max_absdiff, "extrema"),  # forced: however many pairs share a column
+        ("ranked", semiring.max_absdiff, "ranked"),  # forced: however long X's rows
+        ("ranked", semiring.plus_absdiff, "rowvec"),  # a plus union: margins, not ranks
+        ("ranked", semiring.plus_times, "rowvec"),  # an intersection
         ("extrema", semiring.plus_absdiff, "rowvec"),  # a plus union: margins, not extrema
         ("extrema", semiring.plus_times, "rowvec"),  # an intersection
         ("coo", semiring.plus_times, "coo"),
@@ -256,6 +259,39 @@ def test_auto_takes_extrema_for_a_max_union_where_few_pairs_share_a_column():
     assert decide(Settings(), facts_of(semiring.max_absdiff, few_share=False, **SPARSE)) != "extrema"
     assert decide(Settings(), facts_of(semiring.max_absdiff, few_share=True, finite=False, **SPARSE)) == "merge"
     assert decide(Settings(), facts_of(semiring.plus_absdiff, few_share=True, **SPARSE)) != "extrema"
+
+
+def test_auto_takes_ranks_for_a_max_union_whose_x_rows_are_mostly_short():
+    """Chebyshev's max union: X's rows held and ranked where at most 1 in RANKED_LONG_SHARE stores more than
+    RANKED_ROW entries, however many pairs share a column, on finite values; else the extrema where few pairs
+    share, else a kernel of the union."""
+    assert decide(Settings(), facts_of(semiring.max_absdiff, short_rows=True, **SPARSE)) == "ranked"
+    assert decide(Settings(), facts_of(semiring.max_absdiff, short_rows=True, few_share=True, **SPARSE)) == "ranked"
+    long_few = facts_of(semiring.max_absdiff, short_rows=False, few_share=True, **SPARSE)
+    assert decide(Settings(), long_few) == "extrema"
+    assert decide(Settings(), facts_of(semiring.max_absdiff, short_rows=True, finite=False, **SPARSE)) == "merge"
+    assert decide(Settings(), facts_of(semiring.plus_absdiff, short_rows=True, **SPARSE)) != "ranked"
+
+
+def test_short_rows_counts_x_rows_longer_than_the_kernel_holds():
+    """At most 1 row of X in RANKED_LONG_SHARE may store more than RANKED_ROW entries (a row of exactly
+    RANKED_ROW is held)."""
+    import scipy.sparse as sp
+
+    from semiring.kernels.cuda import launch, source
+
+    share, held = planner.RANKED_LONG_SHARE, source.RANKED_ROW
+
+    def rows(lengths):
+        n = max(lengths) + 1
+        A = sp.csr_matrix(np.vstack([np.r_[np.ones(k), np.zeros(n - k)] for k in lengths]))
+        return launch.DeviceCSR(A.indptr, A.indices, A.data, A.shape)
+
+    Y = rows([1])
+    assert planner.long_rows(rows([held] * share)) == 0
+    one_long, two_long = rows([held + 1] + [1] * (share - 1)), rows([held + 1] * 2 + [1] * (share - 2))
+    assert planner.known(planner.facts(semiring.max_absdiff, one_long, Y).short_rows)
+    assert not planner.known(planner.facts(semiring.max_absdiff, two_long, Y).short_rows)
 
 
 def test_few_share_bounds_the_pairs_by_the_stored_pairs_meeting_in_a_column():
@@ -434,8 +470,10 @@ def _ladder(forced: str, facts: Facts) -> str:
     known, auto = planner.known, forced == "auto"
     if facts.union and (auto or forced == "margins") and known(facts.margins):
         return "margins"
-    extrema = facts.union and facts.extremum and (auto or forced == "extrema") and known(facts.finite)
-    if extrema and (forced == "extrema" or known(facts.few_share)):
+    extremum = facts.union and facts.extremum and known(facts.finite)
+    if extremum and (forced == "ranked" or auto and known(facts.short_rows)):
+        return "ranked"
+    if extremum and (forced == "extrema" or auto and known(facts.few_share)):
         return "extrema"
     strategy = _ladder_family(forced, facts)
     if facts.annihilates and strategy != "hash" and not known(facts.finite):
@@ -457,7 +495,7 @@ def _ladder(forced: str, facts: Facts) -> str:
     return strategy
 
 
-LAZY = ("margins", "finite", "rowvec_fits", "inverted_pays", "ranges_pays", "split_pays", "few_share")
+LAZY = ("margins", "finite", "rowvec_fits", "inverted_pays", "ranges_pays", "split_pays", "few_share", "short_rows")
 
 
 def _random_facts(rng: np.random.Generator) -> tuple[Facts, dict[str, bool]]:

@@ -299,6 +299,28 @@ def test_renderings_are_kept_for_the_same_trees_and_told_apart_by_the_others():
 
 
 @pytest.mark.parametrize("value_type, index_type", [("float32", "int32"), ("float64", "int64")])
+@pytest.mark.parametrize("rows", [1, cuda_source.RANKED_ROWS, 8])
+def test_ranked_kernel_compiles_for_max_and_min_unions_and_refuses_others(value_type, index_type, rows):
+    """The ranked kernel for chebyshev (its expansion written as each entry is) and for a min-union product, at
+    each number of held rows; sums, intersections and a table beyond shared memory are refused by name."""
+    chebyshev = next(d for d in DISTANCES if d.name == "chebyshev")
+    lowest = semiring.Semiring(semiring.monoid.min, semiring.binary_op("-abs(x - y)"))
+    measure = (chebyshev.expansion_tree, (), None, "chebyshev", index_type)
+    kernels = [
+        cuda_source.render_pairwise_ranked(chebyshev.terms[0], value_type, index_type, *measure, rows=rows),
+        cuda_source.render_pairwise_ranked(lowest, value_type, index_type, rows=rows),
+    ]
+    for kernel in kernels:
+        assert f"#define SR_R {rows}" in kernel.source and "__ffsll" in kernel.source
+        assert len(cuda_compile.compile_cached(kernel)) > 0
+    for sr in (semiring.plus_absdiff, semiring.plus_times, semiring.max_times):
+        with pytest.raises(ValueError, match="max- or min-monoid union"):
+            cuda_source.render_pairwise_ranked(sr, value_type, index_type)
+    with pytest.raises(ValueError, match="rows must be 1, 2, 4 or 8"):
+        cuda_source.render_pairwise_ranked(lowest, value_type, index_type, rows=16)
+
+
+@pytest.mark.parametrize("value_type, index_type", [("float32", "int32"), ("float64", "int64")])
 def test_extrema_kernel_compiles_for_max_and_min_unions_and_refuses_others(value_type, index_type):
     """The extrema kernel for chebyshev (with its expansion written as each entry is) and for a min-union
     product; sums and intersections are refused by name."""
