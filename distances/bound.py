@@ -77,7 +77,7 @@ def rows_in_range(A, acc):
     finds each row's largest)."""
     exponent = (np.finfo(acc).maxexp - ROW_RANGE_TERMS_BITS) // 2
     xp = arrays.array_module(A)
-    nnz = int(A.indptr[-1])
+    nnz = validation.stored_entries(A)
     if nnz == 0:
         return A
 

@@ -46,16 +46,26 @@ class Facts:
     ask, once a call (``semiring.distances.bound``).  ``magnitudes``: ``(low, high)``, every stored nonzero
     magnitude within [low, high] (``(inf, 0.0)`` where none is nonzero), found by an engine's one-pass check
     of finite values (``csr_verdicts``), None where no check found them; a part's lie within its whole's.
+    ``stored``: the stored entries, indptr's last value, as the check read it (``stored_entries``: a device
+    matrix's would otherwise be copied back at each use, a wait for the device each time); None on a part.
     """
 
     finite: bool | None = None
     nonnegative: bool | None = None
     magnitudes: tuple[float, float] | None = None
+    stored: int | None = None
 
     def of_part(self) -> Facts:
         """The facts of some of the entries (a slice of the rows): what holds of all holds of each part; what
         fails somewhere may hold in a part, so it is unknown there (the magnitudes stay bounds)."""
         return Facts(self.finite or None, self.nonnegative or None, self.magnitudes)
+
+
+def stored_entries(A) -> int:
+    """``int(A.indptr[-1])``: what the check read where A carries it (``Facts.stored``), else read (on the
+    device, a copy back)."""
+    facts = facts_of(A)
+    return facts.stored if facts is not None and facts.stored is not None else int(A.indptr[-1])
 
 
 def facts_of(A) -> Facts | None:
@@ -100,13 +110,13 @@ def all_hold(fact: str, scan, *operands) -> bool:
     return scan(*unknown) if unknown else True
 
 
-def _with_facts(given, A, finite: bool, magnitudes=None):
+def _with_facts(given, A, finite: bool, magnitudes=None, stored=None):
     """The checked ``A`` carrying its facts, on an object of our own: a CuPy matrix that is the caller's
     ``given`` object itself is shared through a shallow copy (its arrays, not its object: the caller's is never
     written to, see ``_as_csr_matrix``)."""
     if A is given:
         A = copy.copy(A)
-    A.facts = Facts(finite=finite, magnitudes=magnitudes if finite else None)
+    A.facts = Facts(finite=finite, magnitudes=magnitudes if finite else None, stored=stored)
     return A
 
 
@@ -244,7 +254,8 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
     """CSR ``A`` (its index arrays' types and indptr's length checked) judged by what an engine's one pass found
     in it (``csr_verdicts``: the GPU engine's kernel, or the CPU engine's), with the NumPy checks' messages;
     canonical order restored on a copy when the pass finds a row out of order or repeated.  ``(A, whether every
-    stored value is finite, the values' magnitudes where the pass found them)``."""
+    stored value is finite, the values' magnitudes where the pass found them, its stored entries where A is the
+    matrix the pass read)``."""
     n = A.shape[1]
     nnz = _check_pointer_ends(A, name, verdict["first"], verdict["last"])
     if verdict["decreasing rows"]:
@@ -254,12 +265,12 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
         raise ValueError(f"{name}: column indices must lie in [0, {n}), found {low}..{high}")
     if verdict["unsorted"]:
         A = _canonical(A, copied)  # repeats summed: their sums are checked again below (magnitudes unknown)
-        return A, _check_finite(A, name, allow_inf), None
+        return A, _check_finite(A, name, allow_inf), None, None
     if verdict["nan"]:
         raise ValueError(f"{name} contains NaN; stored values must be numbers")
     if verdict["inf"] and not allow_inf:
         raise ValueError(f"{name} contains infinity; all stored values must be finite")
-    return A, not verdict["inf"], verdict.get("magnitudes")
+    return A, not verdict["inf"], verdict.get("magnitudes"), nnz
 
 
 def _canonical(A, copied: bool):
@@ -436,7 +447,7 @@ def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
 def lowest_value(A) -> float:
     """The smallest stored value of ``A`` (checked by ``check_matrix``), 0.0 when it stores none; on the host
     or the device, wherever A lives."""
-    return float(A.data[: int(A.indptr[-1])].min()) if A.nnz else 0.0
+    return float(A.data[: stored_entries(A)].min()) if A.nnz else 0.0
 
 
 def is_nonnegative(A) -> bool:

@@ -87,11 +87,15 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
     magnitudes = np.abs(A.data)
     read = one_pass and form != "scrambled" or form == "dense"
     found = (magnitudes[magnitudes > 0].min(), magnitudes.max()) if read else None
-    assert validation.facts_of(checked) == Facts(finite=True, nonnegative=None, magnitudes=found)
+    # the one pass also reads indptr's end (the stored entries), kept so no later step reads it again
+    stored = A.nnz if one_pass and form != "scrambled" and form != "dense" else None
+    assert validation.facts_of(checked) == Facts(finite=True, nonnegative=None, magnitudes=found, stored=stored)
+    assert validation.stored_entries(checked) == A.nnz  # carried or read
     assert checked.has_canonical_format
     assert validation.facts_of(given_) is None and getattr(given_, "__dict__", {}) == before
     assert validation.is_nonnegative(checked) is False  # found once, kept with the others
-    assert validation.facts_of(checked) == Facts(finite=True, nonnegative=False, magnitudes=found)
+    known = Facts(finite=True, nonnegative=False, magnitudes=found, stored=stored)
+    assert validation.facts_of(checked) == known
     assert validation.facts_of(given_) is None and getattr(given_, "__dict__", {}) == before
 
 

@@ -105,11 +105,12 @@ def test_a_cupy_callers_matrix_is_never_written_to():
     checked = validation.check_matrix(given, "X", verdicts=ENGINE.csr_verdicts)
     nonzero = np.abs(X.data[X.data != 0])
     found = (float(nonzero.min()), float(nonzero.max()))  # the check kernel's magnitudes, by NumPy
-    assert checked is not given and validation.facts_of(checked) == Facts(finite=True, magnitudes=found)
+    read = {"magnitudes": found, "stored": X.nnz}  # the check kernel's magnitudes by NumPy, and indptr's end
+    assert checked is not given and validation.facts_of(checked) == Facts(finite=True, **read)
     assert validation.is_nonnegative(checked) is False
-    assert validation.facts_of(checked) == Facts(finite=True, nonnegative=False, magnitudes=found)
+    assert validation.facts_of(checked) == Facts(finite=True, nonnegative=False, **read)
     assert given.__dict__.keys() == before.keys() and all(given.__dict__[k] is v for k, v in before.items())
-    assert ENGINE.to_device(checked).facts == Facts(finite=True, nonnegative=False, magnitudes=found)
+    assert ENGINE.to_device(checked).facts == Facts(finite=True, nonnegative=False, **read)
     got = pairwise_distances(given, metric="cityblock", backend="cuda")
     np.testing.assert_allclose(cupy.asnumpy(got), oracle("cityblock", X.toarray(), X.toarray()), rtol=1e-9, atol=1e-9)
 
