@@ -591,9 +591,9 @@ extern "C" __global__ void {name}(
         const int xlen = (int)(xp[i + 1] - xp[i]);
         const bool held = xlen <= {EXTREMA_ROW};
         for (long long t = threadIdx.x; t < (w + 31) / 32; t += blockDim.x) shares[t] = 0u;
-        if (held && threadIdx.x < xlen) {{
-            scol[threadIdx.x] = xi[xp[i] + threadIdx.x];
-            sval[threadIdx.x] = xv[xp[i] + threadIdx.x];
+        for (int t = threadIdx.x; held && t < xlen; t += blockDim.x) {{  // any block size
+            scol[t] = xi[xp[i] + t];
+            sval[t] = xv[xp[i] + t];
         }}
         __syncthreads();
         for (I a = xp[i]; a < xp[i + 1]; ++a) {{
@@ -708,7 +708,7 @@ extern "C" __global__ void {name}(
         key[h] = (I)-1;
         for (int r = 0; r < SR_R; ++r) rank[r * SR_SLOTS + h] = 255;
     }}
-    if (threadIdx.x < SR_R) len[threadIdx.x] = (i0 + threadIdx.x < m) ? (int)(xp[i0 + threadIdx.x + 1] - xp[i0 + threadIdx.x]) : 0;
+    for (int r = threadIdx.x; r < SR_R; r += blockDim.x) len[r] = (i0 + r < m) ? (int)(xp[i0 + r + 1] - xp[i0 + r]) : 0;
     __syncthreads();
     for (int t = threadIdx.x; t < SR_R * SR_HELD; t += blockDim.x) {{
         const int r = t / SR_HELD, e = t - r * SR_HELD;
