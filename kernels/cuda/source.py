@@ -535,6 +535,20 @@ extern "C" __global__ void {name}(
 EXTREMA_QUEUE = 8192
 
 
+def _extremum_union(kernel, name, sr, value_type, index_type, expansion, param_names, when, label, flag_type):
+    """What the extrema and ranked kernels (a max- or min-monoid union, every entry written at ``(i, j)``)
+    declare alike: ``(T, I, name, expansion arguments, store)``, the measure's expansion written as each entry
+    is where one is given (``_expanded_store``); any other semiring refused by name."""
+    if sr.add.kind not in ("max", "min") or not sr.is_union:
+        raise ValueError(f"the {kernel} kernel needs a max- or min-monoid union semiring, got {sr!r}")
+    T, I = _types(value_type, index_type)
+    store, expand_args = "out[i * p + j] = c;", ""
+    if expansion is not None:
+        name = f"{name}_{label}"
+        expand_args, store = _expanded_store(expansion, param_names, when, flag_type, value_type, "j", "out[i * p + j]")
+    return T, I, name, expand_args, store
+
+
 @memo_by_identity
 def render_pairwise_extrema(
     sr,
@@ -560,14 +574,10 @@ def render_pairwise_extrema(
     ``expansion`` ... ``flag_type``: as ``render_pairwise_ranges``'s, every entry written as the measure
     (``finish`` is not read: the postings are one slab).
     """
-    if sr.add.kind not in ("max", "min") or not sr.is_union:
-        raise ValueError(f"the extrema kernel needs a max- or min-monoid union semiring, got {sr!r}")
-    T, I = _types(value_type, index_type)
-    name = f"sr_extrema_{_suffix(sr.name, value_type, index_type)}"
-    store, expand_args = "out[i * p + j] = c;", ""
-    if expansion is not None:
-        name = f"{name}_{label}"
-        expand_args, store = _expanded_store(expansion, param_names, when, flag_type, value_type, "j", "out[i * p + j]")
+    suffix, measure = _suffix(sr.name, value_type, index_type), (expansion, param_names, when, label, flag_type)
+    T, I, name, expand_args, store = _extremum_union(
+        "extrema", f"sr_extrema_{suffix}", sr, value_type, index_type, *measure
+    )
     body = f"""\
 typedef {I} I;
 {_merged(sr)}
@@ -666,14 +676,10 @@ def render_pairwise_ranked(
     or a min does not see.  A row of more than ``RANKED_ROW`` entries is not held: its pairs are merged from
     global memory (``sr_merged``).  ``expansion`` ... ``flag_type``: as ``render_pairwise_extrema``'s.
     """
-    if sr.add.kind not in ("max", "min") or not sr.is_union:
-        raise ValueError(f"the ranked kernel needs a max- or min-monoid union semiring, got {sr!r}")
-    T, I = _types(value_type, index_type)
-    name = f"sr_ranked{rows}_{_suffix(sr.name, value_type, index_type)}"
-    store, expand_args = "out[i * p + j] = c;", ""
-    if expansion is not None:
-        name = f"{name}_{label}"
-        expand_args, store = _expanded_store(expansion, param_names, when, flag_type, value_type, "j", "out[i * p + j]")
+    suffix, measure = _suffix(sr.name, value_type, index_type), (expansion, param_names, when, label, flag_type)
+    T, I, name, expand_args, store = _extremum_union(
+        "ranked", f"sr_ranked{rows}_{suffix}", sr, value_type, index_type, *measure
+    )
     if rows not in (1, 2, 4, 8):
         raise ValueError(f"rows must be 1, 2, 4 or 8 (the tables' shared memory grows as its square), got {rows}")
     slots = 2 * rows * RANKED_ROW  # at most half full
