@@ -48,9 +48,6 @@ MODES = ("tile", "segment", "merge")
 # H200.  An expansion's candidates (terms and norms read, the measure computed) are read one at a time: read
 # ahead, all-pairs cosine of 40,000 rows took 92 ms against 81 (more registers a lane, fewer warps resident).
 UNROLL = 4
-# Rounds of the warp (32 x SR_UNROLL candidates) between refreshes of its bound (``sr_bound``): five rounds of
-# shuffles each.
-BOUND_EVERY = 1
 
 
 def capacity_for(k: int) -> int | None:
@@ -103,7 +100,6 @@ def render_topk(
 typedef {T} T;
 #define SR_CAP {capacity}
 #define SR_UNROLL {UNROLL if expansion == BLOCK else 1}
-#define SR_BOUND_EVERY {BOUND_EVERY if expansion == BLOCK else BOUND_EVERY * UNROLL}
 #define SR_EMPTY {TOPK_EMPTY}LL
 
 // (a, ia) comes before (b, ib): the order of the selection.
@@ -129,31 +125,6 @@ __device__ __forceinline__ void sr_insert(T (&v)[SR_CAP], long long (&id)[SR_CAP
             }}
         }}
     }}
-}}
-
-// The warp's bound (tv, ti): the best of the lanes' k-th kept pairs.  That lane keeps k pairs before it, so no
-// candidate after it can be among the row's best k: it is skipped, where each lane's own list alone admits any
-// pair before its last, and the lists fill with pairs the merge never takes (an insert each, divergent).
-__device__ __forceinline__ void sr_bound(const T (&v)[SR_CAP], const long long (&id)[SR_CAP], int k, T& tv, long long& ti) {{
-    T bv = sr_nan();
-    long long bi = SR_EMPTY;
-#pragma unroll
-    for (int s = 0; s < SR_CAP; ++s)
-        if (s == k - 1) {{
-            bv = v[s];
-            bi = id[s];
-        }}
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {{
-        const T ov = __shfl_xor_sync(0xffffffffu, bv, offset);
-        const long long oi = __shfl_xor_sync(0xffffffffu, bi, offset);
-        if (sr_before(ov, oi, bv, bi)) {{
-            bv = ov;
-            bi = oi;
-        }}
-    }}
-    tv = bv;
-    ti = bi;
 }}
 
 // The candidate (i, j) of the block, entry t of its operands: the measure's expansion read from the terms.
@@ -190,15 +161,10 @@ extern "C" __global__ void {name}(
         if (sr_before(rv[s], ri[s], v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, rv[s], ri[s]);
     const long long skip = self0 >= 0 ? self0 + row - col0 : -1;  // the query's own column, if in this tile
     const long long j1 = min(p, (blockIdx.y + 1) * seg);
-    long long base = blockIdx.y * seg;
-    T tv = sr_nan();  // the warp's bound (sr_bound), refreshed every SR_BOUND_EVERY rounds; none at first
-    long long ti = SR_EMPTY;
+    long long j = blockIdx.y * seg + lane;
     // SR_UNROLL candidates a lane are read before any is compared, so their loads overlap: one at a time, the
-    // loop waited on each load (about 10 ps a candidate on an H200, 8x the memory's pace).  Whole rounds of the
-    // warp (every lane's candidates in the row), so the bound's shuffles see whole warps.
-    for (int round = 0; base + 32 * SR_UNROLL <= j1; base += 32 * SR_UNROLL, ++round) {{
-        if (round % SR_BOUND_EVERY == 0) sr_bound(v, id, k, tv, ti);
-        const long long j = base + lane;
+    // loop waited on each load (about 10 ps a candidate on an H200, 8x the memory's pace).
+    for (; j + 32 * (SR_UNROLL - 1) < j1; j += 32 * SR_UNROLL) {{
         T xs[SR_UNROLL];
         long long gs[SR_UNROLL];
 #pragma unroll
@@ -209,15 +175,13 @@ extern "C" __global__ void {name}(
         }}
 #pragma unroll
         for (int u = 0; u < SR_UNROLL; ++u)
-            if (j + 32 * u != skip && sr_before(xs[u], gs[u], tv, ti)
-                && sr_before(xs[u], gs[u], v[SR_CAP - 1], id[SR_CAP - 1]))
+            if (j + 32 * u != skip && sr_before(xs[u], gs[u], v[SR_CAP - 1], id[SR_CAP - 1]))
                 sr_insert(v, id, xs[u], gs[u]);
     }}
-    for (long long j = base + lane; j < j1; j += 32) {{
+    for (; j < j1; j += 32) {{
         const T x = sr_candidate(c0, c1, nx0, nx1, ny0, ny1, n, params, row, j, row * p + j);
         const long long g = {"cand_i[row * p + j]" if merge else "col0 + j"};
-        if (j != skip && sr_before(x, g, tv, ti) && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1]))
-            sr_insert(v, id, x, g);
+        if (j != skip && sr_before(x, g, v[SR_CAP - 1], id[SR_CAP - 1])) sr_insert(v, id, x, g);
     }}
     // k rounds: the best head among the 32 lists wins (lane number breaks the tie of two empty slots).
     for (int out = 0; out < k; ++out) {{
