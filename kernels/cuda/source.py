@@ -646,10 +646,6 @@ extern "C" __global__ void {name}(
 # one 64-bit word); a longer row of a block is merged from global memory, pair by pair.
 RANKED_ROWS = 8
 RANKED_ROW = 64
-# Y's rows a block deals to its threads by length at a time, and the lengths told apart (longer rows share the
-# last).
-RANKED_WINDOW = 1024
-RANKED_LENGTHS = 64
 _CAS = {
     "int32": "atomicCAS(a, expected, c)",
     "int64": "(long long)atomicCAS((unsigned long long*)a, (unsigned long long)expected, (unsigned long long)c)",
@@ -667,7 +663,6 @@ def render_pairwise_ranked(
     label: str = "",
     flag_type: str = "int32",
     rows: int = RANKED_ROWS,
-    window: int = RANKED_WINDOW,
 ) -> KernelSource:
     """A max- or min-monoid union (chebyshev) with ``rows`` rows of X held a block, their stored columns
     in one hash table in shared memory, and each row's entries ranked by ``f(x, 0)`` in ⊕'s order (best
@@ -679,16 +674,12 @@ def render_pairwise_ranked(
     its Y row's lookups whether or not the rows share columns, where a merge walks both rows and the extrema
     kernel walks the postings of every shared column.  The order of ⊕ differs from the merge's, which a max
     or a min does not see.  A row of more than ``RANKED_ROW`` entries is not held: its pairs are merged from
-    global memory (``sr_merged``).  Y's rows come ``window`` at a time, dealt to the threads by their lengths
-    (a counting sort in shared memory), so a warp's rows finish together.  ``expansion`` ... ``flag_type``: as
-    ``render_pairwise_extrema``'s.
+    global memory (``sr_merged``).  ``expansion`` ... ``flag_type``: as ``render_pairwise_extrema``'s.
     """
     suffix, measure = _suffix(sr.name, value_type, index_type), (expansion, param_names, when, label, flag_type)
     T, I, name, expand_args, store = _extremum_union(
-        "ranked", f"sr_ranked{rows}w{window}_{suffix}", sr, value_type, index_type, *measure
+        "ranked", f"sr_ranked{rows}_{suffix}", sr, value_type, index_type, *measure
     )
-    if window < 1:
-        raise ValueError(f"window must be a positive number of rows, got {window}")
     if rows not in (1, 2, 4, 8):
         raise ValueError(f"rows must be 1, 2, 4 or 8 (the tables' shared memory grows as its square), got {rows}")
     slots = 2 * rows * RANKED_ROW  # at most half full
@@ -700,8 +691,6 @@ typedef {I} I;
 #define SR_R {rows}
 #define SR_HELD {RANKED_ROW}
 #define SR_SLOTS {slots}
-#define SR_WINDOW {window}
-#define SR_LENGTHS {RANKED_LENGTHS}
 __device__ __forceinline__ int sr_slot(I c) {{
     return (int)(((unsigned long long)c * 0x9E3779B97F4A7C15ull) >> {64 - bits});
 }}
@@ -720,8 +709,6 @@ extern "C" __global__ void {name}(
     __shared__ T best[SR_R * SR_HELD];               // the same in rank order, best by ⊕ first
     __shared__ T xr[SR_R * SR_HELD];                 // row r's values in rank order
     __shared__ int len[SR_R];
-    __shared__ int order[SR_WINDOW];            // a window's rows of Y by length
-    __shared__ int starts[SR_LENGTHS + 1];      // where each length's rows begin in it
     const long long i0 = (long long)blockIdx.x * SR_R;
     for (int h = threadIdx.x; h < SR_SLOTS; h += blockDim.x) {{
         key[h] = (I)-1;
@@ -755,28 +742,7 @@ extern "C" __global__ void {name}(
         rank[r * SR_SLOTS + h] = (unsigned char)q;
     }}
     __syncthreads();
-    // Y's rows a window at a time, dealt to the threads by length (a counting sort in shared memory): a warp's
-    // rows of like length finish together, where rows in their own order left most lanes idle while the
-    // longest of 32 ran (EDGAR-like rows: 18 % of the lanes' steps did work).
-    for (long long w0 = (long long)blockIdx.y * SR_WINDOW; w0 < p; w0 += (long long)gridDim.y * SR_WINDOW) {{
-    const int wn = (int)(p - w0 < SR_WINDOW ? p - w0 : SR_WINDOW);
-    for (int q = threadIdx.x; q <= SR_LENGTHS; q += blockDim.x) starts[q] = 0;
-    __syncthreads();
-    for (int t = threadIdx.x; t < wn; t += blockDim.x) {{
-        const long long l = yp[w0 + t + 1] - yp[w0 + t];
-        atomicAdd(&starts[(l < SR_LENGTHS - 1 ? l : SR_LENGTHS - 1) + 1], 1);
-    }}
-    __syncthreads();
-    if (threadIdx.x == 0)
-        for (int q = 1; q <= SR_LENGTHS; ++q) starts[q] += starts[q - 1];
-    __syncthreads();
-    for (int t = threadIdx.x; t < wn; t += blockDim.x) {{
-        const long long l = yp[w0 + t + 1] - yp[w0 + t];
-        order[atomicAdd(&starts[l < SR_LENGTHS - 1 ? l : SR_LENGTHS - 1], 1)] = t;
-    }}
-    __syncthreads();
-    for (int s = threadIdx.x; s < wn; s += blockDim.x) {{
-        const long long j = w0 + order[s];
+    for (long long j = (long long)blockIdx.y * blockDim.x + threadIdx.x; j < p; j += (long long)gridDim.y * blockDim.x) {{
         T acc[SR_R];
         unsigned long long hit[SR_R];
         T alone = {identity};  // f(0, y) of Y's entries in columns no held row stores
@@ -825,8 +791,6 @@ extern "C" __global__ void {name}(
             }}
             {store}
         }}
-    }}
-    __syncthreads();  // the order read before the next window's
     }}
 }}
 """

@@ -585,9 +585,10 @@ def union_by_extrema(work: Product, expansion=None):
             return out, write.flagged()
 
 
-# The ranked kernel's threads a block (each block streams one window of source.RANKED_WINDOW rows of Y, dealt
-# by length, past the rows it holds: its table is built once for them).
+# The ranked kernel's threads a block, and the rows of Y each streams (the held rows' table is built once a
+# block, so a block streams a few thousand of Y's rows past it).
 RANKED_THREADS = 128
+RANKED_Y_PER_THREAD = 4
 
 
 def union_by_ranks(work: Product, expansion=None):
@@ -602,10 +603,10 @@ def union_by_ranks(work: Product, expansion=None):
     if out.size == 0:
         return out if write is None else (out, None if write.when is None else elementwise.no_entries(out.shape))
     render = {} if write is None else write.render_args
-    rows, window = source.RANKED_ROWS, source.RANKED_WINDOW
-    kernel = source.render_pairwise_ranked(sr, work.value_name, index_type, **render, rows=rows, window=window)
-    kernel = launch.function(kernel)
-    grid = (-(-m // rows), min(65535, -(-p // window)))
+    rows = source.RANKED_ROWS
+    kernel = launch.function(source.render_pairwise_ranked(sr, work.value_name, index_type, **render, rows=rows))
+    per_block = RANKED_THREADS * RANKED_Y_PER_THREAD
+    grid = (-(-m // rows), min(65535, -(-p // per_block)))
     args = (*held, np.int64(m), *streamed, np.int64(p), work.start, device_params(sr.params))
     while True:
         tail = () if write is None else write.kernel_args(True)
