@@ -234,6 +234,11 @@ class PairwiseEngine(Protocol):
         that states ``expanded_bytes_per_entry`` for the call), ``out`` is that array, written in place.
         """
 
+    def mirror_into(self, target, source) -> None:
+        """``target[...] = source.T`` (two views of one result that do not overlap: a tile above the diagonal and
+        its place below), in the engine's threads where it has its own: the first write of each fresh page of a
+        large result is what the copy costs, so it is spread over the threads as the tiles' writes are."""
+
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """Bytes per result entry that ``pairwise_expanded`` (``sr``, a result of ``dtype``, the expansion
         ``tree``) takes beyond the block it returns, for the block of all X's rows against all Y's (the call's

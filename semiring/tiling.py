@@ -295,7 +295,7 @@ def _in_place_upper(engine: PairwiseEngine, result: np.ndarray, batches, rows, t
     """X against itself, a symmetric measure, written in place tile by tile on and above the diagonal of the row
     ``batches``: each batch's rows against themselves (``tile(prepared, r0, r1)``: the engine mirrors within it
     where it can) and against the rows after it, that tile's mirror below the diagonal written as its
-    transpose (a pair computed once, the result exactly symmetric across tiles)."""
+    transpose by the engine (``mirror_into``; a pair computed once, the result exactly symmetric across tiles)."""
     m = result.shape[0]
     for r0, r1 in batches:
         prepared = rows(r0, r1)
@@ -303,20 +303,10 @@ def _in_place_upper(engine: PairwiseEngine, result: np.ndarray, batches, rows, t
         if r1 < m:
             upper = result[r0:r1, r1:m]
             _written(engine, upper, tile, prepared, r1, m)
-            _transposed_into(result[r1:m, r0:r1], upper)
+            engine.mirror_into(result[r1:m, r0:r1], upper)
         del prepared
         _advance(r1 - r0)
     return result
-
-
-# Rows of the source a transposed copy reads at a time: their columns' lines stay in cache while each is written.
-TRANSPOSE_ROWS = 256
-
-
-def _transposed_into(target: np.ndarray, source: np.ndarray) -> None:
-    """``target[...] = source.T`` in bands of the source's rows (no temporary: the two do not overlap)."""
-    for a, b in ranges(source.shape[0], TRANSPOSE_ROWS):
-        target[:, a:b] = source[a:b].T
 
 
 def _advance(rows: int) -> None:

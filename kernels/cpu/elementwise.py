@@ -18,11 +18,12 @@ from functools import cache
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit, prange
 
 from semiring import expr as _expr
 from semiring.interfaces import EXPANSION_VARIABLES, Entries
 
-from .jit import generate, scalar_source
+from .jit import JIT, generate, scalar_source
 
 # --------------------------------------------------------------------------- row norms
 
@@ -86,3 +87,32 @@ def select(tree, param_names, params, terms, xnorms, ynorms, ncols: int, shape: 
 def scatter(out: np.ndarray, entries: Entries, values: np.ndarray) -> None:
     """``out[rows[s], cols[s]] = values[s]``, in place."""
     out[entries.rows, entries.cols] = values
+
+
+# --------------------------------------------------------------------------- the mirror of a symmetric result
+
+# Rows and columns of the squares a transposed copy moves at a time: both sides' lines stay in cache, and each
+# thread writes rows of its own.
+MIRROR_BLOCK = 64
+
+
+def transposed_into(target: np.ndarray, source: np.ndarray) -> None:
+    """``target[...] = source.T`` on every thread the engine has (numba's), in squares of ``MIRROR_BLOCK``; the
+    two arrays must not overlap (a tile above a symmetric result's diagonal and its place below).  One NumPy
+    thread took 5.5 s of a 17 s cosine of 30,000 x 768 dense rows on two cores, most of it the first write of
+    each fresh page of the 3.6 GB result (the same copy into written pages: 0.4 s)."""
+    if target.shape != source.shape[::-1]:
+        raise ValueError(f"target's shape {target.shape} is not the transpose of source's {source.shape}")
+    if target.size:
+        _transposed(target, source, MIRROR_BLOCK)
+
+
+@njit(parallel=True, **JIT)
+def _transposed(target, source, block):
+    rows, cols = target.shape
+    for t in prange((rows + block - 1) // block):  # a thread's band of target rows: their pages its own
+        r0, r1 = t * block, min(rows, (t + 1) * block)
+        for c0 in range(0, cols, block):
+            for r in range(r0, r1):
+                for c in range(c0, min(cols, c0 + block)):
+                    target[r, c] = source[c, r]

@@ -141,6 +141,9 @@ class CpuEngine:
         ``RESULT_BLOCK`` where the driver set it (a view of the call's result)."""
         return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion, out=RESULT_BLOCK.get())
 
+    def mirror_into(self, target, source) -> None:
+        _elementwise.transposed_into(target, source)
+
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """The float32 BLAS path's lists of entries to recompute, where the whole block takes it
         (``strategies.expanded_bytes_per_entry``); None elsewhere: the measure's count."""

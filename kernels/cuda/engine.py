@@ -140,6 +140,9 @@ class CudaEngine:
         """None: a measure's own count (its terms in the result's type, the accumulation type here)."""
         return None
 
+    def mirror_into(self, target, source) -> None:
+        target[...] = source.T  # CuPy's copy kernel (the tiling writes GPU tiles apart: no caller yet)
+
 
 class CudaGraphEngine:
     """The graph measures on the GPU (:mod:`.graph`); methods documented in ``semiring.interfaces.GraphEngine``."""

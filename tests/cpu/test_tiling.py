@@ -173,3 +173,27 @@ def test_a_symmetric_result_written_in_place_computes_the_tiles_above_the_diagon
     else:
         assert all(c0 == 0 and c1 == m for *_, c0, c1 in asked) and len(asked) > 1
     assert all(in_place) == (extra is not None) and any(in_place) == (extra is not None)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("rows", "cols"), [(130, 67), (64, 64), (1, 200), (0, 5)])
+def test_the_cpu_engines_mirror_is_the_transpose_into_a_view_of_the_result(dtype, rows, cols):
+    """``mirror_into``: a tile above the diagonal (a strided view of the result) copied transposed into its
+    place below, in squares not dividing the sides, on the engine's threads; nothing else written, and a
+    target of another shape refused."""
+    from semiring.kernels.cpu import elementwise
+
+    m = rows + cols + 3
+    result = np.full((m, m), -1.0, dtype)
+    upper = result[:rows, rows + 3 :]  # rows × cols, row stride m
+    upper[...] = np.arange(rows * cols, dtype=dtype).reshape(rows, cols)
+    below = result[rows + 3 :, :rows]
+    engine = backend.engine("cpu")
+    with engine.threads(-1):
+        engine.mirror_into(below, upper)
+    np.testing.assert_array_equal(below, upper.T)
+    outside = np.ones((m, m), bool)
+    outside[:rows, rows + 3 :] = outside[rows + 3 :, :rows] = False
+    assert (result[outside] == -1.0).all()
+    with pytest.raises(ValueError, match="not the transpose"):
+        elementwise.transposed_into(result[:cols, : rows + 1], upper)
