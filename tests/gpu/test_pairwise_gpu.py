@@ -482,3 +482,24 @@ def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(roo
             semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu"), **tol
         )
     assert len(calls) >= 3  # each call ran it (a call may take more than one tile)
+
+
+def test_the_gpu_engines_mirror_is_the_transpose_into_a_view_of_the_result():
+    """``mirror_into`` on device arrays: a tile above the diagonal (a strided view) copied transposed into its
+    place below, nothing else written (the tiling takes it only where an engine states its extra bytes, which
+    the GPU engine does not: a protocol method held to its contract)."""
+    import cupy
+
+    from semiring.kernels.cuda import ENGINE
+
+    rows, cols = 70, 45
+    m = rows + cols + 3
+    result = cupy.full((m, m), -1.0, cupy.float32)
+    upper = result[:rows, rows + 3 :]
+    upper[...] = cupy.arange(rows * cols, dtype=cupy.float32).reshape(rows, cols)
+    below = result[rows + 3 :, :rows]
+    ENGINE.mirror_into(below, upper)
+    np.testing.assert_array_equal(below.get(), upper.get().T)
+    outside = np.ones((m, m), bool)
+    outside[:rows, rows + 3 :] = outside[rows + 3 :, :rows] = False
+    assert (result.get()[outside] == -1.0).all()
