@@ -75,14 +75,13 @@ def rows_in_range(A, acc):
     row's positive scale (``Distance.row_scale_free``); a value below 2^-1021 of its row's largest then adds
     nothing to its sums, as beside it in float64 anyway.  The rare copy is made on the host (NumPy's reduceat
     finds each row's largest)."""
-    exponent = (np.finfo(acc).maxexp - ROW_RANGE_TERMS_BITS) // 2
     xp = arrays.array_module(A)
     nnz = validation.stored_entries(A)
     if nnz == 0:
         return A
 
     def in_range(low, high):
-        return 2.0**-exponent <= low and high <= 2.0**exponent or high == 0
+        return magnitudes_in_range(low, high, acc)
 
     facts = validation.facts_of(A)  # bounds found by the check's one pass: where they hold, no value is read
     if facts is not None and facts.magnitudes is not None and in_range(*facts.magnitudes):
@@ -102,6 +101,13 @@ def rows_in_range(A, acc):
     largest[stored] = np.maximum.reduceat(np.abs(data), indptr[:-1][stored])
     data = np.ldexp(data, -np.repeat(np.frexp(largest)[1], counts)).astype(A.dtype, copy=False)
     return arrays.csr_matrix_class(xp)((xp.asarray(data), xp.asarray(indices), xp.asarray(indptr)), shape=A.shape)
+
+
+def magnitudes_in_range(low: float, high: float, acc) -> bool:
+    """Whether stored magnitudes within ``[low, high]`` (the smallest nonzero, the largest) keep a row-scale-free
+    measure's squares and products in ``acc``'s normal range (see ``ROW_RANGE_TERMS_BITS``)."""
+    exponent = (np.finfo(acc).maxexp - ROW_RANGE_TERMS_BITS) // 2
+    return 2.0**-exponent <= low and high <= 2.0**exponent or high == 0
 
 
 def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
@@ -322,6 +328,53 @@ class BoundMeasure:
         fixed = engine.empty((1, exact.size), self.acc)
         engine.expand(tree, (), np.zeros(0), [exact[None, :]], [], [], X.shape[1], fixed)
         engine.scatter(out, flagged if where is None else where, fixed[0])
+
+
+def dense_rows_block(engine: PairwiseEngine, spec: Distance, values: dict, X, Y):
+    """``pairwise_distances`` of dense rows kept dense, where the engine has that path for them
+    (``PairwiseEngine.dense_rows``: CuPy arrays on the GPU) and the measure is one ``plus_times`` term of the
+    rows as given (cosine, euclidean, sqeuclidean, the inner product): the rows checked and normed in one pass,
+    cuBLAS's product, the expansion written in place of it.  None where this path does not take the call (other
+    inputs or measures, a row-scale-free measure's rows beyond its range, ``rows_in_range``'s rescaling): then
+    ``check_pair`` converts the rows to CSR and the driver computes them so.  ``Y=None``: X against itself."""
+    if not _dense_form(spec):
+        return None
+    pair = validation.dense_device_pair(X, Y)
+    if pair is None:
+        return None
+    X, Y, dtype = pair
+    acc = engine.accumulate_dtype(dtype)
+    trees = [expression(NORMS[name], ("x",)) for name in spec.norms]
+    found = None if acc != dtype else engine.dense_rows([X] if Y is X else [X, Y], trees, dtype)
+    if found is None:
+        return None
+    verdicts, norms = found
+    for verdict, name in zip(verdicts, ("X", "Y")):
+        validation.judge_dense(verdict, name)
+    if spec.row_scale_free and not all(magnitudes_in_range(*v["magnitudes"], acc) for v in verdicts):
+        return None  # rescaled rows: the sparse path's (rows_in_range)
+    measure = BoundMeasure(engine, spec, values, dtype)
+    refine, when = spec.refine, None
+    if refine is not None:
+        when = expression(refine.when, EXPANSION_VARIABLES)
+        refine = (refine.semiring, expression(refine.expansion, EXPANSION_VARIABLES))
+    expansion = (spec.expansion_tree, spec.param_names, measure.param_array, when)
+    symmetric = Y is X and spec.symmetric
+    return engine.dense_expanded(X, Y, norms[0], norms[-1], measure.terms[0], dtype, expansion, refine, symmetric)
+
+
+def _dense_form(spec: Distance) -> bool:
+    """One ``plus_times`` product of the rows as given, refined (if at all) by a semiring: the dense path's."""
+    (sr, *more) = spec.terms
+    return (
+        not more
+        and sr.add.kind == "plus"
+        and sr.mult.kind == "times"
+        and spec.prepare == "none"
+        and not spec.nonnegative
+        and spec.on_nonnegative is None
+        and (spec.refine is None or spec.refine.exact is None)
+    )
 
 
 def entry_layout(spec: Distance) -> dict:

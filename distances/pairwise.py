@@ -13,7 +13,7 @@ from semiring import dask as _sdask
 from semiring import tiling, validation
 from semiring.interfaces import call_density
 
-from .bound import BoundMeasure
+from .bound import BoundMeasure, dense_rows_block
 from .specs import column_scale, dask_column_defaults, resolve_metric, split_columns
 
 __all__ = ["check_n_jobs", "cpu_threads", "pairwise_distances", "resolve_metric"]
@@ -99,6 +99,10 @@ def pairwise_distances(
     spec, values = resolve_metric(metric, params)
     check_all_finite(ensure_all_finite)
     engine = _backend.engine(backend)
+    if mask is None and out is None and (spec.columns is None or columns is None and spec.columns.default is None):
+        D = dense_rows_block(engine, spec, values, X, Y)  # dense CuPy rows kept dense, where that path takes them
+        if D is not None:
+            return D
     where = tiling.placement(engine, X, Y, mask)
     X, Y = validation.check_pair(X, Y, verdicts=engine.csr_verdicts)  # CuPy input: on the GPU, where it stays
     if spec.nonnegative:

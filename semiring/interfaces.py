@@ -239,6 +239,20 @@ class PairwiseEngine(Protocol):
         its place below), in the engine's threads where it has its own: the first write of each fresh page of a
         large result is what the copy costs, so it is spread over the threads as the tiles' writes are."""
 
+    def dense_rows(self, matrices, trees, dtype) -> tuple[list[dict], list[list]] | None:
+        """Dense rows kept dense, where the engine has that path for them, else None (the caller converts them to
+        CSR).  For each matrix of ``matrices`` (2-D, C-contiguous, on the engine's device, of ``dtype``): what one
+        pass over its values finds (``"nan"`` and ``"inf"``: how many; ``"magnitudes"``: the smallest nonzero and
+        the largest magnitude, ``(inf, 0)`` where none is nonzero), as ``semiring.validation.judge_dense``
+        reads it, and its row norms ``Σ f(x)`` for each of ``trees`` (expressions of ``x``) in ``dtype``."""
+
+    def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
+        """A one-term measure of dense rows (those ``dense_rows`` took, with its norms), one ``m × p`` block of
+        ``dtype``: the product ``sr`` (``plus_times``; others refused) of X against Y, expanded by ``expansion``
+        ``(tree, param_names, params, when)``; where ``when`` holds, ``refine`` ``(semiring, tree)`` gives the
+        entry exactly from the rows (``Refinement``).  ``symmetric`` (Y is X, and the measure is symmetric): each
+        pair once, the result exactly symmetric."""
+
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """Bytes per result entry that ``pairwise_expanded`` (``sr``, a result of ``dtype``, the expansion
         ``tree``) takes beyond the block it returns, for the block of all X's rows against all Y's (the call's

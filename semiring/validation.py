@@ -209,12 +209,17 @@ def _check_finite(A, name: str, allow_inf: bool) -> bool:
     """NaN refused, infinity too unless ``allow_inf``; whether every stored value is finite."""
     xp = array_module(A)
     if A.nnz and not bool(xp.isfinite(A.data).all()):
-        if bool(xp.isnan(A.data).any()):
-            raise ValueError(f"{name} contains NaN; stored values must be numbers")
-        if not allow_inf:
-            raise ValueError(f"{name} contains infinity; all stored values must be finite")
+        _refuse_nonfinite(name, bool(xp.isnan(A.data).any()), True, allow_inf)
         return False
     return True
+
+
+def _refuse_nonfinite(name: str, nan: bool, inf: bool, allow_inf: bool) -> None:
+    """The rule on values every check states alike: NaN refused, infinity too unless ``allow_inf``."""
+    if nan:
+        raise ValueError(f"{name} contains NaN; stored values must be numbers")
+    if inf and not allow_inf:
+        raise ValueError(f"{name} contains infinity; all stored values must be finite")
 
 
 def _check_device_matrix(A, name: str, allow_inf: bool):
@@ -266,10 +271,7 @@ def _checked_by_verdicts(A, name: str, allow_inf: bool, copied: bool, verdict: d
     if verdict["unsorted"]:
         A = _canonical(A, copied)  # repeats summed: their sums are checked again below (magnitudes unknown)
         return A, _check_finite(A, name, allow_inf), None, None
-    if verdict["nan"]:
-        raise ValueError(f"{name} contains NaN; stored values must be numbers")
-    if verdict["inf"] and not allow_inf:
-        raise ValueError(f"{name} contains infinity; all stored values must be finite")
+    _refuse_nonfinite(name, verdict["nan"], verdict["inf"], allow_inf)
     return A, not verdict["inf"], verdict.get("magnitudes"), nnz
 
 
@@ -437,11 +439,47 @@ def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
     X = check_matrix(X, "X", allow_inf=allow_inf, verdicts=verdicts)
     Y = X if same else check_matrix(Y, "Y", allow_inf=allow_inf, verdicts=verdicts)
     if X.shape[1] != Y.shape[1]:
-        raise ValueError(
-            f"X has {X.shape[1]} columns but Y has {Y.shape[1]}; rows are compared column by column, "
-            "so both must have the same number of columns (features)"
-        )
+        _refuse_widths(X, Y)
     return X, Y
+
+
+def dense_device_pair(X, Y):
+    """``(X, Y, dtype)``: dense CuPy rows (``Y=None``: X against itself, one object) kept dense, as 2-D
+    C-contiguous arrays of the result's type, with the rules ``check_pair`` states of their shapes and types
+    (the same messages); their values are not read here (an engine's ``dense_rows`` pass finds what
+    ``judge_dense`` rules on).  None unless both are dense CuPy arrays with a row and a column each: then
+    ``check_pair`` takes them, as CSR."""
+    same = Y is None or Y is X
+    given = [X] if same else [X, Y]
+    if not all(is_cupy(A) and isinstance(A, array_module(A).ndarray) for A in given):
+        return None
+    for A, name in zip(given, ("X", "Y")):
+        if A.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
+                "Reshape your data: x.reshape(1, -1) for a single sample"
+            )
+    dtype = np.result_type(*(_value_dtype(A.dtype, name) for A, name in zip(given, ("X", "Y"))))
+    if not same and X.shape[1] != Y.shape[1]:
+        _refuse_widths(X, Y)
+    if any(0 in A.shape for A in given):
+        return None
+    xp = array_module(X)
+    X = xp.ascontiguousarray(X, dtype=dtype)  # the caller's own array where it is already so: never written
+    return X, X if same else xp.ascontiguousarray(Y, dtype=dtype), dtype
+
+
+def judge_dense(verdict: dict, name: str, allow_inf: bool = False) -> None:
+    """Dense rows judged by what an engine's pass found in their values (``PairwiseEngine.dense_rows``), with
+    the messages every check gives."""
+    _refuse_nonfinite(name, verdict["nan"], verdict["inf"], allow_inf)
+
+
+def _refuse_widths(X, Y) -> None:
+    raise ValueError(
+        f"X has {X.shape[1]} columns but Y has {Y.shape[1]}; rows are compared column by column, "
+        "so both must have the same number of columns (features)"
+    )
 
 
 def lowest_value(A) -> float:

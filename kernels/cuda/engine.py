@@ -16,7 +16,7 @@ import numpy as np
 from semiring import arrays
 from semiring.interfaces import SCRATCH_BUDGET, Entries
 
-from . import elementwise, graph, launch, strategies, topk
+from . import dense, elementwise, graph, launch, strategies, topk
 from .launch import DeviceCSR
 from .planner import Settings
 
@@ -142,6 +142,19 @@ class CudaEngine:
 
     def mirror_into(self, target, source) -> None:
         target[...] = source.T  # CuPy's copy kernel (the tiling writes GPU tiles apart: no caller yet)
+
+    def dense_rows(self, matrices, trees, dtype) -> tuple[list[dict], list[list]] | None:
+        """CuPy arrays only, under the ``auto`` strategy (a forced one runs its own kernel, on CSR rows): one
+        launch a matrix, one copy back for all (``dense.rows_checked``)."""
+        if Settings.from_env().strategy != "auto" or not all(arrays.is_cupy(A) for A in matrices):
+            return None
+        return dense.rows_checked(matrices, trees, dtype)
+
+    def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
+        """cuBLAS's product, then the measure in place of it (``dense.measure``); SYRK where ``symmetric``."""
+        if not (sr.add.kind == "plus" and sr.mult.kind == "times"):
+            raise ValueError(f"the dense path multiplies by cuBLAS: plus_times only, got {sr!r}")
+        return dense.measure(X, Y, xnorms, ynorms, dtype, expansion, refine, symmetric)
 
 
 class CudaGraphEngine:

@@ -1069,3 +1069,161 @@ def rowvec_shared_bytes(ncols: int, value_type: str, sr, second_pass: bool = Fal
     item = 4 if value_type == "float32" else 8
     need_bitmap = (not sr.annihilates and not sr.is_union) or second_pass
     return ncols * item + (4 * ((ncols + 31) // 32) if need_bitmap else 0)
+
+
+# A value's magnitude as the integer of its bits, the sign cleared (no arithmetic: subnormals kept); these order
+# as the magnitudes do, so a check finds the smallest nonzero and the largest with integer atomics.
+_MAGNITUDE_BITS = """\
+__device__ __forceinline__ long long sr_magnitude_bits(float x) { return (long long)(__float_as_uint(x) & 0x7fffffffu); }
+__device__ __forceinline__ long long sr_magnitude_bits(double x) { return __double_as_longlong(x) & 0x7fffffffffffffffLL; }
+"""
+
+# The slots of one dense matrix's verdict (``render_dense_rows``), in order, and what the caller sets them to.
+DENSE_VERDICT = ("nan", "inf", "smallest", "largest")
+DENSE_VERDICT_START = (0, 0, 0x7FFFFFFFFFFFFFFF, 0)
+
+
+@memo_by_identity
+def render_dense_rows(trees: tuple, label: str, value_type: str = "float32") -> KernelSource:
+    """One warp per row of a dense, C-contiguous ``m × n`` matrix: its row norms ``Σ f(x)`` (up to two, ``trees``
+    of ``x``) in ``value_type``, and in the same pass what the input's check reads of its values: ``verdict``
+    (``DENSE_VERDICT``: four int64, set to ``DENSE_VERDICT_START`` by the caller) gets the NaN and the infinite
+    values counted, and the smallest nonzero and the largest magnitude as ``render_csr_check`` finds them.
+
+    Dense CuPy rows are checked and normed by this one launch (``kernels.cuda.dense``), where converting them
+    to CSR first (a mask, a count, a compaction) took most of a small call."""
+    if len(trees) > 2:
+        raise ValueError(f"render_dense_rows takes at most two row norms, got {len(trees)}")
+    T = _types(value_type, "int32")[0]
+    name = f"sr_dense_rows_{_suffix(label, value_type, 'int32')}"
+    sums = "".join(
+        f"\n            acc{k} += {_expr.render_cuda(tree, {'x': 'x'}, 'T')};" for k, tree in enumerate(trees)
+    )
+    reduce = "".join(f"\n        acc{k} += __shfl_down_sync(0xffffffffu, acc{k}, o);" for k in range(len(trees)))
+    store = "".join(f"\n        norm{k}[row] = acc{k};" for k in range(len(trees)))
+    body = f"""\
+typedef {T} T;
+{_MAGNITUDE_BITS}
+extern "C" __global__ void {name}(
+    const T* __restrict__ a, long long m, long long n, T* __restrict__ norm0, T* __restrict__ norm1,
+    long long* __restrict__ verdict)
+{{
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    long long nans = 0, infs = 0, smallest = 0x7fffffffffffffffLL, largest = 0;
+    T acc0 = T(0), acc1 = T(0);
+    if (row < m) {{
+        const T* __restrict__ r = a + row * n;
+        for (long long k = lane; k < n; k += 32) {{
+            const T x = r[k];{sums}
+            if (isnan(x)) ++nans;
+            else if (isinf(x)) ++infs;
+            const long long b = sr_magnitude_bits(x);
+            if (b != 0 && b < smallest) smallest = b;
+            largest = b > largest ? b : largest;
+        }}
+    }}
+    for (int o = 16; o > 0; o >>= 1) {{{reduce}
+        nans += __shfl_down_sync(0xffffffffu, nans, o);
+        infs += __shfl_down_sync(0xffffffffu, infs, o);
+        const long long s = __shfl_down_sync(0xffffffffu, smallest, o), g = __shfl_down_sync(0xffffffffu, largest, o);
+        smallest = s < smallest ? s : smallest;
+        largest = g > largest ? g : largest;
+    }}
+    if (lane == 0 && row < m) {{{store}
+        if (nans) atomicAdd((unsigned long long*)&verdict[0], (unsigned long long)nans);
+        if (infs) atomicAdd((unsigned long long*)&verdict[1], (unsigned long long)infs);
+        if (smallest < 0x7fffffffffffffffLL) atomicMin(&verdict[2], smallest);
+        if (largest) atomicMax(&verdict[3], largest);
+    }}
+}}
+"""
+    return KernelSource(name, PREAMBLE + body)
+
+
+@memo_by_identity
+def render_dense_measure(
+    expansion: _expr.Node,
+    param_names: tuple[str, ...],
+    when: _expr.Node | None,
+    refine: tuple | None,
+    label: str,
+    value_type: str = "float32",
+    symmetric: bool = False,
+) -> KernelSource:
+    """A one-term measure over the product ``c = X · Yᵀ`` of dense rows (cuBLAS's), written in place of ``c``:
+    entry (i, j) becomes ``f(c[i, j], 0, nx*[i], ny*[j], n)``, the measure's expansion; where its refinement
+    test ``when`` holds (the expansion cancels), ``g(⊕_k X[i, k] ⊗ Y[j, k])`` instead, from the rows themselves
+    over every column, ``refine`` being ``(semiring, g)``: the same exact recomputation the sparse path makes of
+    the entries it lists, here in the thread that found them (they are rare: near-duplicate rows, the diagonal).
+
+    One thread per entry; ``symmetric`` (X against itself, ``c`` holding its upper triangle only, SYRK's): a
+    block of ``MIRROR_TILE × MIRROR_ROWS`` threads reads a tile on or above the diagonal into shared memory,
+    then writes it expanded and its mirror below the diagonal, so every pair is multiplied once, the result is
+    exactly symmetric, and no second pass mirrors it (``render_mirror_upper``)."""
+    T = _types(value_type, "int32")[0]
+    kind = "dense_measure_symmetric" if symmetric else "dense_measure"
+    name = f"sr_{kind}_{_suffix(label, value_type, 'int32')}"
+    names = {**EXPANSION_ARGS, "c0": "c", "c1": "T(0)"}
+    names.update({q: f"T(eparams[{k}])" for k, q in enumerate(param_names)})
+    locals_, (value, *test) = _expr.render_cuda_shared([expansion, *([] if when is None else [when])], names)
+    ops, exact = "", ""
+    if when is not None:
+        sr, tree = refine
+        rlocals, (rvalue,) = _expr.render_cuda_shared([tree], {**EXPANSION_ARGS, "c0": "acc"})
+        start = _expr.render_cuda(_expr.Node("num", (sr.add.identity,)), {}, "T")
+        ops = _ops(sr, T)
+        exact = f"""
+    if ({test[0]}) {{
+        const T* __restrict__ x = X + i * n;
+        const T* __restrict__ y = Y + j * n;
+        T acc = {start};
+        for (long long k = 0; k < n; ++k) acc = sr_add(acc, sr_mult(x[k], y[k], rparams));
+        {{
+            {rlocals}
+            return {rvalue};
+        }}
+    }}"""
+    measure = f"""\
+{ops or f"typedef {T} T;"}
+__device__ __forceinline__ T sr_measure(
+    T c, long long i, long long j, const T* __restrict__ X, const T* __restrict__ Y, long long n,
+    const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
+    const double* __restrict__ eparams, const double* __restrict__ rparams)
+{{
+    {locals_}{exact}
+    return {value};
+}}"""
+    head = f"""extern "C" __global__ void {name}(
+    const T* __restrict__ X, const T* __restrict__ Y, long long m, long long p, long long n,
+    const T* __restrict__ nx0, const T* __restrict__ nx1, const T* __restrict__ ny0, const T* __restrict__ ny1,
+    const double* __restrict__ eparams, const double* __restrict__ rparams, T* __restrict__ c)"""
+    operands = "X, Y, n, nx0, nx1, ny0, ny1, eparams, rparams"
+    if not symmetric:
+        body = f"""{head}
+{{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    {_ENTRY_OF_T}
+    c[t] = sr_measure(c[t], i, j, {operands});
+}}"""
+    else:
+        t, r = MIRROR_TILE, MIRROR_ROWS
+        body = f"""{head}
+{{
+    __shared__ T tile[{t}][{t + 1}];
+    const long long I = blockIdx.y, J = blockIdx.x;  // the tile above the diagonal: rows of tile J, columns of I
+    if (J > I) return;
+    for (int a = threadIdx.y; a < {t}; a += {r}) {{
+        const long long row = J * {t} + a, col = I * {t} + threadIdx.x;
+        if (row < m && col < m) tile[a][threadIdx.x] = c[row * m + col];
+    }}
+    __syncthreads();
+    for (int a = threadIdx.y; a < {t}; a += {r}) {{
+        const int b = threadIdx.x;
+        long long row = J * {t} + a, col = I * {t} + b;  // the tile above (on a diagonal tile, its lower half too)
+        if (row < m && col < m) c[row * m + col] = sr_measure(I == J && a > b ? tile[b][a] : tile[a][b], row, col, {operands});
+        row = I * {t} + a, col = J * {t} + b;  // its mirror below the diagonal
+        if (I != J && row < m && col < m) c[row * m + col] = sr_measure(tile[b][a], row, col, {operands});
+    }}
+}}"""
+    return KernelSource(name, PREAMBLE + measure + "\n" + body + "\n")

@@ -295,7 +295,8 @@ def test_cupy_inputs_give_cupy_results(backend):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("chunk_bytes", [None, 512])  # 512 bytes: the columns in several chunks, SYRK accumulating
 def test_dense_rows_against_themselves_by_syrk(metric, m, n, dtype, chunk_bytes, monkeypatch):
-    """Dense CuPy rows against themselves (Y None): made CSR on the device, the dense GEMM path's upper triangle
+    """Dense CuPy rows against themselves (Y None), forced to the CSR route (a forced strategy is the rows'
+    conversion's: ``test_dense_cupy_rows_stay_dense`` has the dense path): made CSR on the device, the dense GEMM path's upper triangle
     by SYRK and its mirror below; against SciPy's float64 cdist, with a zero row, zeros anywhere and tile sizes
     that are no multiple of the mirror's; the result exactly symmetric."""
     import cupy
@@ -315,6 +316,143 @@ def test_dense_rows_against_themselves_by_syrk(metric, m, n, dtype, chunk_bytes,
     np.testing.assert_array_equal(got, got.T)
     ref = oracle(metric, X.astype(np.float64), X.astype(np.float64))
     np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=metric, **gpu_tolerances(metric, dtype))
+
+
+DENSE_MEASURES = ["cosine", "euclidean", "inner_product", "sqeuclidean"]
+
+
+@pytest.fixture
+def dense_calls(monkeypatch):
+    """The dense rows' path spied on: its measures computed (``kernels.cuda.dense.measure``) and the dense rows
+    converted to CSR (``validation._dense_to_csr``), counted."""
+    from spies import Calls
+
+    from semiring import validation
+    from semiring.kernels.cuda import dense as dense_path
+
+    measured, converted = Calls(dense_path.measure), Calls(validation._dense_to_csr)
+    monkeypatch.setattr(dense_path, "measure", measured)
+    monkeypatch.setattr(validation, "_dense_to_csr", converted)
+    return measured, converted
+
+
+@pytest.mark.parametrize("metric", DENSE_MEASURES)
+@pytest.mark.parametrize("m, p, n", [(1, 1, 3), (45, 45, 7), (77, 30, 40), (300, 300, 65)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("against_itself", [True, False])
+def test_dense_cupy_rows_stay_dense(metric, m, p, n, dtype, against_itself, dense_calls):
+    """Dense CuPy rows never made CSR: cuBLAS's product (SYRK against themselves), the measure written in place,
+    against SciPy's float64 cdist; with a zero row, zeros anywhere, a near-duplicate pair that the expansion
+    cancels on (recomputed exactly from the rows) and tile sizes that are no multiple of 32.  Against
+    themselves the result is exactly symmetric and euclidean's diagonal exactly 0."""
+    import cupy
+
+    measured, converted = dense_calls
+    rng = np.random.default_rng(m * 1000 + n)
+    X = (rng.standard_normal((m, n)) * 10 * (rng.random((m, n)) < 0.7)).astype(dtype)
+    X[m // 2] = 0.0
+    if m > 2:
+        X[1] = X[0] + dtype(1e-3) * (X[0] != 0)  # at a distance 1e-4 of their norms: the expansion loses it all
+    Y = X if against_itself else (rng.standard_normal((p, n)) * (rng.random((p, n)) < 0.5)).astype(dtype)
+    if not against_itself and p > 3:
+        Y[3] = X[0] + dtype(1e-3) * (X[0] != 0)
+    got = distances.pairwise_distances(cupy.asarray(X), None if against_itself else cupy.asarray(Y), metric=metric)
+    assert isinstance(got, cupy.ndarray) and got.dtype == dtype and got.shape == (m, Y.shape[0])
+    assert measured.count == 1 and converted.count == 0
+    got = got.get()
+    ref = oracle(metric, X.astype(np.float64), Y.astype(np.float64))
+    np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=metric, **gpu_tolerances(metric, dtype))
+    if against_itself:
+        np.testing.assert_array_equal(got, got.T)
+        if metric in ("euclidean", "sqeuclidean"):
+            assert (np.diag(got) == 0).all()
+    if metric == "euclidean" and m > 2:  # the refined pair: to the float type's own precision, not the norms'
+        pair = (0, 1) if against_itself else (0, 3) if p > 3 else None
+        if pair is not None:
+            np.testing.assert_allclose(got[pair], ref[pair], rtol=1e-4 if dtype == np.float32 else 1e-10)
+
+
+_DENSE_TYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("metric", DENSE_MEASURES)
+@given(data=st.data())
+def test_dense_cupy_rows_of_any_type_order_and_shape(metric, data, dense_calls):
+    """Awkward dense CuPy input on the dense path: every value type (integers and bools as float64, float16 as
+    float32), mixed types (float64 wins), Fortran order and strided views, one column, zero rows; against the
+    float64 oracle, the result's type as the CSR route gives it."""
+    import cupy
+
+    measured, _ = dense_calls  # one spy for every example (a function-scoped fixture): counted from here
+    before = measured.count
+    n = data.draw(st.integers(1, 9))
+    shapes = [(data.draw(st.integers(1, 12)), n), (data.draw(st.integers(1, 12)), n)]
+    types = [data.draw(st.sampled_from(_DENSE_TYPES)) for _ in shapes]
+    values = st.sampled_from([0.0, 0.0, 1.0, -2.0, 3.0, 0.5])
+    mats = [np.array(data.draw(st.lists(values, min_size=a * b, max_size=a * b))).reshape(a, b) for a, b in shapes]
+    mats = [A.astype(t) for A, t in zip(mats, types)]
+    layout = data.draw(st.sampled_from(["C", "F", "strided"]))
+    device = []
+    for A in mats:
+        if layout == "strided":  # every other column of a wider array: a view CuPy's kernels may not read as dense
+            wide = cupy.zeros((A.shape[0], 2 * n), A.dtype)
+            wide[:, ::2] = cupy.asarray(A)
+            device.append(wide[:, ::2])
+        else:
+            device.append(cupy.asarray(A, order=layout))
+    same = data.draw(st.booleans())
+    got = distances.pairwise_distances(device[0], None if same else device[1], metric=metric)
+    Yd = mats[0] if same else mats[1]
+    want_type = distances.pairwise_distances(mats[0], None if same else mats[1], metric=metric).dtype
+    assert got.dtype == want_type and measured.count == before + 1
+    ref = oracle(metric, mats[0].astype(np.float64), Yd.astype(np.float64))
+    np.testing.assert_allclose(got.get(), ref, equal_nan=True, err_msg=metric, **gpu_tolerances(metric, got.dtype))
+
+
+def test_dense_cupy_rows_are_refused_as_the_csr_route_refuses_them(dense_calls):
+    """NaN and infinity named with the argument, a 3-D array and unequal widths refused, before any product."""
+    import cupy
+
+    measured, _ = dense_calls
+    X = cupy.ones((4, 3), np.float32)
+    bad = X.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN"):
+        distances.pairwise_distances(bad, metric="cosine")
+    bad[2, 1] = np.inf
+    with pytest.raises(ValueError, match="Y contains infinity"):
+        distances.pairwise_distances(X, bad, metric="euclidean")
+    with pytest.raises(ValueError, match="X must be 2-D"):
+        distances.pairwise_distances(cupy.ones((2, 2, 2)), metric="cosine")
+    with pytest.raises(ValueError, match="X has 3 columns but Y has 2"):
+        distances.pairwise_distances(X, cupy.ones((2, 2)), metric="cosine")
+    with pytest.raises(TypeError, match="X has dtype complex128"):
+        distances.pairwise_distances(cupy.ones((2, 2), complex), metric="cosine")
+    assert measured.count == 0
+
+
+def test_dense_cupy_rows_beyond_the_range_or_forced_take_the_csr_route(dense_calls, monkeypatch):
+    """Cosine of float32 rows at 1e30 and 1e-30 (their squares leave float32): the CSR route, which rescales each
+    row first, right against the oracle; a forced strategy and a per-column weight take it too."""
+    import cupy
+
+    from semiring.kernels.cuda import planner
+
+    measured, converted = dense_calls
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((20, 6))
+    for scale in (1e30, 1e-30):
+        X = (base * scale).astype(np.float32)
+        got = distances.pairwise_distances(cupy.asarray(X), metric="cosine").get()
+        np.testing.assert_allclose(got, oracle("cosine", base, base), rtol=2e-4, atol=2e-5)
+    assert measured.count == 0 and converted.count == 2
+    w = rng.random(6)
+    got = distances.pairwise_distances(cupy.asarray(base), metric="euclidean", w=w).get()
+    np.testing.assert_allclose(got, oracle("euclidean", base, base, w=w), rtol=1e-9, atol=1e-12)
+    monkeypatch.setenv(planner.STRATEGY_ENV, "dense-gemm")
+    got = distances.pairwise_distances(cupy.asarray(base), metric="euclidean").get()
+    np.testing.assert_allclose(got, oracle("euclidean", base, base), rtol=1e-9, atol=1e-12)
+    assert measured.count == 0
 
 
 @given(data=st.data())

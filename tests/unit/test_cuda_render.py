@@ -12,6 +12,7 @@ run on the 2-core development machine compiling every kernel each time; 97 s col
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import semiring
@@ -337,3 +338,63 @@ def test_extrema_kernel_compiles_for_max_and_min_unions_and_refuses_others(value
     for sr in (semiring.plus_absdiff, semiring.plus_times, semiring.max_times):
         with pytest.raises(ValueError, match="max- or min-monoid union"):
             cuda_source.render_pairwise_extrema(sr, value_type, index_type)
+
+
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+@pytest.mark.parametrize("norms", [(), ("sumsq",), ("sum", "sumsq")])
+def test_dense_rows_kernel_compiles(value_type, norms):
+    """The dense rows' check and norms in one pass: a sum and a store for each norm, none for an absent one."""
+    trees = tuple(E.parse(NORMS[name], ("x",))[0] for name in norms)
+    kernel = cuda_source.render_dense_rows(trees, "_".join(norms) or "none", value_type)
+    for k in range(2):
+        assert (f"norm{k}[row] = acc{k};" in kernel.source) == (k < len(norms))
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+    three = tuple(E.parse(NORMS[name], ("x",))[0] for name in ("sum", "sumsq", "sum"))
+    with pytest.raises(ValueError, match="at most two row norms"):
+        cuda_source.render_dense_rows(three, "three", value_type)
+
+
+def _dense_measures():
+    from semiring.distances.bound import _dense_form
+
+    return [d for d in DISTANCES if _dense_form(d)]
+
+
+@pytest.mark.parametrize("d", _dense_measures(), ids=lambda d: d.name)
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_dense_measure_kernel_compiles(d, value_type, symmetric):
+    """Every measure the dense path takes, over GEMM's product and SYRK's triangle: the expansion, and where the
+    measure refines, the exact recomputation from the rows in the thread that flags the entry."""
+    when = refine = None
+    if d.refine is not None:
+        when = E.parse(d.refine.when, tuple(cuda_source.EXPANSION_ARGS))[0]
+        refine = (d.refine.semiring, E.parse(d.refine.expansion, tuple(cuda_source.EXPANSION_ARGS))[0])
+    kernel = cuda_source.render_dense_measure(
+        d.expansion_tree, tuple(d.param_names), when, refine, d.name, value_type, symmetric
+    )
+    assert ("sr_mult(x[k], y[k], rparams)" in kernel.source) == (d.refine is not None)
+    assert ("__shared__" in kernel.source) == symmetric
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
+@pytest.mark.parametrize("T, bits", [(np.float32, np.uint32), (np.float64, np.uint64)])
+def test_dense_verdict_reads_the_magnitudes_from_their_bits(T, bits):
+    """The dense check's slots as validation reads them: counts as they are, magnitudes from the bits the kernel
+    compared (a subnormal too), ``(inf, 0)`` where no value is nonzero."""
+    from semiring.kernels.cuda.dense import _verdict
+
+    low, high = np.array([np.finfo(T).smallest_subnormal, 3.5], T).view(bits).astype(np.int64)
+    found = _verdict(np.array([2, 1, low, high], np.int64), T)
+    assert found == {"nan": 2, "inf": 1, "magnitudes": (float(np.finfo(T).smallest_subnormal), 3.5)}
+    empty = _verdict(np.array(cuda_source.DENSE_VERDICT_START, np.int64), T)
+    assert empty["magnitudes"] == (np.inf, 0.0) and empty["nan"] == empty["inf"] == 0
+
+
+def test_dense_path_takes_one_plain_product_and_leaves_host_rows_to_csr():
+    """The measures the dense rows' path computes (one ``plus_times`` of the rows as given, refined by a semiring
+    if at all), and NumPy rows left to the CSR route (``dense_device_pair`` is for CuPy arrays)."""
+    from semiring import validation
+
+    assert [d.name for d in _dense_measures()] == ["cosine", "euclidean", "inner_product", "seuclidean", "sqeuclidean"]
+    assert validation.dense_device_pair(np.ones((2, 3)), None) is None
