@@ -348,11 +348,7 @@ def dense_rows_block(engine: PairwiseEngine, spec: Distance, values: dict, X, Y)
     found = None if acc != dtype else engine.dense_rows([X] if Y is X else [X, Y], trees, dtype)
     if found is None:
         return None
-    verdicts, norms = found
-    for verdict, name in zip(verdicts, ("X", "Y")):
-        validation.judge_dense(verdict, name)
-    if spec.row_scale_free and not all(magnitudes_in_range(*v["magnitudes"], acc) for v in verdicts):
-        return None  # rescaled rows: the sparse path's (rows_in_range)
+    findings, norms = found
     measure = BoundMeasure(engine, spec, values, dtype)
     refine, when = spec.refine, None
     if refine is not None:
@@ -360,7 +356,15 @@ def dense_rows_block(engine: PairwiseEngine, spec: Distance, values: dict, X, Y)
         refine = (refine.semiring, expression(refine.expansion, EXPANSION_VARIABLES))
     expansion = (spec.expansion_tree, spec.param_names, measure.param_array, when)
     symmetric = Y is X and spec.symmetric
-    return engine.dense_expanded(X, Y, norms[0], norms[-1], measure.terms[0], dtype, expansion, refine, symmetric)
+    # Queued behind the check, which is read before anything is returned: the device never waits for the host
+    # in between, and a refused input's product is dropped unread.
+    D = engine.dense_expanded(X, Y, norms[0], norms[-1], measure.terms[0], dtype, expansion, refine, symmetric)
+    verdicts = engine.dense_verdicts(findings)
+    for verdict, name in zip(verdicts, ("X", "Y")):
+        validation.judge_dense(verdict, name)
+    if spec.row_scale_free and not all(magnitudes_in_range(*v["magnitudes"], acc) for v in verdicts):
+        return None  # rows to rescale first (rows_in_range): the CSR route's, this product dropped
+    return D
 
 
 def _dense_form(spec: Distance) -> bool:

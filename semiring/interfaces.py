@@ -239,12 +239,17 @@ class PairwiseEngine(Protocol):
         its place below), in the engine's threads where it has its own: the first write of each fresh page of a
         large result is what the copy costs, so it is spread over the threads as the tiles' writes are."""
 
-    def dense_rows(self, matrices, trees, dtype) -> tuple[list[dict], list[list]] | None:
+    def dense_rows(self, matrices, trees, dtype) -> tuple[Any, list[list]] | None:
         """Dense rows kept dense, where the engine has that path for them, else None (the caller converts them to
-        CSR).  For each matrix of ``matrices`` (2-D, C-contiguous, on the engine's device, of ``dtype``): what one
-        pass over its values finds (``"nan"`` and ``"inf"``: how many; ``"magnitudes"``: the smallest nonzero and
-        the largest magnitude, ``(inf, 0)`` where none is nonzero), as ``semiring.validation.judge_dense``
-        reads it, and its row norms ``Σ f(x)`` for each of ``trees`` (expressions of ``x``) in ``dtype``."""
+        CSR).  ``(findings, norms)``: for each matrix of ``matrices`` (2-D, C-contiguous, on the engine's device,
+        of ``dtype``), one pass over its values started, what it finds read later by ``dense_verdicts``, and its
+        row norms ``Σ f(x)`` for each of ``trees`` (expressions of ``x``) in ``dtype``."""
+
+    def dense_verdicts(self, findings) -> list[dict]:
+        """What ``dense_rows``'s pass found, one dict a matrix, as ``semiring.validation.judge_dense`` reads it:
+        ``"nan"`` and ``"inf"`` (how many), ``"magnitudes"`` (the smallest nonzero and the largest magnitude,
+        ``(inf, 0)`` where none is nonzero).  The host waits here, so a caller queues its work on the rows first
+        and reads these before it returns any of it."""
 
     def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
         """A one-term measure of dense rows (those ``dense_rows`` took, with its norms), one ``m × p`` block of

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -98,7 +98,7 @@ class BinaryOp:
         names = {"x": x, "y": y, **{p: f"{value_type}({params}[{i}])" for i, p in enumerate(self.param_names)}}
         return _expr.render_cuda(self.tree, names, value_type)
 
-    @property
+    @cached_property  # the tree never changes: recognised once, not at every engine call that asks
     def kind(self) -> str | None:
         """The built-in op this one computes (``"times"`` for ``x * y`` and ``y * x``), or None.
 
@@ -227,7 +227,7 @@ class Monoid:
     def key(self) -> tuple:
         return (self.op.key, self.identity)
 
-    @property
+    @cached_property
     def kind(self) -> str | None:
         """``"plus"``, ``"times"``, ``"min"`` or ``"max"`` when this is that monoid (its op and identity), else None.
 

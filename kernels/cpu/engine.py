@@ -147,6 +147,9 @@ class CpuEngine:
     def dense_rows(self, matrices, trees, dtype) -> None:
         """None: dense host rows reach this engine as CSR, whose dense blocks take BLAS (``kernels.cpu.dense``)."""
 
+    def dense_verdicts(self, findings) -> list[dict]:
+        raise NotImplementedError("the CPU engine has no dense-rows path (dense_rows is None): pass CSR rows")
+
     def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool):
         raise NotImplementedError("the CPU engine has no dense-rows path (dense_rows is None): pass CSR rows")
 

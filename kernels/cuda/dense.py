@@ -9,7 +9,9 @@ as they came:
 
 * :func:`rows_checked` — one launch a matrix (``source.render_dense_rows``)
   finds NaN and infinite values and the magnitudes' range, and writes the
-  measure's row norms; both matrices' findings come back in one copy;
+  measure's row norms; both matrices' findings come back in one copy
+  (:func:`verdicts`), read after the product is queued, so the device does
+  not wait for the host between them;
 * :func:`measure` — cuBLAS's product, SYRK for rows against themselves (half
   the products) and GEMM else, in the result's type (no TF32: exact products),
   then one kernel writing the measure in place of the product
@@ -26,28 +28,48 @@ from .elementwise import label
 from .launch import device_params, value_type
 
 
-def rows_checked(matrices, trees, dtype) -> tuple[list[dict], list[list]]:
-    """For each dense, C-contiguous matrix of ``matrices`` (of ``dtype``, float32 or float64): what its check
-    found (``source.DENSE_VERDICT``: NaN and infinite values counted, ``"magnitudes"`` the smallest nonzero and
-    the largest magnitude, ``(inf, 0)`` where none is nonzero) and its row norms ``Σ f(x)`` for each of
-    ``trees`` in ``dtype``.  One launch a matrix, one copy back for all of them."""
+def rows_checked(matrices, trees, dtype) -> tuple[object, list[list]]:
+    """For each dense, C-contiguous matrix of ``matrices`` (of ``dtype``, float32 or float64), launched: one pass
+    finding what its check reads of its values, and its row norms ``Σ f(x)`` for each of ``trees`` in ``dtype``.
+    ``(findings, norms)``: the findings stay on the device until :func:`verdicts` reads them, so the product
+    can be queued behind the pass before the host waits for any of it."""
     import cupy
 
     name, T = value_type(dtype)
     trees = tuple(trees)
     kernel = source.render_dense_rows(trees, "_".join(label(t) for t in trees) or "none", name)
     slots = len(source.DENSE_VERDICT)
-    verdicts = cupy.asarray(np.tile(np.array(source.DENSE_VERDICT_START, np.int64), len(matrices)))
+    findings = _verdict_start(len(matrices)).copy()  # a copy on the device: no host array copied in
     norms = []
+    dummy = launch.empty(1, T)
     for k, A in enumerate(matrices):
         m, n = A.shape
         own = [cupy.empty(m, T) for _ in trees]
-        dummy = launch.empty(1, T)
         pointers = (own + [dummy, dummy])[:2]
-        launch.launch(kernel, m * 32, (A, np.int64(m), np.int64(n), *pointers, verdicts[k * slots : (k + 1) * slots]))
+        launch.launch(kernel, m * 32, (A, np.int64(m), np.int64(n), *pointers, findings[k * slots : (k + 1) * slots]))
         norms.append(own)
-    found = verdicts.get().reshape(len(matrices), slots)
-    return [_verdict(row, T) for row in found], norms
+    return (findings, T), norms
+
+
+def verdicts(findings) -> list[dict]:
+    """What :func:`rows_checked` found, one dict a matrix (``source.DENSE_VERDICT``: NaN and infinite values
+    counted, ``"magnitudes"`` the smallest nonzero and the largest magnitude, ``(inf, 0)`` where none is
+    nonzero): one copy back, after whatever was queued since."""
+    found, T = findings
+    return [_verdict(row, T) for row in found.get().reshape(-1, len(source.DENSE_VERDICT))]
+
+
+_STARTS: dict = {}
+
+
+def _verdict_start(count: int):
+    """``source.DENSE_VERDICT_START`` for ``count`` matrices, on the current device, made once."""
+    import cupy
+
+    key = (count, cupy.cuda.Device().id)
+    if key not in _STARTS:
+        _STARTS[key] = cupy.asarray(np.tile(np.array(source.DENSE_VERDICT_START, np.int64), count))
+    return _STARTS[key]
 
 
 def _verdict(row, T) -> dict:

@@ -143,12 +143,16 @@ class CudaEngine:
     def mirror_into(self, target, source) -> None:
         target[...] = source.T  # CuPy's copy kernel (the tiling writes GPU tiles apart: no caller yet)
 
-    def dense_rows(self, matrices, trees, dtype) -> tuple[list[dict], list[list]] | None:
+    def dense_rows(self, matrices, trees, dtype) -> tuple[Any, list[list]] | None:
         """CuPy arrays only, under the ``auto`` strategy (a forced one runs its own kernel, on CSR rows): one
-        launch a matrix, one copy back for all (``dense.rows_checked``)."""
+        launch a matrix (``dense.rows_checked``)."""
         if Settings.from_env().strategy != "auto" or not all(arrays.is_cupy(A) for A in matrices):
             return None
         return dense.rows_checked(matrices, trees, dtype)
+
+    def dense_verdicts(self, findings) -> list[dict]:
+        """One copy back for every matrix (``dense.verdicts``)."""
+        return dense.verdicts(findings)
 
     def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
         """cuBLAS's product, then the measure in place of it (``dense.measure``); SYRK where ``symmetric``."""

@@ -9,7 +9,6 @@ when a GPU is used.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,7 +75,7 @@ def function(kernel: KernelSource):
     import cupy
 
     arch = device_arch()
-    key = (hashlib.sha256(kernel.source.encode()).hexdigest(), arch)
+    key = (kernel.source, arch)  # a str keeps its hash: no digest of the source at every launch
     if key not in _FUNCTIONS:
         module = cupy.cuda.function.Module()
         module.load(compile_cached(kernel, arch))

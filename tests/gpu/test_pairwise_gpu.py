@@ -415,10 +415,11 @@ def test_dense_cupy_rows_of_any_type_order_and_shape(metric, data, dense_calls):
 
 
 def test_dense_cupy_rows_are_refused_as_the_csr_route_refuses_them(dense_calls):
-    """NaN and infinity named with the argument, a 3-D array and unequal widths refused, before any product."""
+    """NaN and infinity named with the argument (found by the rows' pass, read before anything is returned), a
+    3-D array, unequal widths and complex values refused (before any product)."""
     import cupy
 
-    measured, _ = dense_calls
+    measured, converted = dense_calls
     X = cupy.ones((4, 3), np.float32)
     bad = X.copy()
     bad[2, 1] = np.nan
@@ -429,16 +430,18 @@ def test_dense_cupy_rows_are_refused_as_the_csr_route_refuses_them(dense_calls):
         distances.pairwise_distances(X, bad, metric="euclidean")
     with pytest.raises(ValueError, match="X must be 2-D"):
         distances.pairwise_distances(cupy.ones((2, 2, 2)), metric="cosine")
+    assert measured.count == 2 and converted.count == 0  # the two refused above: their products dropped
     with pytest.raises(ValueError, match="X has 3 columns but Y has 2"):
         distances.pairwise_distances(X, cupy.ones((2, 2)), metric="cosine")
     with pytest.raises(TypeError, match="X has dtype complex128"):
         distances.pairwise_distances(cupy.ones((2, 2), complex), metric="cosine")
-    assert measured.count == 0
+    assert measured.count == 2 and converted.count == 0
 
 
 def test_dense_cupy_rows_beyond_the_range_or_forced_take_the_csr_route(dense_calls, monkeypatch):
     """Cosine of float32 rows at 1e30 and 1e-30 (their squares leave float32): the CSR route, which rescales each
-    row first, right against the oracle; a forced strategy and a per-column weight take it too."""
+    row first, right against the oracle (the dense product, queued before the rows' range was read, dropped); a
+    forced strategy and a per-column weight take that route from the start."""
     import cupy
 
     from semiring.kernels.cuda import planner
@@ -450,14 +453,14 @@ def test_dense_cupy_rows_beyond_the_range_or_forced_take_the_csr_route(dense_cal
         X = (base * scale).astype(np.float32)
         got = distances.pairwise_distances(cupy.asarray(X), metric="cosine").get()
         np.testing.assert_allclose(got, oracle("cosine", base, base), rtol=2e-4, atol=2e-5)
-    assert measured.count == 0 and converted.count == 2
+    assert measured.count == 2 and converted.count == 2
     w = rng.random(6)
     got = distances.pairwise_distances(cupy.asarray(base), metric="euclidean", w=w).get()
     np.testing.assert_allclose(got, oracle("euclidean", base, base, w=w), rtol=1e-9, atol=1e-12)
     monkeypatch.setenv(planner.STRATEGY_ENV, "dense-gemm")
     got = distances.pairwise_distances(cupy.asarray(base), metric="euclidean").get()
     np.testing.assert_allclose(got, oracle("euclidean", base, base), rtol=1e-9, atol=1e-12)
-    assert measured.count == 0
+    assert measured.count == 2 and converted.count == 4
 
 
 @given(data=st.data())
