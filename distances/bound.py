@@ -332,7 +332,7 @@ class BoundMeasure:
 
 def dense_rows_block(engine: PairwiseEngine, spec: Distance, values: dict, X, Y):
     """``pairwise_distances`` of dense rows kept dense, where the engine has that path for them
-    (``PairwiseEngine.dense_rows``: CuPy arrays on the GPU) and the measure is one ``plus_times`` term of the
+    (``PairwiseEngine.dense_expanded``: CuPy arrays on the GPU) and the measure is one ``plus_times`` term of the
     rows as given (cosine, euclidean, sqeuclidean, the inner product): the rows checked and normed in one pass,
     cuBLAS's product, the expansion written in place of it.  None where this path does not take the call (other
     inputs or measures, a row-scale-free measure's rows beyond its range, ``rows_in_range``'s rescaling): then
@@ -344,26 +344,27 @@ def dense_rows_block(engine: PairwiseEngine, spec: Distance, values: dict, X, Y)
         return None
     X, Y, dtype = pair
     acc = engine.accumulate_dtype(dtype)
-    trees = [expression(NORMS[name], ("x",)) for name in spec.norms]
-    found = None if acc != dtype else engine.dense_rows([X] if Y is X else [X, Y], trees, dtype)
-    if found is None:
+    if acc != dtype:
         return None
-    findings, norms = found
     measure = BoundMeasure(engine, spec, values, dtype)
     refine, when = spec.refine, None
     if refine is not None:
         when = expression(refine.when, EXPANSION_VARIABLES)
         refine = (refine.semiring, expression(refine.expansion, EXPANSION_VARIABLES))
     expansion = (spec.expansion_tree, spec.param_names, measure.param_array, when)
+    trees = [expression(NORMS[name], ("x",)) for name in spec.norms]
     symmetric = Y is X and spec.symmetric
-    # Queued behind the check, which is read before anything is returned: the device never waits for the host
-    # in between, and a refused input's product is dropped unread.
-    D = engine.dense_expanded(X, Y, norms[0], norms[-1], measure.terms[0], dtype, expansion, refine, symmetric)
+    found = engine.dense_expanded(X, Y, trees, measure.terms[0], dtype, expansion, refine, symmetric)
+    if found is None:
+        return None
+    # The rows' check is read once all of the call is queued, and before anything is returned: the device never
+    # waits for the host in between, and a refused input's result is dropped unread.
+    D, findings = found
     verdicts = engine.dense_verdicts(findings)
     for verdict, name in zip(verdicts, ("X", "Y")):
         validation.judge_dense(verdict, name)
     if spec.row_scale_free and not all(magnitudes_in_range(*v["magnitudes"], acc) for v in verdicts):
-        return None  # rows to rescale first (rows_in_range): the CSR route's, this product dropped
+        return None  # rows to rescale first (rows_in_range): the CSR route's, this result dropped
     return D
 
 

@@ -239,24 +239,21 @@ class PairwiseEngine(Protocol):
         its place below), in the engine's threads where it has its own: the first write of each fresh page of a
         large result is what the copy costs, so it is spread over the threads as the tiles' writes are."""
 
-    def dense_rows(self, matrices, trees, dtype) -> tuple[Any, list[list]] | None:
-        """Dense rows kept dense, where the engine has that path for them, else None (the caller converts them to
-        CSR).  ``(findings, norms)``: for each matrix of ``matrices`` (2-D, C-contiguous, on the engine's device,
-        of ``dtype``), one pass over its values started, what it finds read later by ``dense_verdicts``, and its
-        row norms ``Σ f(x)`` for each of ``trees`` (expressions of ``x``) in ``dtype``."""
+    def dense_expanded(self, X, Y, trees, sr, dtype, expansion, refine, symmetric: bool) -> tuple[Any, Any] | None:
+        """A one-term measure of dense rows kept dense, where the engine has that path for them, else None (the
+        caller converts them to CSR).  X and Y (2-D, C-contiguous, on the engine's device, of ``dtype``; Y may
+        be X): ``(result, findings)``, the ``m × p`` block of ``dtype`` and what one pass over the rows' values
+        found (read by ``dense_verdicts``, before the result may be used).  The product ``sr`` (``plus_times``;
+        others refused) expanded by ``expansion`` ``(tree, param_names, params, when)`` with the rows' norms
+        ``Σ f(x)`` for each of ``trees`` (expressions of ``x``); where ``when`` holds, ``refine``
+        ``(semiring, tree)`` gives the entry exactly from the rows (``Refinement``).  ``symmetric`` (Y is X, a
+        symmetric measure): each pair once, the result exactly symmetric."""
 
     def dense_verdicts(self, findings) -> list[dict]:
-        """What ``dense_rows``'s pass found, one dict a matrix, as ``semiring.validation.judge_dense`` reads it:
-        ``"nan"`` and ``"inf"`` (how many), ``"magnitudes"`` (the smallest nonzero and the largest magnitude,
-        ``(inf, 0)`` where none is nonzero).  The host waits here, so a caller queues its work on the rows first
-        and reads these before it returns any of it."""
-
-    def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
-        """A one-term measure of dense rows (those ``dense_rows`` took, with its norms), one ``m × p`` block of
-        ``dtype``: the product ``sr`` (``plus_times``; others refused) of X against Y, expanded by ``expansion``
-        ``(tree, param_names, params, when)``; where ``when`` holds, ``refine`` ``(semiring, tree)`` gives the
-        entry exactly from the rows (``Refinement``).  ``symmetric`` (Y is X, and the measure is symmetric): each
-        pair once, the result exactly symmetric."""
+        """What ``dense_expanded``'s pass over the rows found, one dict a matrix (X's, then Y's where Y is not
+        X), as ``semiring.validation.judge_dense`` reads it: ``"nan"`` and ``"inf"`` (how many),
+        ``"magnitudes"`` (the smallest nonzero and the largest magnitude, ``(inf, 0)`` where none is nonzero).
+        The host waits here, after the engine's work on the rows is queued."""
 
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """Bytes per result entry that ``pairwise_expanded`` (``sr``, a result of ``dtype``, the expansion

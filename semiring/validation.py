@@ -446,7 +446,7 @@ def check_pair(X, Y, *, allow_inf: bool = False, verdicts=None):
 def dense_device_pair(X, Y):
     """``(X, Y, dtype)``: dense CuPy rows (``Y=None``: X against itself, one object) kept dense, as 2-D
     C-contiguous arrays of the result's type, with the rules ``check_pair`` states of their shapes and types
-    (the same messages); their values are not read here (an engine's ``dense_rows`` pass finds what
+    (the same messages); their values are not read here (an engine's ``dense_expanded`` pass finds what
     ``judge_dense`` rules on).  None unless both are dense CuPy arrays with a row and a column each: then
     ``check_pair`` takes them, as CSR."""
     same = Y is None or Y is X
@@ -470,7 +470,7 @@ def dense_device_pair(X, Y):
 
 
 def judge_dense(verdict: dict, name: str, allow_inf: bool = False) -> None:
-    """Dense rows judged by what an engine's pass found in their values (``PairwiseEngine.dense_rows``), with
+    """Dense rows judged by what an engine's pass found in their values (``PairwiseEngine.dense_verdicts``), with
     the messages every check gives."""
     _refuse_nonfinite(name, verdict["nan"], verdict["inf"], allow_inf)
 

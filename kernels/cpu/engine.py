@@ -144,14 +144,11 @@ class CpuEngine:
     def mirror_into(self, target, source) -> None:
         _elementwise.transposed_into(target, source)
 
-    def dense_rows(self, matrices, trees, dtype) -> None:
+    def dense_expanded(self, X, Y, trees, sr, dtype, expansion, refine, symmetric: bool) -> None:
         """None: dense host rows reach this engine as CSR, whose dense blocks take BLAS (``kernels.cpu.dense``)."""
 
     def dense_verdicts(self, findings) -> list[dict]:
-        raise NotImplementedError("the CPU engine has no dense-rows path (dense_rows is None): pass CSR rows")
-
-    def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool):
-        raise NotImplementedError("the CPU engine has no dense-rows path (dense_rows is None): pass CSR rows")
+        raise NotImplementedError("the CPU engine has no dense-rows path (dense_expanded gives None): pass CSR rows")
 
     def expanded_bytes_per_entry(self, X, Y, sr, dtype, tree) -> int | None:
         """The float32 BLAS path's lists of entries to recompute, where the whole block takes it

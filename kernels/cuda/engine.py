@@ -143,22 +143,18 @@ class CudaEngine:
     def mirror_into(self, target, source) -> None:
         target[...] = source.T  # CuPy's copy kernel (the tiling writes GPU tiles apart: no caller yet)
 
-    def dense_rows(self, matrices, trees, dtype) -> tuple[Any, list[list]] | None:
-        """CuPy arrays only, under the ``auto`` strategy (a forced one runs its own kernel, on CSR rows): one
-        launch a matrix (``dense.rows_checked``)."""
-        if Settings.from_env().strategy != "auto" or not all(arrays.is_cupy(A) for A in matrices):
+    def dense_expanded(self, X, Y, trees, sr, dtype, expansion, refine, symmetric: bool) -> tuple[Any, Any] | None:
+        """CuPy arrays only, under the ``auto`` strategy (a forced one runs its own kernel, on CSR rows):
+        cuBLAS's product, the rows' pass, the measure in place of the product (``dense.measure``)."""
+        if Settings.from_env().strategy != "auto" or not (arrays.is_cupy(X) and arrays.is_cupy(Y)):
             return None
-        return dense.rows_checked(matrices, trees, dtype)
-
-    def dense_verdicts(self, findings) -> list[dict]:
-        """One copy back for every matrix (``dense.verdicts``)."""
-        return dense.verdicts(findings)
-
-    def dense_expanded(self, X, Y, xnorms, ynorms, sr, dtype, expansion, refine, symmetric: bool) -> Any:
-        """cuBLAS's product, then the measure in place of it (``dense.measure``); SYRK where ``symmetric``."""
         if not (sr.add.kind == "plus" and sr.mult.kind == "times"):
             raise ValueError(f"the dense path multiplies by cuBLAS: plus_times only, got {sr!r}")
-        return dense.measure(X, Y, xnorms, ynorms, dtype, expansion, refine, symmetric)
+        return dense.measure(X, Y, trees, dtype, expansion, refine, symmetric)
+
+    def dense_verdicts(self, findings) -> list[dict]:
+        """One copy back for both matrices (``dense.verdicts``)."""
+        return dense.verdicts(findings)
 
 
 class CudaGraphEngine:

@@ -1078,17 +1078,21 @@ __device__ __forceinline__ long long sr_magnitude_bits(float x) { return (long l
 __device__ __forceinline__ long long sr_magnitude_bits(double x) { return __double_as_longlong(x) & 0x7fffffffffffffffLL; }
 """
 
-# The slots of one dense matrix's verdict (``render_dense_rows``), in order, and what the caller sets them to.
+# The slots of one dense matrix's verdict (``render_dense_rows``), in order, each zeroed by the caller: "smallest"
+# holds the largest magnitude bits *below* the smallest nonzero magnitude's complement (see there), so that every
+# slot starts at 0, one memset.
 DENSE_VERDICT = ("nan", "inf", "smallest", "largest")
-DENSE_VERDICT_START = (0, 0, 0x7FFFFFFFFFFFFFFF, 0)
+DENSE_NO_VALUE = 0x7FFFFFFFFFFFFFFF  # the complement's base: a "smallest" slot left at 0 means no nonzero value
 
 
 @memo_by_identity
 def render_dense_rows(trees: tuple, label: str, value_type: str = "float32") -> KernelSource:
     """One warp per row of a dense, C-contiguous ``m × n`` matrix: its row norms ``Σ f(x)`` (up to two, ``trees``
     of ``x``) in ``value_type``, and in the same pass what the input's check reads of its values: ``verdict``
-    (``DENSE_VERDICT``: four int64, set to ``DENSE_VERDICT_START`` by the caller) gets the NaN and the infinite
-    values counted, and the smallest nonzero and the largest magnitude as ``render_csr_check`` finds them.
+    (``DENSE_VERDICT``: four int64, zeroed by the caller) gets the NaN and the infinite values counted, the
+    smallest nonzero magnitude as ``DENSE_NO_VALUE`` less its bits (so the largest such difference, an
+    ``atomicMax`` from 0, is the smallest magnitude) and the largest magnitude's bits, as ``render_csr_check``
+    reads magnitudes.
 
     Dense CuPy rows are checked and normed by this one launch (``kernels.cuda.dense``), where converting them
     to CSR first (a mask, a count, a compaction) took most of a small call."""
@@ -1133,7 +1137,7 @@ extern "C" __global__ void {name}(
     if (lane == 0 && row < m) {{{store}
         if (nans) atomicAdd((unsigned long long*)&verdict[0], (unsigned long long)nans);
         if (infs) atomicAdd((unsigned long long*)&verdict[1], (unsigned long long)infs);
-        if (smallest < 0x7fffffffffffffffLL) atomicMin(&verdict[2], smallest);
+        if (smallest < 0x7fffffffffffffffLL) atomicMax(&verdict[2], 0x7fffffffffffffffLL - smallest);
         if (largest) atomicMax(&verdict[3], largest);
     }}
 }}

@@ -380,15 +380,16 @@ def test_dense_measure_kernel_compiles(d, value_type, symmetric):
 
 @pytest.mark.parametrize("T, bits", [(np.float32, np.uint32), (np.float64, np.uint64)])
 def test_dense_verdict_reads_the_magnitudes_from_their_bits(T, bits):
-    """The dense check's slots as validation reads them: counts as they are, magnitudes from the bits the kernel
-    compared (a subnormal too), ``(inf, 0)`` where no value is nonzero."""
+    """The dense check's slots as validation reads them: counts as they are, the smallest magnitude from its
+    bits' complement (a subnormal too) and the largest from its bits, ``(inf, 0)`` where no value is nonzero
+    (every slot left at its start, 0)."""
     from semiring.kernels.cuda.dense import _verdict
 
     low, high = np.array([np.finfo(T).smallest_subnormal, 3.5], T).view(bits).astype(np.int64)
-    found = _verdict(np.array([2, 1, low, high], np.int64), T)
+    found = _verdict(np.array([2, 1, cuda_source.DENSE_NO_VALUE - low, high], np.int64), T)
     assert found == {"nan": 2, "inf": 1, "magnitudes": (float(np.finfo(T).smallest_subnormal), 3.5)}
-    empty = _verdict(np.array(cuda_source.DENSE_VERDICT_START, np.int64), T)
-    assert empty["magnitudes"] == (np.inf, 0.0) and empty["nan"] == empty["inf"] == 0
+    empty = _verdict(np.zeros(len(cuda_source.DENSE_VERDICT), np.int64), T)
+    assert empty == {"nan": 0, "inf": 0, "magnitudes": (np.inf, 0.0)}
 
 
 def test_dense_path_takes_one_plain_product_and_leaves_host_rows_to_csr():
