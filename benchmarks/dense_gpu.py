@@ -6,7 +6,7 @@ elementwise passes (euclidean: ``√max(‖x‖² + ‖y‖² − 2 x·y, 0)``; 
 length). Ours is the public call, CuPy in and out, with its exact recomputation of cancelling entries. The
 union measures (cityblock, chebyshev) have no such formulation: ours alone, ``--union-rows`` query rows against
 all. Every answer, ours and the peer's, is checked against SciPy's float64 ``cdist`` on 64 sampled rows;
-times are CUDA-event medians after a warm-up.
+times are CUDA-event medians after ``--warmups`` untimed calls, ours and the peer's taken in turns.
 
     python -m benchmarks dense-gpu --seed 0 --json benchmarks/results/dense_gpu_h200_<commit>.json
 """
@@ -20,7 +20,7 @@ from functools import partial
 import numpy as np
 
 from . import record
-from .timing import on_device
+from .timing import on_device, on_device_rounds
 
 CHECK_ROWS = 64
 
@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--metrics", default="euclidean,cosine,cityblock,chebyshev")
     p.add_argument("--union-rows", type=int, default=2000, help="query rows of the union measures")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmups", type=int, default=1, help="untimed calls of each before its timed ones")
     p.add_argument("--rtol", type=float, default=1e-4, help="float32 answers against the float64 reference")
     p.add_argument("--json", required=True)
 
@@ -96,13 +97,16 @@ def main(args) -> int:
             row = {"shape": [m, n], "dtype": "float32", "metric": metric, "queries": int(Q.shape[0])}
             X_arg = None if Qc is Xc else Xc
             ours = partial(distances.pairwise_distances, Qc, X_arg, metric=metric)
-            t, D = on_device(ours, args.repeats)
-            row["ours"] = {**t.as_dict(), "check": check(D, Q, X, metric, rows, args.rtol)}
-            del D
-            if peer is not None:
-                t, D = on_device(partial(peer, Qc, Qc if Qc is Xc else Xc), args.repeats)
-                row["cupy"] = {**t.as_dict(), "check": check(D, Q, X, metric, rows, args.rtol)}
+            if peer is None:
+                t, D = on_device(ours, args.repeats, args.warmups)
+                row["ours"] = {**t.as_dict(), "check": check(D, Q, X, metric, rows, args.rtol)}
                 del D
+            else:  # in turns: the clocks' drift over the run shared alike (timing.on_device_rounds)
+                theirs = partial(peer, Qc, Qc if Qc is Xc else Xc)
+                timed = on_device_rounds([ours, theirs], args.repeats, args.warmups)
+                for key, (t, D) in zip(("ours", "cupy"), timed):
+                    row[key] = {**t.as_dict(), "check": check(D, Q, X, metric, rows, args.rtol)}
+                del timed, D
                 if row["cupy"]["check"]["ok"]:
                     row["vs_cupy"] = round(row["cupy"]["median_ms"] / row["ours"]["median_ms"], 3)
             ok &= row["ours"]["check"]["ok"]
