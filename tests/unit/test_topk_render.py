@@ -16,6 +16,9 @@ def test_topk_kernel_compiles(capacity, value_type, largest):
     kernel = cuda_topk_source.render_topk(value_type, capacity, largest)
     assert f'extern "C" __global__ void {kernel.name}(' in kernel.source
     assert ("(a > b)" in kernel.source) == largest  # a similarity keeps the largest values
+    # up to 32 pairs one list across the warp (its inserts found by a ballot), beyond them a list a lane
+    one_list = capacity <= cuda_topk_source.WARP_LIST
+    assert ("__ballot_sync" in kernel.source) == one_list and ("sr_insert(v, id" in kernel.source) != one_list
     assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
