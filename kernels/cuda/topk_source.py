@@ -58,7 +58,8 @@ MODES = ("tile", "segment", "merge")
 # (an entry a candidate): the selection of 500 queries against the 8.8 M-row index went from 35 to 20 ms on an
 # H200.  An expansion's candidates (terms and norms read, the measure computed) are read one at a time with a list
 # a lane: read ahead, all-pairs cosine of 40,000 rows took 92 ms against 81 (more registers a lane, fewer warps
-# resident); with one list a warp (no list of pairs in each lane's registers) EXPANSION_UNROLL of them.
+# resident); with one list a warp (no list of pairs in each lane's registers) still one: 4 took 6.2-6.3 ms of
+# that selection against 6.0 (a development run at a9e8a5b, movielens-like rows).
 UNROLL = 4
 EXPANSION_UNROLL = 1
 
