@@ -99,6 +99,7 @@ FIGURES = (
             "scale_h200_b2eb0b1_all_pairs_on.json",
             "scale_h200_2534f93_40k_cuvs.json",
             "scale_h200_9a6d86d_selection.json",
+            "scale_h200_5f59703_1m.json",
         ),
         "scale",
         "scale",
