@@ -99,6 +99,8 @@ def pairwise_distances(
     spec, values = resolve_metric(metric, params)
     check_all_finite(ensure_all_finite)
     engine = _backend.engine(backend)
+    working_memory = tiling.check_working_memory(working_memory)  # refused before any work, on every path
+    check_n_jobs(n_jobs)
     if mask is None and out is None and (spec.columns is None or columns is None and spec.columns.default is None):
         D = dense_rows_block(engine, spec, values, X, Y)  # dense CuPy rows kept dense, where that path takes them
         if D is not None:
@@ -110,7 +112,6 @@ def pairwise_distances(
         if Y is not X:
             validation.check_nonnegative(Y, "Y", spec.name)
     spec = spec.for_rows(X) if Y is X else spec.for_rows(X, Y)
-    working_memory = tiling.check_working_memory(working_memory)  # refused before any work
     dtype = validation.result_dtype(X, Y)
     shape = (X.shape[0], Y.shape[0])
     M = None if mask is None else validation.check_mask(mask, shape)

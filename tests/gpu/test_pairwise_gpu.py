@@ -416,7 +416,7 @@ def test_dense_cupy_rows_of_any_type_order_and_shape(metric, data, dense_calls):
 
 def test_dense_cupy_rows_are_refused_as_the_csr_route_refuses_them(dense_calls):
     """NaN and infinity named with the argument (found by the rows' pass, read before anything is returned), a
-    3-D array, unequal widths and complex values refused (before any product)."""
+    3-D array, unequal widths, complex values, a bad working_memory and n_jobs refused (before any product)."""
     import cupy
 
     measured, converted = dense_calls
@@ -435,6 +435,10 @@ def test_dense_cupy_rows_are_refused_as_the_csr_route_refuses_them(dense_calls):
         distances.pairwise_distances(X, cupy.ones((2, 2)), metric="cosine")
     with pytest.raises(TypeError, match="X has dtype complex128"):
         distances.pairwise_distances(cupy.ones((2, 2), complex), metric="cosine")
+    with pytest.raises(ValueError, match="working_memory"):
+        distances.pairwise_distances(X, metric="cosine", working_memory=-1)
+    with pytest.raises(ValueError, match="n_jobs"):
+        distances.pairwise_distances(X, metric="cosine", n_jobs=0)
     assert measured.count == 2 and converted.count == 0
 
 
