@@ -73,6 +73,14 @@ PRECOMPUTED = "precomputed"
 TREES = ("ball_tree", "kd_tree")
 
 
+def keep_params(estimator, given: dict) -> None:
+    """Every parameter of an estimator's ``__init__`` (``locals()`` there) kept as the attribute of its name, and
+    nothing else, as scikit-learn's protocol has it (``get_params`` reads them back by the signature)."""
+    for name, value in given.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
 class NearestNeighbors:
     """Unsupervised k-nearest neighbours, brute force, on the CPU or the GPU engine.
 
@@ -150,17 +158,7 @@ class NearestNeighbors:
         working_memory: float | None = None,
         verbose: bool = True,
     ):
-        self.n_neighbors = n_neighbors
-        self.metric = metric
-        self.radius = radius
-        self.algorithm = algorithm
-        self.leaf_size = leaf_size
-        self.p = p
-        self.metric_params = metric_params
-        self.n_jobs = n_jobs
-        self.backend = backend
-        self.working_memory = working_memory
-        self.verbose = verbose
+        keep_params(self, locals())
 
     # ------------------------------------------------------------------ scikit-learn's estimator protocol
 

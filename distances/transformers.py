@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .neighbors import NearestNeighbors, _check_mode, radius_neighbors_graph
+from .neighbors import NearestNeighbors, _check_mode, keep_params, radius_neighbors_graph
 
 __all__ = ["KNeighborsTransformer", "RadiusNeighborsTransformer", "kneighbors_graph", "radius_neighbors_graph"]
 
@@ -98,17 +98,7 @@ class KNeighborsTransformer(_GraphTransformer):
         working_memory: float | None = None,
         verbose: bool = True,
     ):
-        self.mode = mode
-        self.n_neighbors = n_neighbors
-        self.metric = metric
-        self.algorithm = algorithm
-        self.leaf_size = leaf_size
-        self.p = p
-        self.metric_params = metric_params
-        self.n_jobs = n_jobs
-        self.backend = backend
-        self.working_memory = working_memory
-        self.verbose = verbose
+        keep_params(self, locals())
 
     def fit(self, X, y=None) -> KNeighborsTransformer:
         """Keep X as the index (as :meth:`NearestNeighbors.fit`); ``mode`` is checked now."""
@@ -157,17 +147,7 @@ class RadiusNeighborsTransformer(_GraphTransformer):
         working_memory: float | None = None,
         verbose: bool = True,
     ):
-        self.mode = mode
-        self.radius = radius
-        self.metric = metric
-        self.algorithm = algorithm
-        self.leaf_size = leaf_size
-        self.p = p
-        self.metric_params = metric_params
-        self.n_jobs = n_jobs
-        self.backend = backend
-        self.working_memory = working_memory
-        self.verbose = verbose
+        keep_params(self, locals())
 
     def fit(self, X, y=None) -> RadiusNeighborsTransformer:
         """Keep X as the index (as :meth:`NearestNeighbors.fit`); ``mode`` is checked now."""
