@@ -167,11 +167,7 @@ def check_matrix(A, name: str, *, allow_inf: bool = False, verdicts=None) -> sp.
             dense = np.asarray(A)
         except (TypeError, ValueError) as exc:  # ragged lists and such
             raise TypeError(f"{name} must be a sparse matrix or a 2-D array: {exc}") from None
-        if dense.ndim != 2:
-            raise ValueError(
-                f"{name} must be 2-D (rows are samples, columns features), got shape {dense.shape}; "
-                "Reshape your data: x.reshape(1, -1) for a single sample"
-            )
+        _require_2d(dense, name)
         dtype = _value_dtype(dense.dtype, name)
         A = _dense_to_csr(dense.astype(dtype, copy=False))
         finite = _check_finite(A, name, allow_inf)
@@ -233,11 +229,7 @@ def _check_device_matrix(A, name: str, allow_inf: bool):
         if A.dtype != dtype:
             A, copied = A.astype(dtype), True
     elif isinstance(A, xp.ndarray):
-        if A.ndim != 2:
-            raise ValueError(
-                f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
-                "Reshape your data: x.reshape(1, -1) for a single sample"
-            )
+        _require_2d(A, name)
         dtype = _value_dtype(A.dtype, name)
         A, copied = _dense_to_csr(A.astype(dtype, copy=False)), True
     else:
@@ -454,11 +446,7 @@ def dense_device_pair(X, Y):
     if not all(is_cupy(A) and isinstance(A, array_module(A).ndarray) for A in given):
         return None
     for A, name in zip(given, ("X", "Y")):
-        if A.ndim != 2:
-            raise ValueError(
-                f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
-                "Reshape your data: x.reshape(1, -1) for a single sample"
-            )
+        _require_2d(A, name)
     dtype = np.result_type(*(_value_dtype(A.dtype, name) for A, name in zip(given, ("X", "Y"))))
     if not same and X.shape[1] != Y.shape[1]:
         _refuse_widths(X, Y)
@@ -473,6 +461,15 @@ def judge_dense(verdict: dict, name: str, allow_inf: bool = False) -> None:
     """Dense rows judged by what an engine's pass found in their values (``PairwiseEngine.dense_verdicts``), with
     the messages every check gives."""
     _refuse_nonfinite(name, verdict["nan"], verdict["inf"], allow_inf)
+
+
+def _require_2d(A, name: str) -> None:
+    """Dense input's one rule of shape, as scikit-learn states it."""
+    if A.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (rows are samples, columns features), got shape {A.shape}; "
+            "Reshape your data: x.reshape(1, -1) for a single sample"
+        )
 
 
 def _refuse_widths(X, Y) -> None:
