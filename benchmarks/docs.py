@@ -84,7 +84,7 @@ FIGURES = (
         "dask",
     ),
     Figure("startup", "cpu-engine.md", ("startup_2core_b8f185d.json",), "startup", "startup"),
-    Figure("small-call", "cpu-engine.md", ("small_call_2core_b8f185d.json",), "small_call", "small-call", scope="cpu"),
+    Figure("small-call", "cpu-engine.md", ("small_call_2core_6c80158.json",), "small_call", "small-call", scope="cpu"),
     Figure("union-cpu", "cpu-engine.md", ("cpu_union_2core_b8f185d_knn.json",), "cpu_union", "cpu-union", scope="cpu"),
     Figure("suite-time", "benchmarks.md", ("suite_time_*.json",), "suite_time", "suite-time"),
     Figure(
