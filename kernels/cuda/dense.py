@@ -104,8 +104,6 @@ def _dummy(T):
 def _verdict(row, T) -> dict:
     """One matrix's slots as ``validation`` reads them: counts, and the magnitudes from their bits."""
     counts = dict(zip(source.DENSE_VERDICT, (int(v) for v in row)))
-    bits = np.dtype(np.uint32 if T == np.float32 else np.uint64)
-    smallest = source.DENSE_NO_VALUE - counts["smallest"]
-    low = np.inf if counts["smallest"] == 0 else float(np.array(smallest, np.int64).astype(bits).view(T))
-    high = float(np.array(counts["largest"], np.int64).astype(bits).view(T))
-    return {"nan": counts["nan"], "inf": counts["inf"], "magnitudes": (low, high)}
+    smallest = None if counts["smallest"] == 0 else source.DENSE_NO_VALUE - counts["smallest"]
+    magnitudes = launch.magnitudes_from_bits(smallest, counts["largest"], T)
+    return {"nan": counts["nan"], "inf": counts["inf"], "magnitudes": magnitudes}

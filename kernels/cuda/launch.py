@@ -229,10 +229,19 @@ def csr_verdicts(A) -> dict:
     keys = ("decreasing rows", "lowest column", "highest column", "unsorted", "nan", "inf", "first", "last")
     found = out.get()
     verdict = dict(zip(keys, (int(x) for x in found[:8])))
-    bits = np.uint64 if A.data.dtype == np.float64 else np.uint32  # the magnitudes' bits back as values
-    smallest = np.inf if found[8] == 2**63 - 1 else float(np.array(found[8]).astype(bits).view(A.data.dtype))
-    verdict["magnitudes"] = (smallest, float(np.array(found[9]).astype(bits).view(A.data.dtype)))
+    verdict["magnitudes"] = magnitudes_from_bits(None if found[8] == 2**63 - 1 else found[8], found[9], A.data.dtype)
     return verdict
+
+
+def magnitudes_from_bits(smallest, largest, dtype) -> tuple[float, float]:
+    """The magnitudes a check kernel found, from their bits (``source``'s ``sr_magnitude_bits``) back as values
+    of ``dtype``: the smallest nonzero (inf where ``smallest`` is None: no value is nonzero) and the largest."""
+    bits = np.uint64 if np.dtype(dtype) == np.float64 else np.uint32
+
+    def value(b) -> float:
+        return float(np.array(b, np.int64).astype(bits).view(dtype))
+
+    return (np.inf if smallest is None else value(smallest)), value(largest)
 
 
 def to_device(A) -> DeviceCSR:

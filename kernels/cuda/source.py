@@ -875,6 +875,15 @@ extern "C" __global__ void {name}(const I* __restrict__ indptr, long long n, I* 
     return KernelSource(name, PREAMBLE + body)
 
 
+# A value's magnitude as the integer of its bits, the sign cleared: these order as the magnitudes do, so the
+# check kernels find the smallest nonzero and the largest with integer atomics; launch.magnitudes_from_bits reads
+# them back.
+_MAGNITUDE_BITS = """\
+// A value's magnitude as the integer of its bits, the sign cleared (no arithmetic: subnormals kept).
+__device__ __forceinline__ long long sr_magnitude_bits(float x) { return (long long)(__float_as_uint(x) & 0x7fffffffu); }
+__device__ __forceinline__ long long sr_magnitude_bits(double x) { return __double_as_longlong(x) & 0x7fffffffffffffffLL; }"""
+
+
 def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> KernelSource:
     """Every rule of a CSR matrix that reads its entries, in one pass: warps stride over the rows.
 
@@ -894,9 +903,7 @@ def render_csr_check(value_type: str = "float32", index_type: str = "int32") -> 
 typedef {V} V;
 typedef {I} I;
 #define SR_WARPS 8
-// A value's magnitude as the integer of its bits, the sign cleared (no arithmetic: subnormals kept).
-__device__ __forceinline__ long long sr_magnitude_bits(float x) {{ return (long long)(__float_as_uint(x) & 0x7fffffffu); }}
-__device__ __forceinline__ long long sr_magnitude_bits(double x) {{ return __double_as_longlong(x) & 0x7fffffffffffffffLL; }}
+{_MAGNITUDE_BITS}
 extern "C" __global__ void __launch_bounds__(32 * SR_WARPS) {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, const V* __restrict__ data,
     long long m, long long nnz, long long* __restrict__ out)
@@ -1070,13 +1077,6 @@ def rowvec_shared_bytes(ncols: int, value_type: str, sr, second_pass: bool = Fal
     need_bitmap = (not sr.annihilates and not sr.is_union) or second_pass
     return ncols * item + (4 * ((ncols + 31) // 32) if need_bitmap else 0)
 
-
-# A value's magnitude as the integer of its bits, the sign cleared (no arithmetic: subnormals kept); these order
-# as the magnitudes do, so a check finds the smallest nonzero and the largest with integer atomics.
-_MAGNITUDE_BITS = """\
-__device__ __forceinline__ long long sr_magnitude_bits(float x) { return (long long)(__float_as_uint(x) & 0x7fffffffu); }
-__device__ __forceinline__ long long sr_magnitude_bits(double x) { return __double_as_longlong(x) & 0x7fffffffffffffffLL; }
-"""
 
 # The slots of one dense matrix's verdict (``render_dense_rows``), in order, each zeroed by the caller: "smallest"
 # holds the largest magnitude bits *below* the smallest nonzero magnitude's complement (see there), so that every
