@@ -395,7 +395,8 @@ class NearestNeighbors:
             spec, _, _ = self._resolve()
             Q = self._dask_queries(X)
             dtype = _sdask.result_dtype(Q, self._index.X)
-            dist, ind = self._shards().kneighbors(Q, X is None, k, spec.similarity, _shard_kneighbors, dtype)
+            pair_part = _shard_kneighbors_both if spec.symmetric else None  # each pair of shards once
+            dist, ind = self._shards().kneighbors(Q, X is None, k, spec.similarity, _shard_kneighbors, dtype, pair_part)
             return (dist, ind) if return_distance else ind
         k = self._query_k(X, n_neighbors)
         if self._is_precomputed():
@@ -677,6 +678,15 @@ def _shard_kneighbors(shard: NearestNeighbors, queries, k: int, offset: int):
     return dist, ind + offset
 
 
+def _shard_kneighbors_both(shard: NearestNeighbors, rows, k: int, offset: int, rows_offset: int) -> tuple:
+    """For a symmetric measure, the shard's rows and other ``rows`` (of the same fitted data, from row
+    ``rows_offset``) each the other's k best, each pair computed once: ``((distances, global indices) of the rows,
+    (distances, global indices) of the shard's rows)``, each at most as wide as the other side has rows."""
+    (rows_best, shard_best), where, _, _ = shard._search(rows, _kneighbors_both, int(k))
+    (d0, i0), (d1, i1) = rows_best, shard_best
+    return (where.give(d0), where.give(i0) + offset), (where.give(d1), where.give(i1) + rows_offset)
+
+
 def _shard_within(shard: NearestNeighbors, queries, radius: float, offset: int) -> tuple:
     """The shard's fitted rows within ``radius`` of each query (``None``: its own rows, each excluding itself)
     as host CSR arrays ``(indptr, columns, distances)``, columns made global row numbers, rows in index order."""
@@ -810,6 +820,46 @@ def _kneighbors(
             progress=bar,
             symmetric=queries_are_index and measure.spec.symmetric,  # each pair once, for both rows
         )
+
+
+def _kneighbors_both(
+    measure: BoundMeasure,
+    Q,
+    index,
+    queries_are_index: bool,
+    k: int,
+    working_memory,
+    verbose: bool,
+    exclude_self: bool,
+    on_device: bool = False,
+):
+    """As :func:`_kneighbors` for queries that are other rows of the same data under a symmetric measure: the
+    queries' k best among the index rows and the index rows' k best among the queries, from one pass over
+    their pairs (``tiling.topk_both_ways``)."""
+    if queries_are_index or exclude_self:
+        raise ValueError("internal error: the both-ways selection is for rows other than the index's own")
+    shape = (Q.shape[0], index.matrix.shape[0])
+    if not on_device:
+        entries = shape[0] * min(k, shape[1]) + shape[1] * min(k, shape[0])
+        validation.check_allocation(
+            entries * (measure.dtype.itemsize + 8),
+            f"the k nearest neighbours both ways ({shape[0]:,} and {shape[1]:,} rows x {k:,})",
+            "ask for fewer neighbours, or cut the Dask array into smaller row blocks",
+        )
+    rows, tile = _query_tiles(measure, Q, index, False, measure.candidates)
+    return tiling.topk_both_ways(
+        measure.engine,
+        shape,
+        k,
+        measure.dtype,
+        measure.bytes_per_entry,
+        working_memory,
+        largest=measure.spec.similarity,
+        rows=rows,
+        tile=tile,
+        on_device=on_device,
+        min_rows=MIN_QUERY_ROWS,
+    )
 
 
 def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool, block=None):

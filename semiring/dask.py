@@ -217,87 +217,132 @@ class ShardedIndex:
         once, as one key of the graph (its prepared device arrays are remade there)."""
         return cls(X, [(model, 0, rows)], held=False)
 
-    def _plan(self, Q, own_queries: bool, args_of) -> list:
-        """Per query block of Q, its jobs ``(shard, own, *args_of(shard size, own, shard's first row))``: every
-        shard answers every block; ``own_queries`` (the fitted rows as queries): a block that is a shard is that
-        shard's own query, each row excluding itself."""
+    def _plan(self, Q, own_queries: bool, part, args_of, holders: list, pairs=None) -> tuple[list, list]:
+        """The jobs of a question and their uses: ``(jobs, uses)``.
+
+        A job ``(function, shard, query block, own, args)`` is ``function(shard, queries, *args)``, the queries
+        that block's rows (``None`` when ``own``: the shard's own rows, each excluding itself).  ``uses`` lists,
+        for each query block of Q, the ``(job, side)`` its answer combines: the job's whole result
+        (``side=None``) or item ``side`` of it.  Every shard answers every block (``args_of(shard size, own,
+        shard's first row)``, None: no job); ``own_queries``: a block that is a shard is that shard's own query.
+
+        ``pairs=(pair_part, pair_args)``, for the fitted rows as queries under a symmetric measure: each pair
+        of shards is asked once, ``pair_part(shard a, rows of shard b, *pair_args(a, b))`` answering both
+        blocks (item 0 for b's rows, 1 for a's), on whichever of the two shards' workers (``holders``) has the
+        less work so far, the largest pairs placed first.
+        """
         rows = known_rows(Q, "X")
         starts = np.concatenate([[0], np.cumsum(rows)])
-        plan = []
+        block_of = {int(starts[q]): q for q in range(len(rows)) if rows[q]}
+        jobs, uses = [], [[] for _ in rows]
+
+        def add(job, *used) -> None:
+            for q, side in used:
+                uses[q].append((len(jobs), side))
+            jobs.append(job)
+
+        paired = pairs is not None and own_queries and self.held
         for q in range(len(rows)):
-            jobs = []
+            if paired and rows[q]:
+                continue  # the shard of this block answers below, once a pair
             for i, (_, offset, size) in enumerate(self.shards):
-                own = own_queries and rows[q] and offset == starts[q]
+                own = bool(own_queries and rows[q] and offset == starts[q])
                 args = args_of(size, own, offset)
                 if args is not None:
-                    jobs.append((i, own, *args))
-            plan.append(jobs)
-        return plan
+                    add((part, i, q, own, args), (q, None))
+        if not paired:
+            return jobs, uses
+        pair_part, pair_args = pairs
+        load = dict.fromkeys(holders, 0.0)
+        for i, (_, offset, size) in enumerate(self.shards):  # each shard's own rows, each pair of them once
+            load[holders[i]] += size * size / 2
+            args = args_of(size, True, offset)
+            if args is not None:
+                add((part, i, block_of[offset], True, args), (block_of[offset], None))
+        ordered = sorted(
+            ((a, b) for a in range(len(self.shards)) for b in range(a + 1, len(self.shards))),
+            key=lambda ab: -self.shards[ab[0]][2] * self.shards[ab[1]][2],
+        )
+        for a, b in ordered:
+            if load[holders[b]] < load[holders[a]]:
+                a, b = b, a
+            load[holders[a]] += self.shards[a][2] * self.shards[b][2]
+            qa, qb = block_of[self.shards[a][1]], block_of[self.shards[b][1]]
+            add((pair_part, a, qb, False, pair_args(a, b)), (qb, 0), (qa, 1))
+        return jobs, uses
 
-    def _lazy_parts(self, blocks, plan, part, combine) -> list:
-        """Each query block's ``combine`` of its shards' ``part(shard, queries, *args)`` as a Delayed (Dask's
-        local schedulers); ``own``: the queries are the shard's own rows (``queries=None``)."""
+    def _lazy_parts(self, blocks, jobs, uses, combine) -> list:
+        """Each query block's ``combine`` of its jobs' answers as a Delayed (Dask's local schedulers)."""
         import dask
 
         shards = [s for s, _, _ in self.shards]
         if not self.held:
             shards = [dask.delayed(s, name=f"nearest-neighbors-{uuid.uuid4().hex}", traverse=False) for s in shards]
+        done = [dask.delayed(f)(shards[i], None if own else blocks[q], *args) for f, i, q, own, args in jobs]
+        return [dask.delayed(_combined)([done[j] for j, _ in use], [s for _, s in use], combine) for use in uses]
 
-        def job(q, i, own, *args):
-            return dask.delayed(part)(shards[i], None if own else blocks[q], *args)
-
-        return [dask.delayed(combine)([job(q, *j) for j in jobs]) for q, jobs in enumerate(plan)]
-
-    def _submitted_parts(self, client, blocks, plan, part, combine) -> list:
-        """As ``_lazy_parts``, as futures computing now on a ``distributed`` cluster.
-
-        Each shard's task is bound to the worker holding the shard (another only if that one is lost), so the
-        queries travel to the shards and a shard never leaves its worker.  A model fitted on one machine is
-        copied to every worker once instead.
-        """
+    def _placed(self, client) -> tuple[list, list, list]:
+        """The shards on a ``distributed`` cluster: ``(held, where, holders)``, each shard's future, the
+        ``submit`` arguments binding a task to the worker holding it (another only if that one is lost), and
+        that worker's address (the shard's own name where none is known).  A model fitted on one machine is
+        copied to every worker once instead."""
         import dask
         from distributed import futures_of
 
-        if self.held:
-            held = [
-                futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])]
-                for shard, _, _ in self.shards
-            ]
-            held = [f[0] for f in held]
-            holders = client.who_has(held)
-            where = [{"workers": list(holders.get(f.key, ())) or None, "allow_other_workers": True} for f in held]
-        else:
+        if not self.held:
             held = [client.scatter(self.shards[0][0], broadcast=True, hash=False)]
-            where = [{}]
-        queries = client.compute(list(blocks))
-        combined = []
-        for q, jobs in enumerate(plan):
-            parts = [
-                client.submit(part, held[i], None if own else queries[q], *args, pure=False, **where[i])
-                for i, own, *args in jobs
-            ]
-            combined.append(client.submit(combine, parts, pure=False))
-        return combined
+            return held, [{}], ["everywhere"]
+        held = [
+            (futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])])[0]
+            for shard, _, _ in self.shards
+        ]
+        found = [sorted(client.who_has(held).get(f.key, ())) for f in held]
+        where = [{"workers": w or None, "allow_other_workers": True} for w in found]
+        return held, where, [w[0] if w else f"shard {i}" for i, w in enumerate(found)]
 
-    def ask(self, Q, own_queries: bool, part, combine, args_of) -> list:
+    def _submitted_parts(self, client, blocks, jobs, uses, combine, held, where) -> list:
+        """As ``_lazy_parts``, as futures computing now on a ``distributed`` cluster: each job on the worker
+        holding its shard, so the queries travel to the shards and a shard never leaves its worker."""
+        queries = client.compute(list(blocks))
+        done = [
+            client.submit(f, held[i], None if own else queries[q], *args, pure=False, **where[i])
+            for f, i, q, own, args in jobs
+        ]
+        return [
+            client.submit(_combined, [done[j] for j, _ in use], [s for _, s in use], combine, pure=False)
+            for use in uses
+        ]
+
+    def ask(self, Q, own_queries: bool, part, combine, args_of, pairs=None) -> list:
         """Each query block's combined answer: Delayed objects (local schedulers) or futures (a cluster)."""
-        plan = self._plan(Q, own_queries, args_of)
         blocks = Q.to_delayed()[:, 0]
         client = distributed_client()
         if client is None:
-            return self._lazy_parts(blocks, plan, part, combine)
-        return self._submitted_parts(client, blocks, plan, part, combine)
+            jobs, uses = self._plan(Q, own_queries, part, args_of, list(range(len(self.shards))), pairs)
+            return self._lazy_parts(blocks, jobs, uses, combine)
+        held, where, holders = self._placed(client)
+        jobs, uses = self._plan(Q, own_queries, part, args_of, holders, pairs)
+        return self._submitted_parts(client, blocks, jobs, uses, combine, held, where)
 
-    def kneighbors(self, Q, own_queries: bool, k: int, largest: bool, part, dtype):
+    def kneighbors(self, Q, own_queries: bool, k: int, largest: bool, part, dtype, pair_part=None):
         """The k best of every shard for each query, merged: Dask arrays ``(distances, indices)`` with Q's row
-        blocks.  ``part(shard, queries, k, first row)`` is a shard's ``(distances, global indices)``."""
+        blocks.  ``part(shard, queries, k, first row)`` is a shard's ``(distances, global indices)``.
+
+        ``pair_part`` (a symmetric measure): the fitted rows as queries ask each pair of shards once,
+        ``pair_part(shard, rows, k, shard's first row, rows' first row)`` giving both blocks' k best of the
+        other, ``((distances, indices) of the rows, (distances, indices) of the shard's rows)``: about half the
+        pairs of asking every shard every block."""
         import dask.array as da
 
         def args_of(size, own, offset):  # the k a shard can give: a shard queried by itself has one row fewer
             kk = min(k, size - 1) if own else min(k, size)
             return (kk, offset) if kk > 0 or not own else None
 
-        merged = self.ask(Q, own_queries, part, functools.partial(merge, k=k, largest=largest), args_of)
+        def pair_args(a: int, b: int) -> tuple:
+            return k, self.shards[a][1], self.shards[b][1]
+
+        pairs = None if pair_part is None else (pair_part, pair_args)
+        merged = self.ask(Q, own_queries, part, functools.partial(merge, k=k, largest=largest), args_of, pairs)
         rows = known_rows(Q, "X")
         dist = [_piece(pair, 0, (m, k), dtype) for pair, m in zip(merged, rows)]
         ind = [_piece(pair, 1, (m, k), np.int64) for pair, m in zip(merged, rows)]
@@ -318,6 +363,11 @@ class ShardedIndex:
         cols = np.concatenate([b[1] for b in blocks] or [np.zeros(0, np.int64)])
         dist = np.concatenate([b[2] for b in blocks] or [np.zeros(0, dtype)])
         return rows, cols, dist
+
+
+def _combined(answers, sides, combine):
+    """``combine`` of a query block's jobs' answers, each whole (``side=None``) or its item ``side``."""
+    return combine([a if side is None else a[side] for a, side in zip(answers, sides)])
 
 
 def merge(parts, k: int, largest: bool):

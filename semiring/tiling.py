@@ -372,6 +372,51 @@ def topk(
         return _checked(answer)
 
 
+def topk_both_ways(
+    engine: PairwiseEngine,
+    shape: tuple[int, int],
+    k: int,
+    dtype,
+    bytes_per_entry: int,
+    working_memory: float | None,
+    *,
+    largest: bool,
+    rows: Callable[[int, int], Any],
+    tile: Callable[[Any, int, int], Any],
+    on_device: bool = False,
+    min_rows: int = 1,
+):
+    """The ``k`` best of each row and of each column of an ``m × n`` result of a symmetric measure between two
+    different sets of rows, each pair computed once: ``((values, indices) of the rows, (values, indices) of the
+    columns)``, ``min(k, n)`` and ``min(k, m)`` wide.  A row's indices are columns, a column's are rows.
+
+    Two blocks of rows of one dataset answer each other's selections at once (the Dask all-pairs kNN, each pair of
+    shards once): every tile is pushed to its rows' selections and, transposed, to its columns' (as
+    :func:`_topk_all_pairs` does above the diagonal).  Column selections receive the row batches in order, so
+    their candidates arrive in index order, as the selection expects.
+    """
+    m, n = shape
+    k_rows, k_cols = min(k, n), min(k, m)
+    budget = budget_bytes(engine, working_memory)
+    with scratch_budget(budget):
+        per_entry = bytes_per_entry + engine.topk_extra_bytes(k) + -(-bytes_per_entry // TRANSPOSE_SLICES)
+        row_step, col_step = tile_shape(m, n, per_entry, budget, min_rows)
+        answer = _answer(engine, (m, k_rows), dtype, on_device)
+        columns = engine.topk_init(n, k_cols, dtype)
+        for r0, r1 in ranges(m, row_step):
+            prepared = rows(r0, r1)
+            selection = engine.topk_init(r1 - r0, k_rows, dtype)
+            for c0, c1 in ranges(n, col_step):
+                block = tile(prepared, c0, c1)
+                engine.topk_push(block, c0, -1, largest, selection)
+                _push_transposed(engine, block, r0, c0, False, largest, (columns[0][c0:c1], columns[1][c0:c1]))
+                del block  # freed before the next tile is made
+            _finish(engine, selection, (r0, r1), answer, largest, dtype, on_device)
+        other = _answer(engine, (n, k_cols), dtype, on_device)
+        _finish(engine, columns, (0, n), other, largest, dtype, on_device)
+        return _checked(answer), _checked(other)
+
+
 def square_step(m: int, bytes_per_entry: int, budget: int) -> int:
     """The rows of each batch of an all-pairs selection, whose blocks are batch × batch: as many as fit
     ``budget`` bytes, with the floor of one row of the result (as :func:`tile_shape`'s), at most ``m``.

@@ -185,6 +185,84 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         nn.kneighbors_graph(None, 4, mode="weights")
 
 
+def _planned(nn, client) -> list:
+    """The jobs the fitted model's all-pairs query runs on the cluster, as its ``kneighbors`` plans them: the
+    shards' workers, then the plan (``(function name, shard, query block)``, with the shard's worker)."""
+    index = nn._index
+    _, _, holders = index._placed(client)
+
+    def args_of(size, own, offset):
+        kk = min(4, size - 1) if own else min(4, size)
+        return (kk, offset) if kk > 0 or not own else None
+
+    pairs = ("_shard_kneighbors_both", lambda a, b: ())
+    jobs, _ = index._plan(index.X, True, "_shard_kneighbors", args_of, holders, pairs)
+    return [(f, i, q, holders[i]) for f, i, q, _, _ in jobs]
+
+
+def test_all_pairs_kneighbors_asks_each_pair_of_shards_once(client, monkeypatch):
+    """X=None under a symmetric measure: each shard answers its own rows, each pair of shards is asked once for
+    both blocks (B(B-1)/2 tasks, on both workers); the answer equals the single machine's and the reference's,
+    with uneven blocks and an empty one.  A measure that is not symmetric asks every shard every block."""
+    X = tied_data(47, 6, 11)
+    blocks = da.from_array(X, chunks=((9, 9, 2, 0, 12, 12, 3), (6,)), asarray=False)  # six shards, a block of none
+    asked = []
+    kneighbors = dask_paths.ShardedIndex.kneighbors
+
+    def spy(self, *args):
+        asked.append(args[-1])  # pair_part: None unless each pair of shards is asked once
+        return kneighbors(self, *args)
+
+    monkeypatch.setattr(dask_paths.ShardedIndex, "kneighbors", spy)
+    nn = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(blocks)
+    dist, ind = dask.compute(*nn.kneighbors())
+    assert asked.pop() is not None
+    jobs = _planned(nn, client)
+    pairs = [j for j in jobs if j[0] == "_shard_kneighbors_both"]
+    assert len(pairs) == 6 * 5 // 2 and len({j[3] for j in pairs}) == 2  # on both workers
+    assert len(jobs) == len(pairs) + 6 + 6  # each shard's own rows; every shard for the empty block
+    want_d, want_i = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(X).kneighbors()
+    np.testing.assert_array_equal(ind, want_i)
+    np.testing.assert_array_equal(dist, want_d)
+    ref_d, ref_i = reference_knn(cdist(X.toarray(), X.toarray(), "cityblock"), 4, largest=False, exclude_self=True)
+    np.testing.assert_array_equal(ind, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-12)
+
+    P = X.multiply(1 / X.sum(axis=1)).tocsr()  # rows of a distribution
+    P.data += 0.0
+    nn = NearestNeighbors(n_neighbors=3, metric="kldivergence").fit(row_blocks(P, 12))
+    ind = nn.kneighbors(return_distance=False).compute()
+    assert asked.pop() is None  # every shard asked by every block
+    np.testing.assert_array_equal(ind, NearestNeighbors(n_neighbors=3, metric="kldivergence").fit(P).kneighbors()[1])
+
+
+def test_pairs_of_shards_are_placed_on_the_less_busy_worker():
+    """The plan's own arithmetic: each unordered pair once, both blocks answered by it, the work of two workers
+    holding four equal shards split evenly, a pair of shards of one worker kept there."""
+    X = da.zeros((40, 3), chunks=(10, 3))
+    index = dask_paths.ShardedIndex(X, [(None, 10 * i, 10) for i in range(4)], held=True)
+
+    def args_of(size, own, offset):
+        return (3, offset)
+
+    jobs, uses = index._plan(X, True, "part", args_of, ["w0", "w0", "w1", "w1"], ("pair", lambda a, b: (a, b)))
+    own = [j for j in jobs if j[0] == "part"]
+    pairs = [j for j in jobs if j[0] == "pair"]
+    assert [(i, q, o) for _, i, q, o, _ in own] == [(i, i, True) for i in range(4)]
+    assert sorted(tuple(sorted((i, q))) for _, i, q, _, _ in pairs) == list(itertools.combinations(range(4), 2))
+    holder = {0: "w0", 1: "w0", 2: "w1", 3: "w1"}
+    work = {"w0": 0, "w1": 0}
+    for _, i, q, _, args in pairs:
+        assert args == (i, q)  # pair_args(shard run, shard whose rows are asked)
+        work[holder[i]] += 1
+    assert work == {"w0": 3, "w1": 3}
+    for q, use in enumerate(uses):  # its own rows, then three pairs, each the side that answers block q
+        assert len(use) == 4 and use[0] == (q, None)
+        for j, side in use[1:]:
+            _, i, asked, _, _ = jobs[j]
+            assert (asked, i)[side] == q
+
+
 def test_radius_neighbors_on_a_sharded_index(client):
     """Each shard's ε-neighbours side by side equal the single-machine call's, and cdist's pairs within r."""
     X, Q = tied_data(40, 6, 4), tied_data(13, 6, 5)

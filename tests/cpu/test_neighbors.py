@@ -248,6 +248,29 @@ def test_all_pairs_compute_each_pair_once_for_a_symmetric_measure(metric, monkey
         np.testing.assert_array_equal(dist, want_d)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "cityblock", "inner_product"])
+@pytest.mark.parametrize("k", [3, 9])
+def test_two_blocks_select_each_other_from_one_pass(metric, k, rng):
+    """The Dask all-pairs part of one pair of shards (``_shard_kneighbors_both``): rows A against a model fitted on
+    rows B give A's k best among B and B's k best among A, with global indices, in tiles of a tiny working
+    memory (both ways across several tiles); k beyond A's 7 rows gives B's rows 7.  Small integers: the values
+    are exact, so the documented order (ties by index) holds against cdist's."""
+    X = sp.random(7 + 90, 30, density=0.3, format="csr", random_state=rng)
+    X.data = np.round(X.data * 4) + 1
+    A, B = X[:7], X[7:]
+    spec = distances.get_metric(metric)
+    model = distances.NearestNeighbors(n_neighbors=k, metric=metric, backend="cpu", working_memory=0.002).fit(B)
+    (da_, ia), (db, ib) = neighbors._shard_kneighbors_both(model, A, k, 1000, 500)
+    D = A.toarray() @ B.toarray().T if spec.similarity else cdist(A.toarray(), B.toarray(), metric)
+    want_d, want_i = reference_knn(D, k, largest=spec.similarity)
+    np.testing.assert_array_equal(ia, want_i + 1000)
+    np.testing.assert_allclose(da_, want_d, rtol=1e-12)
+    want_d, want_i = reference_knn(D.T, min(k, 7), largest=spec.similarity)
+    assert ib.shape == (90, min(k, 7)) and ib.dtype == np.int64
+    np.testing.assert_array_equal(ib, want_i + 500)
+    np.testing.assert_allclose(db, want_d, rtol=1e-12)
+
+
 def test_symmetric_declarations_hold():
     """Each measure declared symmetric gives d(X, Y) = d(Y, X)ᵀ to rounding; kldivergence and kl_divergence,
     declared not, do not (so an all-pairs kNN may compute each pair once exactly where it is declared)."""

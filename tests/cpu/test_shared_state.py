@@ -94,6 +94,23 @@ def test_seuclidean_default_v_of_a_sharded_index_is_the_whole_fitted_inputs():
     np.testing.assert_allclose(dist, want, rtol=1e-9)
 
 
+def test_all_pairs_of_a_sharded_index_on_dask_own_scheduler():
+    """X=None under a symmetric measure asks each pair of shards once (``tests/cpu/test_dask.py`` on a cluster);
+    on Dask's own scheduler too, uneven blocks, a block of one row: equal to the single machine and to cdist's.
+    Small integers: exact sums whatever the path, so ties are ordered by index, exactly."""
+    X = sp.csr_matrix(np.round(_data(4).toarray() * 3))
+    blocks = da.from_array(X, chunks=((7, 1, 9, X.shape[0] - 17), (X.shape[1],)), asarray=False)
+    with dask.config.set(scheduler="synchronous"):
+        dist, ind = NearestNeighbors(n_neighbors=3, metric="cityblock", backend="cpu").fit(blocks).kneighbors()
+        dist, ind = dask.compute(dist, ind)
+    want_d, want_i = NearestNeighbors(n_neighbors=3, metric="cityblock", backend="cpu").fit(X).kneighbors()
+    np.testing.assert_array_equal(ind, want_i)
+    np.testing.assert_array_equal(dist, want_d)
+    ref_d, ref_i = reference_knn(cdist(X.toarray(), X.toarray(), "cityblock"), 3, exclude_self=True)
+    np.testing.assert_array_equal(ind, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-9)
+
+
 def test_the_fitted_matrix_changed_in_place_is_read_as_new_queries():
     """kneighbors(X) with the fitted object itself: its prepared rows while unchanged, its new values (against
     the rows fitted) once changed in place."""

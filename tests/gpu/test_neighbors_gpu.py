@@ -253,3 +253,24 @@ def test_all_pairs_once_on_the_gpu(metric, monkeypatch):
         nn = distances.NearestNeighbors(6, metric, backend="cuda", verbose=False, working_memory=0.05).fit(X)
         dist, ind = nn.kneighbors(query)
         assert_neighbors_up_to_ties(dist, ind, D, 6, largest=spec.similarity, exclude_self=exclude, rtol=1e-9)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean", "inner_product", "cityblock"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_blocks_select_each_other_from_one_pass_on_the_gpu(metric, dtype):
+    """The Dask all-pairs part of one pair of shards on the GPU engine: rows A against a model fitted on rows B
+    give A's k best among B and B's among A from one pass, Expansions included (the selection kernel reads
+    the terms transposed with the norms exchanged), in tiles of a tiny working memory; k beyond A's rows."""
+    from semiring.distances import neighbors
+
+    rng = np.random.default_rng(5)
+    X = sp.random(9 + 400, 50, density=0.2, format="csr", random_state=rng, dtype=dtype)
+    A, B = X[:9], X[9:]
+    spec = distances.get_metric(metric)
+    model = distances.NearestNeighbors(12, metric, backend="cuda", verbose=False, working_memory=0.02).fit(B)
+    (da_, ia), (db, ib) = neighbors._shard_kneighbors_both(model, A, 12, 1000, 500)
+    D = oracle(metric, dense(A), dense(B))
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-9, "atol": 1e-12}
+    assert da_.dtype == dtype and ib.shape == (400, 9)
+    assert_neighbors_up_to_ties(da_, ia - 1000, D, 12, largest=spec.similarity, **tol)
+    assert_neighbors_up_to_ties(db, ib - 500, D.T, 9, largest=spec.similarity, **tol)
