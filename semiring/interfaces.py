@@ -234,6 +234,10 @@ class PairwiseEngine(Protocol):
         that states ``expanded_bytes_per_entry`` for the call), ``out`` is that array, written in place.
         """
 
+    def transposed_columns(self, a, c0: int, c1: int):
+        """Columns ``c0:c1`` of the 2-D array ``a`` (a block or an expansion's term) transposed, a new C-contiguous
+        array: what an all-pairs selection pushes to the columns' rows (``tiling._push_transposed``)."""
+
     def mirror_into(self, target, source) -> None:
         """``target[...] = source.T`` (two views of one result that do not overlap: a tile above the diagonal and
         its place below), in the engine's threads where it has its own: the first write of each fresh page of a

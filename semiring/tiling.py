@@ -466,26 +466,19 @@ def _push_transposed(engine, block, r0: int, c0: int, exclude_self: bool, larges
     step = max(1, -(-p // TRANSPOSE_SLICES))
     for a in range(0, p, step):
         b = min(p, a + step)
-        part = _transposed(_columns(block, a, b))
+        part = _transposed_columns(engine, block, a, b)
         engine.topk_push(part, r0, c0 + a if exclude_self else -1, largest, (values[a:b], ids[a:b]))
         del part
 
 
-def _columns(block, a: int, b: int):
-    """Columns ``a:b`` of a block: a view of the array, or an :class:`Expansion` of its terms' and Y norms'."""
+def _transposed_columns(engine, block, a: int, b: int):
+    """Columns ``a:b`` of a block, transposed: of the array, or an :class:`Expansion` of its terms' columns
+    transposed with the two sides' norms exchanged and Y's cut to the columns (a symmetric measure's expansion
+    reads them alike)."""
     if isinstance(block, Expansion):
-        return block._replace(terms=[t[:, a:b] for t in block.terms], ynorms=[y[a:b] for y in block.ynorms])
-    return block[:, a:b]
-
-
-def _transposed(block):
-    """The block of the pairs' other order: the array transposed (contiguous), or an :class:`Expansion` of the
-    terms transposed with the two sides' norms exchanged (a symmetric measure's expansion reads them alike)."""
-    if isinstance(block, Expansion):
-        xp = arrays.array_module(block.terms[0])
-        terms = [xp.ascontiguousarray(t.T) for t in block.terms]
-        return block._replace(terms=terms, xnorms=block.ynorms, ynorms=block.xnorms)
-    return arrays.array_module(block).ascontiguousarray(block.T)
+        terms = [engine.transposed_columns(t, a, b) for t in block.terms]
+        return block._replace(terms=terms, xnorms=[y[a:b] for y in block.ynorms], ynorms=block.xnorms)
+    return engine.transposed_columns(block, a, b)
 
 
 def _answer(engine, shape, dtype, on_device: bool):

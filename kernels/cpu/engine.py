@@ -141,6 +141,9 @@ class CpuEngine:
         ``RESULT_BLOCK`` where the driver set it (a view of the call's result)."""
         return _strategies.product_expanded(*_one_index_type(X, Y), sr, dtype, expansion, out=RESULT_BLOCK.get())
 
+    def transposed_columns(self, a, c0: int, c1: int):
+        return np.ascontiguousarray(a[:, c0:c1].T)
+
     def mirror_into(self, target, source) -> None:
         _elementwise.transposed_into(target, source)
 

@@ -124,3 +124,21 @@ def scatter(out, entries: Entries, values) -> None:
     """``out[rows[s], cols[s]] = values[s]`` for every entry, in place."""
     rows, cols = entries
     out[rows, cols] = values
+
+
+def transposed_columns(a, c0: int, c1: int):
+    """Columns ``c0:c1`` of a C-contiguous 2-D device array, transposed into a new C-contiguous one
+    (``source.render_transpose``: through shared memory, both sides' accesses in rows)."""
+    import cupy
+
+    if a.dtype not in (np.float32, np.float64) or not a.flags.c_contiguous:
+        return cupy.ascontiguousarray(a[:, c0:c1].T)
+    m, n = a.shape
+    p = c1 - c0
+    out = cupy.empty((p, m), a.dtype)
+    if out.size:
+        squares = -(-m // 32) * -(-p // 32)
+        kernel = source.render_transpose(value_type(a.dtype)[0])
+        args = (a, np.int64(m), np.int64(n), np.int64(c0), np.int64(p), out)
+        launch.run(launch.function(kernel), (squares,), (32, 8), args)
+    return out

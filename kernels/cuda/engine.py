@@ -140,6 +140,9 @@ class CudaEngine:
         """None: a measure's own count (its terms in the result's type, the accumulation type here)."""
         return None
 
+    def transposed_columns(self, a, c0: int, c1: int):
+        return elementwise.transposed_columns(a, c0, c1)
+
     def mirror_into(self, target, source) -> None:
         target[...] = source.T  # CuPy's copy kernel (the tiling writes GPU tiles apart: no caller yet)
 

@@ -1086,6 +1086,37 @@ DENSE_NO_VALUE = 0x7FFFFFFFFFFFFFFF  # the complement's base: a "smallest" slot 
 
 
 @memo_by_identity
+def render_transpose(value_type: str) -> KernelSource:
+    """Columns ``c0 … c0 + p`` of a C-contiguous ``m × n`` matrix written transposed (``p × m``, C-contiguous):
+    one 32 × 8 block a 32 × 32 square, read in rows and written in rows through shared memory (a column of 33:
+    no bank conflicts), the squares numbered along one grid dimension (its 2³¹ blocks, not 65,535).
+
+    The all-pairs selection pushes each block above the diagonal to its columns' rows transposed
+    (``tiling._push_transposed``); CuPy's copy of a transposed view reads one element of each of 32 rows a warp."""
+    T = _types(value_type, "int32")[0]
+    name = f"sr_transpose_{value_type}"
+    body = f"""\
+typedef {T} T;
+extern "C" __global__ void {name}(
+    const T* __restrict__ a, long long m, long long n, long long c0, long long p, T* __restrict__ out)
+{{
+    __shared__ T square[32][33];
+    const long long across = (p + 31) / 32;
+    const long long r0 = ((long long)blockIdx.x / across) * 32, k0 = ((long long)blockIdx.x % across) * 32;
+    for (int i = threadIdx.y; i < 32; i += 8) {{
+        const long long r = r0 + i, k = k0 + threadIdx.x;
+        if (r < m && k < p) square[i][threadIdx.x] = a[r * n + c0 + k];
+    }}
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {{
+        const long long k = k0 + i, r = r0 + threadIdx.x;
+        if (k < p && r < m) out[k * m + r] = square[threadIdx.x][i];
+    }}
+}}
+"""
+    return KernelSource(name, body)
+
+
 def render_dense_rows(trees: tuple, label: str, value_type: str = "float32") -> KernelSource:
     """One warp per row of a dense, C-contiguous ``m × n`` matrix: its row norms ``Σ f(x)`` (up to two, ``trees``
     of ``x``) in ``value_type``, and in the same pass what the input's check reads of its values: ``verdict``

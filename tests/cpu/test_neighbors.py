@@ -216,18 +216,18 @@ def test_all_pairs_compute_each_pair_once_for_a_symmetric_measure(metric, monkey
     X.data = np.round(X.data * 4) + 1  # small integers: ties, which must come in index order
     engine = backend.engine("cpu")
     pushed, transposed = [], []
-    real_push, real_transposed = engine.topk_push, tiling._transposed
+    real_push, real_transposed = engine.topk_push, tiling._transposed_columns
 
     def recording_push(block, col0, self0, largest, selection):
         pushed.append(block.shape)
         real_push(block, col0, self0, largest, selection)
 
-    def recording_transposed(block):
-        transposed.append(block.size)
-        return real_transposed(block)
+    def recording_transposed(engine, block, a, b):
+        transposed.append(block.shape[0] * (b - a))
+        return real_transposed(engine, block, a, b)
 
     monkeypatch.setattr(engine, "topk_push", recording_push)
-    monkeypatch.setattr(tiling, "_transposed", recording_transposed)
+    monkeypatch.setattr(tiling, "_transposed_columns", recording_transposed)
     spec = distances.get_metric(metric)
     D = distances.pairwise_distances(X, metric=metric, backend="cpu")
     nn = distances.NearestNeighbors(n_neighbors=6, metric=metric, backend="cpu", working_memory=0.03).fit(X)

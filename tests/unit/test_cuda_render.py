@@ -354,6 +354,14 @@ def test_dense_rows_kernel_compiles(value_type, norms):
         cuda_source.render_dense_rows(three, "three", value_type)
 
 
+@pytest.mark.parametrize("value_type", ["float32", "float64"])
+def test_transpose_kernel_compiles(value_type):
+    """The all-pairs selection's transposed pushes: one kernel a value type, its square in shared memory."""
+    kernel = cuda_source.render_transpose(value_type)
+    assert kernel.name == f"sr_transpose_{value_type}" and "__shared__" in kernel.source
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
 def _dense_measures():
     from semiring.distances.bound import _dense_form
 
