@@ -271,6 +271,29 @@ def test_two_blocks_select_each_other_from_one_pass(metric, k, rng):
     np.testing.assert_allclose(db, want_d, rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["cosine", "inner_product", "cityblock", "euclidean"])
+@given(data=st.data())
+def test_both_ways_is_the_stable_sort_of_each_side(name, data, monkeypatch):
+    """The both-ways selection on awkward inputs (empty rows and sides, explicit zeros, one column, int32/int64
+    indices, k beyond either side, tiles of one entry): each side's answer is exactly the documented order of
+    ``pairwise_distances``' own values of the pair, read by rows and by columns."""
+    A, B = data.draw(sparse_pair(nonnegative=False, max_rows=9, dtype=np.float64))
+    if B.shape[0] == 0:
+        return
+    k = data.draw(st.integers(1, 12))
+    memory = data.draw(st.sampled_from([None, 1e-6, 3e-5]))
+    monkeypatch.setenv("SEMIRING_CPU_DENSE", "never")  # the sparse kernels: each pair summed in column order
+    spec = distances.get_metric(name)
+    model = distances.NearestNeighbors(n_neighbors=1, metric=name, backend="cpu", working_memory=memory).fit(B)
+    (d0, i0), (d1, i1) = neighbors._shard_kneighbors_both(model, A, k, 100, 7)
+    D = distances.pairwise_distances(A, B, metric=name, backend="cpu")
+    for (d, i, offset), M, width in (((d0, i0, 100), D, B.shape[0]), ((d1, i1, 7), D.T, A.shape[0])):
+        want_d, want_i = reference_knn(M, min(k, width), largest=spec.similarity)
+        assert d.shape == i.shape == (M.shape[0], min(k, width))
+        np.testing.assert_array_equal(i, np.reshape(want_i, i.shape) + offset)
+        np.testing.assert_array_equal(d, np.reshape(want_d, d.shape))
+
+
 def test_symmetric_declarations_hold():
     """Each measure declared symmetric gives d(X, Y) = d(Y, X)ᵀ to rounding; kldivergence and kl_divergence,
     declared not, do not (so an all-pairs kNN may compute each pair once exactly where it is declared)."""
