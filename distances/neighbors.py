@@ -787,20 +787,29 @@ def _kneighbors(
     verbose: bool,
     exclude_self: bool,
     on_device: bool = False,
+    both_ways: bool = False,
 ):
     """Tiles of queries × index through the blocked driver, each merged into a running top-k on the device.
 
     ``index`` is the fitted rows prepared on the device (``NearestNeighbors._index``); when the queries are
     those very rows (``X=None``, or the fitted matrix passed again), batches are slices of it, so nothing is
     prepared or copied to the device again (on scRNA-like data that copy cost 0.3 s and 100 MiB).
+
+    ``both_ways`` (:func:`_kneighbors_both`): the queries are other rows of the same data under a symmetric
+    measure, and the index rows' k best among the queries come too, from the same pass
+    (``tiling.topk(both_ways=True)``).
     """
     engine = measure.engine
     rows, tile = _query_tiles(measure, Q, index, queries_are_index, measure.candidates)
     shape = (Q.shape[0], index.matrix.shape[0])
-    if not on_device:  # the two (queries, k) arrays are no temporaries: they must fit, checked before any tile
+    if both_ways and (queries_are_index or exclude_self):
+        raise ValueError("internal error: the both-ways selection is for rows other than the index's own")
+    if not on_device:  # the (queries, k) arrays are no temporaries: they must fit, checked before any tile
+        entries = shape[0] * k + (shape[1] * min(k, shape[0]) if both_ways else 0)
         validation.check_allocation(
-            shape[0] * k * (measure.dtype.itemsize + 8),
-            f"the k nearest neighbours ({shape[0]:,} queries x {k:,} distances and int64 indices)",
+            entries * (measure.dtype.itemsize + 8),
+            f"the k nearest neighbours ({shape[0]:,} queries x {k:,} distances and int64 indices"
+            + (f", and {shape[1]:,} index rows' among them)" if both_ways else ")"),
             "ask for fewer neighbours or fewer queries at a time",
         )
     with _progress(shape[0], verbose) as bar:
@@ -819,47 +828,11 @@ def _kneighbors(
             min_rows=MIN_QUERY_ROWS,
             progress=bar,
             symmetric=queries_are_index and measure.spec.symmetric,  # each pair once, for both rows
+            both_ways=both_ways,
         )
 
 
-def _kneighbors_both(
-    measure: BoundMeasure,
-    Q,
-    index,
-    queries_are_index: bool,
-    k: int,
-    working_memory,
-    verbose: bool,
-    exclude_self: bool,
-    on_device: bool = False,
-):
-    """As :func:`_kneighbors` for queries that are other rows of the same data under a symmetric measure: the
-    queries' k best among the index rows and the index rows' k best among the queries, from one pass over
-    their pairs (``tiling.topk_both_ways``)."""
-    if queries_are_index or exclude_self:
-        raise ValueError("internal error: the both-ways selection is for rows other than the index's own")
-    shape = (Q.shape[0], index.matrix.shape[0])
-    if not on_device:
-        entries = shape[0] * min(k, shape[1]) + shape[1] * min(k, shape[0])
-        validation.check_allocation(
-            entries * (measure.dtype.itemsize + 8),
-            f"the k nearest neighbours both ways ({shape[0]:,} and {shape[1]:,} rows x {k:,})",
-            "ask for fewer neighbours, or cut the Dask array into smaller row blocks",
-        )
-    rows, tile = _query_tiles(measure, Q, index, False, measure.candidates)
-    return tiling.topk_both_ways(
-        measure.engine,
-        shape,
-        k,
-        measure.dtype,
-        measure.bytes_per_entry,
-        working_memory,
-        largest=measure.spec.similarity,
-        rows=rows,
-        tile=tile,
-        on_device=on_device,
-        min_rows=MIN_QUERY_ROWS,
-    )
+_kneighbors_both = functools.partial(_kneighbors, both_ways=True)
 
 
 def _query_tiles(measure: BoundMeasure, Q, index, queries_are_index: bool, block=None):

@@ -331,6 +331,7 @@ def topk(
     min_rows: int = 1,
     progress=None,
     symmetric: bool = False,
+    both_ways: bool = False,
 ):
     """The ``k`` best of each row of an ``m × n`` result, which never exists whole: ``(values, indices)``.
 
@@ -341,6 +342,12 @@ def topk(
     ``all_pairs_once`` each pair is computed once for both rows' selections (:func:`_topk_all_pairs`).
     The two ``(m, k)`` arrays are on the engine's device when ``on_device``, else in host memory.
     ``progress.update(rows)`` is called as row batches finish.
+
+    ``both_ways``: the rows and the columns are two different sets of rows of one dataset under a symmetric
+    measure (the Dask all-pairs kNN, each pair of shards once), and the columns' k best among the rows come too,
+    from the same tiles pushed transposed to the columns' selections: ``((values, indices) of the rows,
+    (values, indices) of the columns)``, ``min(k, n)`` and ``min(k, m)`` wide.  The columns' selections receive
+    the row batches in order, so their candidates arrive in index order, as the selection expects.
     """
     m, n = shape
     budget = budget_bytes(engine, working_memory)
@@ -357,62 +364,28 @@ def topk(
                 _finish(engine, selection, batch, answer, largest, dtype, on_device)
             return _checked(answer)
     with scratch_budget(budget):
-        row_step, col_step = tile_shape(m, n, bytes_per_entry + engine.topk_extra_bytes(k), budget, min_rows)
-        answer = _answer(engine, (m, k), dtype, on_device)
-        for r0, r1 in ranges(m, row_step):
-            prepared = rows(r0, r1)
-            selection = engine.topk_init(r1 - r0, k, dtype)
-            for c0, c1 in ranges(n, col_step):
-                block = tile(prepared, c0, c1)
-                engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
-                del block  # freed before the next tile is made
-            _finish(engine, selection, (r0, r1), answer, largest, dtype, on_device)
-            if progress is not None:
-                progress.update(r1 - r0)
-        return _checked(answer)
-
-
-def topk_both_ways(
-    engine: PairwiseEngine,
-    shape: tuple[int, int],
-    k: int,
-    dtype,
-    bytes_per_entry: int,
-    working_memory: float | None,
-    *,
-    largest: bool,
-    rows: Callable[[int, int], Any],
-    tile: Callable[[Any, int, int], Any],
-    on_device: bool = False,
-    min_rows: int = 1,
-):
-    """The ``k`` best of each row and of each column of an ``m × n`` result of a symmetric measure between two
-    different sets of rows, each pair computed once: ``((values, indices) of the rows, (values, indices) of the
-    columns)``, ``min(k, n)`` and ``min(k, m)`` wide.  A row's indices are columns, a column's are rows.
-
-    Two blocks of rows of one dataset answer each other's selections at once (the Dask all-pairs kNN, each pair of
-    shards once): every tile is pushed to its rows' selections and, transposed, to its columns' (as
-    :func:`_topk_all_pairs` does above the diagonal).  Column selections receive the row batches in order, so
-    their candidates arrive in index order, as the selection expects.
-    """
-    m, n = shape
-    k_rows, k_cols = min(k, n), min(k, m)
-    budget = budget_bytes(engine, working_memory)
-    with scratch_budget(budget):
-        per_entry = bytes_per_entry + engine.topk_extra_bytes(k) + -(-bytes_per_entry // TRANSPOSE_SLICES)
+        per_entry = bytes_per_entry + engine.topk_extra_bytes(k)
+        if both_ways:  # beside each tile, a slice of it transposed
+            per_entry += -(-bytes_per_entry // TRANSPOSE_SLICES)
         row_step, col_step = tile_shape(m, n, per_entry, budget, min_rows)
+        k_rows = min(k, n) if both_ways else k
         answer = _answer(engine, (m, k_rows), dtype, on_device)
-        columns = engine.topk_init(n, k_cols, dtype)
+        columns = engine.topk_init(n, min(k, m), dtype) if both_ways else None
         for r0, r1 in ranges(m, row_step):
             prepared = rows(r0, r1)
             selection = engine.topk_init(r1 - r0, k_rows, dtype)
             for c0, c1 in ranges(n, col_step):
                 block = tile(prepared, c0, c1)
-                engine.topk_push(block, c0, -1, largest, selection)
-                _push_transposed(engine, block, r0, c0, False, largest, (columns[0][c0:c1], columns[1][c0:c1]))
+                engine.topk_push(block, c0, r0 if exclude_self else -1, largest, selection)
+                if columns is not None:
+                    _push_transposed(engine, block, r0, c0, False, largest, (columns[0][c0:c1], columns[1][c0:c1]))
                 del block  # freed before the next tile is made
             _finish(engine, selection, (r0, r1), answer, largest, dtype, on_device)
-        other = _answer(engine, (n, k_cols), dtype, on_device)
+            if progress is not None:
+                progress.update(r1 - r0)
+        if columns is None:
+            return _checked(answer)
+        other = _answer(engine, (n, min(k, m)), dtype, on_device)
         _finish(engine, columns, (0, n), other, largest, dtype, on_device)
         return _checked(answer), _checked(other)
 
