@@ -563,8 +563,6 @@ def test_ranked_kernel_matches_cdist_with_long_rows_and_shared_columns(rows, dty
     zeros, ties in |x| (the rank's tie-break), int32 and int64 indices: chebyshev through the measure (its
     expansion written by the kernel) against SciPy in float64; a max-union and a min-union product
     (``semiring.pairwise``, no expansion) against the CPU engine."""
-    from scipy.spatial.distance import cdist
-
     from semiring.kernels.cuda import planner, source
 
     rng = np.random.default_rng(rows)
@@ -585,17 +583,7 @@ def test_ranked_kernel_matches_cdist_with_long_rows_and_shared_columns(rows, dty
     X = Y[:45]  # the long rows among them, and the first empty row
     monkeypatch.setattr(source, "RANKED_ROWS", rows)
     monkeypatch.setenv(planner.STRATEGY_ENV, "ranked")
-    calls = count_runs(monkeypatch, "union_by_ranks")
-    got = distances.pairwise_distances(X, Y, metric="chebyshev", backend="cuda")
-    ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), "chebyshev")
-    tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
-    np.testing.assert_allclose(got, ref, **tol)
-    lowest = Semiring(monoid.min, binary_op("-abs(x - y)"))
-    for sr in (semiring.max_absdiff, lowest):
-        np.testing.assert_allclose(
-            semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu"), **tol
-        )
-    assert len(calls) >= 3  # each call ran it
+    _check_max_and_min_unions(X, Y, dtype, count_runs(monkeypatch, "union_by_ranks"))
 
 
 @pytest.mark.parametrize("room", [64, 1024])  # bytes of shares: ranges of 512 rows of Y; one range of all
@@ -605,8 +593,6 @@ def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(roo
     ranges of Y's rows and a queue of a few entries a chunk (several chunks a range): chebyshev through the measure (its expansion written by the kernel)
     against SciPy in float64; a max-union and a min-union product (``semiring.pairwise``, no expansion) against
     the CPU engine.  Signed values, empty rows, explicit zeros, int32 and int64 indices."""
-    from scipy.spatial.distance import cdist
-
     from semiring.kernels.cuda import planner, source
 
     rng = np.random.default_rng(room)
@@ -622,7 +608,16 @@ def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(roo
     monkeypatch.setattr(planner, "RANGE_SHARED_BYTES", room)
     monkeypatch.setattr(source, "EXTREMA_QUEUE", 96)  # read when the kernel is rendered
     monkeypatch.setenv(planner.STRATEGY_ENV, "extrema")
-    calls = count_runs(monkeypatch)
+    _check_max_and_min_unions(X, Y, dtype, count_runs(monkeypatch))
+
+
+def _check_max_and_min_unions(X, Y, dtype, calls: list) -> None:
+    """A forced max- or min-union kernel's answers: chebyshev through the measure (its expansion written by the
+    kernel) against SciPy in float64, a max-union and a min-union product (``semiring.pairwise``, no expansion)
+    against the CPU engine; ``calls`` (``count_runs``'s) shows the kernel ran in each of the three calls (a
+    call may take more than one tile)."""
+    from scipy.spatial.distance import cdist
+
     got = distances.pairwise_distances(X, Y, metric="chebyshev", backend="cuda")
     ref = cdist(X.toarray().astype(np.float64), Y.toarray().astype(np.float64), "chebyshev")
     tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12, "atol": 0}
@@ -632,7 +627,7 @@ def test_extrema_kernel_writes_the_unshared_pairs_and_merges_the_queued_ones(roo
         np.testing.assert_allclose(
             semiring.pairwise(X, Y, sr, backend="cuda"), semiring.pairwise(X, Y, sr, backend="cpu"), **tol
         )
-    assert len(calls) >= 3  # each call ran it (a call may take more than one tile)
+    assert len(calls) >= 3
 
 
 def test_the_gpu_engines_mirror_is_the_transpose_into_a_view_of_the_result():
