@@ -54,8 +54,8 @@ def check_graph(G: DeviceCSR, weighted: bool) -> dict:
     counts = cupy.zeros(4, np.uint64)
     data = G.data.astype(np.float64, copy=False) if weighted else counts  # read only when weighted
     args = (indptr, indices, data, np.int64(n), np.int32(weighted), counts)
-    if n:
-        blocks = min(CHECK_BLOCKS, (32 * n + src.BLOCK - 1) // src.BLOCK)
+    if n and indices.size:
+        blocks = min(CHECK_BLOCKS, -(-int(indices.size) // (src.WARPS * src.CHECK_CHUNK)))
         launch.run(launch.function(src.render_check(it)), (blocks,), (src.BLOCK,), args)
     unsorted, loops, *fingerprints = (int(c) for c in counts.get())
     broken = {"self-loops": loops, "missing reverse": 0, "unequal reverse weight": 0, "unsorted": unsorted}
@@ -66,7 +66,7 @@ def check_graph(G: DeviceCSR, weighted: bool) -> dict:
     return broken
 
 
-CHECK_BLOCKS = 2048  # the streaming check's grid: warps stride over the rows, one atomic per block
+CHECK_BLOCKS = 2048  # the streaming check's grid: warps stride over chunks of entries, one atomic per block
 
 
 def edge_rows(G: DeviceCSR):
@@ -78,13 +78,21 @@ def edge_rows(G: DeviceCSR):
 
 def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest: bool = False):
     """(indptr, indices, rows or None, positions or None, rest or None) of the entries kept; ``rest``: the
-    (indptr, indices) of the entries not kept (see ``render_compact``)."""
+    (indptr, indices) of the entries not kept (see ``render_compact``: its short rows by warps, its long rows
+    by blocks, listed by the count pass)."""
     import cupy
 
     it, indptr, indices = _index(G)
     n = G.shape[0]
     counts = cupy.empty(n, np.int64)
-    _launch(src.render_compact(mode, it), 32 * n, (indptr, indices, np.int64(n), flag, counts))
+    # the long rows' segments: at most one a row past COMPACT_LONG entries, and one every COMPACT_SEGMENT
+    items = int(indices.size) // (src.COMPACT_LONG + 1) + int(indices.size) // src.COMPACT_SEGMENT + 1
+    listed = (cupy.empty(items, indices.dtype), cupy.empty(items, np.int32), cupy.zeros(1, np.uint64))
+    listed = (*listed, cupy.empty(items, np.uint32))
+    for group in ("rows", "long"):  # the rows' pass lists the long rows for the long rows' pass
+        _compact_launch(
+            src.render_compact(mode, it, group=group), group, n, (indptr, indices, np.int64(n), flag, counts, *listed)
+        )
     new_indptr = cupy.zeros(n + 1, indices.dtype)
     if n:
         new_indptr[1:] = cupy.cumsum(counts)
@@ -94,8 +102,9 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest
     new_positions = cupy.empty(total if positions else 1, np.int64)
     rest_indices = cupy.empty(indices.size - total if rest else 1, indices.dtype)
     args = (indptr, indices, np.int64(n), flag, new_indptr, np.int32(rows), np.int32(positions), np.int32(rest))
-    fill_args = (*args, new_rows, new_positions, rest_indices, new_indices)
-    _launch(src.render_compact(mode, it, fill=True), 32 * n, fill_args)
+    fill_args = (*args, new_rows, new_positions, rest_indices, new_indices, *listed)
+    for group in ("rows", "long"):
+        _compact_launch(src.render_compact(mode, it, fill=True, group=group), group, n, fill_args)
     return (
         new_indptr,
         new_indices,
@@ -103,6 +112,21 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest
         (new_positions if positions else None),
         ((indptr - new_indptr, rest_indices) if rest else None),
     )
+
+
+def _compact_launch(kernel, group: str, n: int, args: tuple) -> None:
+    """A compaction kernel over n rows: a warp a group of 32 rows (``"rows"``), or blocks striding over the long
+    rows listed (``"long"``; their count is on the device: no wait for it)."""
+    if n <= 0:
+        return
+    if group == "long":
+        blocks = COMPACT_LONG_BLOCKS_PER_SM * launch.multiprocessor_count()
+    else:
+        blocks = -(-n // (32 * src.WARPS))
+    launch.run(launch.function(kernel), (blocks,), (src.BLOCK,), args)
+
+
+COMPACT_LONG_BLOCKS_PER_SM = 8  # the long rows' grid: as many blocks as an SM holds at once
 
 
 def orient(G: DeviceCSR, by_degree: bool, rows: bool = True, transpose: bool = False):

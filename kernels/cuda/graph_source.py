@@ -103,10 +103,6 @@ __device__ __forceinline__ unsigned long long gr_mix(unsigned long long z) {  //
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-__device__ __forceinline__ unsigned long long gr_hash(unsigned long long a, unsigned long long b,
-                                                      unsigned long long w, unsigned long long seed) {
-    return gr_mix(gr_mix(a ^ seed) + b + gr_mix(w ^ seed));
-}
 """
 
 
@@ -119,38 +115,78 @@ def render_check(index_type: str = "int32") -> KernelSource:
     (the multisets {(u, v, w)} and {(v, u, w)} are equal); an asymmetric one
     sums to 0 with probability about 2⁻¹²⁸.  No random access, unlike looking
     up each entry's reverse: ``render_check_exact`` does that, to count the
-    entries at fault, only when a fingerprint is not 0.  Warps stride over rows
-    and each block adds its sums once.
+    entries at fault, only when a fingerprint is not 0.
+
+    Warps take the entries in chunks of ``GR_CHUNK`` (their first row found by a
+    binary search in ``indptr``), every lane on an entry, each lane walking on to
+    its entries' rows: a warp a row left most lanes idle on short rows and one
+    warp walking a hub's row (R-MAT 22: 3.4 ms; 1.6 ms so, with two of the
+    hash's six mixes an entry; one mix a direction since, ``gr_key``).  ``indptr`` is non-decreasing
+    (the CSR check says so first); reads stay within it whatever it holds.  Each
+    block adds its sums once.
     """
     name = f"gr_check_{index_type}"
     body = f"""\
 #define GR_WARPS {WARPS}
+#define GR_CHUNK {CHECK_CHUNK}
+#define GR_SEED0 0x243f6a8885a308d3ull
+#define GR_SEED1 0x13198a2e03707344ull
+// h(a, b, w) = mix(key(a, b) + mix(w ^ seed)), the w term 0 unweighted; key(a, b) = (a, b) as one word, seeded,
+// where ids fit 32 bits, else mix(a ^ seed) + b: one mix a direction and seed (a first mix of a was 3 of 6 a pair)
+__device__ __forceinline__ unsigned long long gr_key(unsigned long long a, unsigned long long b,
+                                                     unsigned long long seed, bool packed) {{
+    return packed ? ((a << 32) | b) ^ seed : gr_mix(a ^ seed) + b;
+}}
 extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, const double* __restrict__ data,
     long long n, int weighted, unsigned long long* __restrict__ counts)
 {{
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     unsigned long long sums[4] = {{0ull, 0ull, 0ull, 0ull}};
-    for (long long u = (long long)blockIdx.x * GR_WARPS + warp; u < n; u += (long long)gridDim.x * GR_WARPS) {{
-        const I start = indptr[u], end = indptr[u + 1];
-        for (I k0 = start + lane; k0 < end; k0 += 32 * GR_AHEAD) {{  // GR_AHEAD loads in flight: a hub's row
-            I vs[GR_AHEAD], before[GR_AHEAD];                        // is one warp's, the kernel's tail
+    const long long nnz = n > 0 ? (long long)indptr[n] : 0;
+    const bool packed = n <= (1ll << 32);  // a pair's ids fit one 64-bit word
+    for (long long c0 = ((long long)blockIdx.x * GR_WARPS + warp) * GR_CHUNK; c0 < nnz;
+         c0 += (long long)gridDim.x * GR_WARPS * GR_CHUNK) {{
+        long long u = 0;  // the row of entry c0: the last with indptr[u] <= c0
+        if (lane == 0) {{
+            long long hi = n - 1;
+            while (u < hi) {{
+                const long long mid = (u + hi + 1) >> 1;
+                if ((long long)indptr[mid] <= c0) u = mid; else hi = mid - 1;
+            }}
+        }}
+        u = __shfl_sync(0xffffffffu, u, 0);
+        long long start = indptr[u], next = indptr[u + 1];
+        const long long c1 = min(nnz, c0 + GR_CHUNK);
+        for (long long k0 = c0 + lane; k0 < c1; k0 += 32 * GR_AHEAD) {{  // GR_AHEAD loads in flight a lane
+            I vs[GR_AHEAD], before[GR_AHEAD];
 #pragma unroll
             for (int q = 0; q < GR_AHEAD; ++q) {{
-                const I k = k0 + 32 * q;
-                vs[q] = k < end ? indices[k] : (I)0;
-                before[q] = k < end && k > start ? indices[k - 1] : (I)-1;
+                const long long k = k0 + 32 * q;
+                vs[q] = k < c1 ? indices[k] : (I)0;
+                before[q] = k < c1 && k > 0 ? indices[k - 1] : (I)-1;  // read where k > start
             }}
 #pragma unroll
             for (int q = 0; q < GR_AHEAD; ++q) {{
-                const I k = k0 + 32 * q, v = vs[q];
-                if (k >= end) continue;
-                if (v < 0 || v >= n || before[q] >= v) {{ ++sums[0]; continue; }}
+                const long long k = k0 + 32 * q;
+                if (k >= c1) continue;
+                while (k >= next && u + 1 < n) {{  // on to k's row
+                    ++u;
+                    start = next;
+                    next = indptr[u + 1];
+                }}
+                const I v = vs[q];
+                if (v < 0 || v >= n || (k > start && before[q] >= v)) {{ ++sums[0]; continue; }}
                 if (v == u) {{ ++sums[1]; continue; }}
-                const unsigned long long w = weighted ? (unsigned long long)__double_as_longlong(data[k]) : 0ull;
                 const unsigned long long a = (unsigned long long)u, b = (unsigned long long)v;
-                sums[2] += gr_hash(a, b, w, 0x243f6a8885a308d3ull) - gr_hash(b, a, w, 0x243f6a8885a308d3ull);
-                sums[3] += gr_hash(a, b, w, 0x13198a2e03707344ull) - gr_hash(b, a, w, 0x13198a2e03707344ull);
+                unsigned long long w0 = 0ull, w1 = 0ull;
+                if (weighted) {{
+                    const unsigned long long w = (unsigned long long)__double_as_longlong(data[k]);
+                    w0 = gr_mix(w ^ GR_SEED0);
+                    w1 = gr_mix(w ^ GR_SEED1);
+                }}
+                sums[2] += gr_mix(gr_key(a, b, GR_SEED0, packed) + w0) - gr_mix(gr_key(b, a, GR_SEED0, packed) + w0);
+                sums[3] += gr_mix(gr_key(a, b, GR_SEED1, packed) + w1) - gr_mix(gr_key(b, a, GR_SEED1, packed) + w1);
             }}
         }}
     }}
@@ -169,6 +205,9 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
 }}
 """
     return KernelSource(name, _head(index_type) + _MIX + body)
+
+
+CHECK_CHUNK = 2048  # entries a warp of the streaming check takes at a time (a binary search for its first row)
 
 
 def render_check_exact(index_type: str = "int32") -> KernelSource:
@@ -195,19 +234,37 @@ extern "C" __global__ void {name}(
     return KernelSource(name, _head(index_type) + body)
 
 
-def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> KernelSource:
-    """Keep the entries ``u ≺ v`` (``mode="orient"``) or flagged (``mode="keep"``), one warp per row.
+COMPACT_LONG = BLOCK  # a row of more entries is compacted by blocks (``render_compact``)
+COMPACT_SEGMENT = 4 * BLOCK * AHEAD  # a long row's entries a block takes: R-MAT 22's longest rows hold ~10⁵
+
+
+def render_compact(mode: str, index_type: str = "int32", fill: bool = False, group: str = "rows") -> KernelSource:
+    """Keep the entries ``u ≺ v`` (``mode="orient"``) or flagged (``mode="keep"``), in two passes.
 
     ``fill=False``: ``counts[u]`` = entries kept in row u.  ``fill=True``: with
     ``new_indptr`` (the counts' exclusive scan), writes the kept column indices,
     and their rows (``write_rows``) and old positions (``write_positions``);
     ``write_rest`` writes the entries not kept as a CSR of their own, whose row
     pointers are ``indptr - new_indptr`` (for ``"orient"``: the transpose of L,
-    row v holding the u ≺ v).
+    row v holding the u ≺ v).  Rows stay in order: a kept entry's slot is its
+    row's new start plus the row's entries kept before it (warp ballots), a left
+    entry's its old position less the row's entries kept up to it.
+
+    ``group="rows"``: a warp takes 32 consecutive rows and deals their entries
+    over its lanes end to end (R-MAT 22's rows hold 30 entries on average: a
+    warp a row left most lanes idle); a row of more than ``COMPACT_LONG``
+    entries is left to ``"long"``, and the count pass lists its segments of
+    ``COMPACT_SEGMENT`` entries (``long_rows``, ``long_segment``, their number
+    ``long_count``; a row's segments listed together).  ``group="long"``: a
+    block a segment, blocks striding over the list; the count pass keeps each
+    segment's count (``segment_kept``), so the fill pass starts a segment after
+    its row's earlier ones (one warp walking a hub's row was the kernel's tail).
     """
     if mode not in ("orient", "keep"):
         raise ValueError(f"mode must be 'orient' or 'keep', got {mode!r}")
-    name = f"gr_compact_{mode}_{'fill' if fill else 'count'}_{index_type}"
+    if group not in ("rows", "long"):
+        raise ValueError(f"group must be 'rows' or 'long', got {group!r}")
+    name = f"gr_compact_{mode}_{'fill' if fill else 'count'}_{group}_{index_type}"
     if mode == "orient":
         flag_args = "int by_degree"
         flag = "gr_precedes((I)u, v, du, indptr[v + 1] - indptr[v], by_degree)"
@@ -220,55 +277,200 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False) -> 
             "    I* __restrict__ new_rows, long long* __restrict__ positions, I* __restrict__ rest_indices,\n"
             "    I* __restrict__ new_indices"
         )
-        per_chunk = """\
-        const unsigned kept = __ballot_sync(0xffffffffu, flag);
-        const unsigned below = (1u << lane) - 1u;
-        if (flag) {
-            const long long slot = base + __popc(kept & below);
-            new_indices[slot] = v;
-            if (write_rows) new_rows[slot] = (I)u;
-            if (write_positions) positions[slot] = k;
-        } else if (write_rest && k < end) {  // the rest, in their own CSR: rows start at indptr - new_indptr
-            rest_indices[rest + __popc(~kept & below)] = v;
-        }
-        base += __popc(kept);
-        rest += 32 - __popc(kept);"""
-        start = "long long base = new_indptr[u], rest = (long long)indptr[u] - new_indptr[u];"
-        finish = ""
     else:
         out_args = "long long* __restrict__ counts"
-        per_chunk = "        total += __popc(__ballot_sync(0xffffffffu, flag));"
-        start = "long long total = 0;"
-        finish = "if (lane == 0) counts[u] = total;"
-    body = f"""\
-extern "C" __global__ void {name}(
+    # nb: the row's new start; kb: the row's entries kept before this one
+    place = """\
+                if (flag) {
+                    const long long slot = nb + kb;
+                    new_indices[slot] = v;
+                    if (write_rows) new_rows[slot] = (I)u;
+                    if (write_positions) positions[slot] = k;
+                } else if (write_rest) {
+                    rest_indices[k - nb - kb] = v;
+                }"""
+    if group == "rows":
+        placed = (
+            """\
+            if (active) {
+                const long long u = g0 + i, k = ks[q], nb = s_new[warp][i];
+                const long long kb = s_kept[warp][i] + __popc(mine & below);
+                const I v = vs[q];
+"""
+            + place
+            + "\n            }"
+            if fill
+            else ""
+        )
+        listed = (
+            ""
+            if fill
+            else """if (is_long) {  // its segments, listed together
+            const long long segments = (d + GR_SEGMENT - 1) / GR_SEGMENT;
+            const long long first = (long long)atomicAdd(long_count, (unsigned long long)segments);
+            for (long long t = 0; t < segments; ++t) {
+                long_rows[first + t] = (I)row;
+                long_segment[first + t] = (int)t;
+            }
+        }"""
+        )
+        new_start = "s_new[warp][lane] = row < n ? (long long)new_indptr[row] : 0;" if fill else ""
+        counted = (
+            "" if fill else "if (row < n) counts[row] = is_long ? 0 : s_kept[warp][lane];  // long: added by segments"
+        )
+        body = f"""\
+#define GR_WARPS {WARPS}
+#define GR_LONG {COMPACT_LONG}
+#define GR_SEGMENT {COMPACT_SEGMENT}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, long long n, {flag_args},
-    {out_args})
+    {out_args}, I* __restrict__ long_rows, int* __restrict__ long_segment, unsigned long long* __restrict__ long_count,
+    unsigned* __restrict__ segment_kept)
 {{
-    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (u >= n) return;  // whole warps leave together: u is the same on every lane
-    const I du = indptr[u + 1] - indptr[u];
-    {start}
-    const I end = indptr[u + 1];
-    for (I k0 = indptr[u]; k0 < end; k0 += 32 * GR_AHEAD) {{  // GR_AHEAD chunks' loads in flight: a hub's
-        I vs[GR_AHEAD];                                       // row is one warp's, and its walk the kernel's tail
-        bool flags[GR_AHEAD];
-#pragma unroll
-        for (int q = 0; q < GR_AHEAD; ++q) {{
-            const I k = k0 + 32 * q + lane;
-            const I v = k < end ? indices[k] : (I)0;
-            vs[q] = v;
-            flags[q] = k < end && ({flag});
+    __shared__ long long s_start[GR_WARPS][33];  // exclusive scan of the group's short rows' lengths
+    __shared__ long long s_a[GR_WARPS][32], s_new[GR_WARPS][32], s_kept[GR_WARPS][32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned below = (1u << lane) - 1u;
+    for (long long g0 = ((long long)blockIdx.x * GR_WARPS + warp) * 32; g0 < n;
+         g0 += (long long)gridDim.x * GR_WARPS * 32) {{
+        const long long row = g0 + lane;
+        long long a = 0, d = 0;
+        if (row < n) {{
+            a = indptr[row];
+            d = (long long)indptr[row + 1] - a;
         }}
-#pragma unroll
-        for (int q = 0; q < GR_AHEAD; ++q) {{
-            const I k = k0 + 32 * q + lane, v = vs[q];
-            const bool flag = flags[q];
-{per_chunk}
+        const bool is_long = d > GR_LONG;
+        {listed}
+        long long scan = is_long ? 0 : d;
+        for (int o = 1; o < 32; o <<= 1) {{
+            const long long x = __shfl_up_sync(0xffffffffu, scan, o);
+            if (lane >= o) scan += x;
         }}
+        s_start[warp][lane + 1] = scan;
+        if (lane == 0) s_start[warp][0] = 0;
+        s_a[warp][lane] = a;
+        s_kept[warp][lane] = 0;
+        {new_start}
+        const long long work = __shfl_sync(0xffffffffu, scan, 31);
+        __syncwarp();
+        int r = 0;  // the row of item j: the last with s_start[r] <= j
+        for (long long j0 = 0; j0 < work; j0 += 32 * GR_AHEAD) {{  // GR_AHEAD loads in flight a lane
+            I vs[GR_AHEAD];
+            long long ks[GR_AHEAD];
+            int at[GR_AHEAD];
+            bool flags[GR_AHEAD];
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
+                const long long j = j0 + lane + 32 * q;
+                at[q] = 32;  // no item: a group of its own in the matches below
+                flags[q] = false;
+                ks[q] = 0;
+                vs[q] = 0;
+                if (j < work) {{
+                    while (s_start[warp][r + 1] <= j) ++r;
+                    const long long u = g0 + r, k = s_a[warp][r] + (j - s_start[warp][r]);
+                    const I du = (I)(s_start[warp][r + 1] - s_start[warp][r]), v = indices[k];
+                    at[q] = r;
+                    ks[q] = k;
+                    vs[q] = v;
+                    flags[q] = {flag};
+                }}
+            }}
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{  // the lanes of a row are consecutive: one match group
+                const int i = at[q];
+                const bool active = i < 32, flag = flags[q];
+                const unsigned same = __match_any_sync(0xffffffffu, i), kept = __ballot_sync(0xffffffffu, flag);
+                const unsigned mine = kept & same;
+{placed}
+                __syncwarp();
+                if (active && lane == __ffs(same) - 1) s_kept[warp][i] += __popc(mine);
+                __syncwarp();
+            }}
+        }}
+        {counted}
+        __syncwarp();
     }}
-    {finish}
+}}
+"""
+    else:
+        fill_place = (
+            """\
+                if (k < end) {
+                    const long long kb = base + nb_kept + before + __popc(kept & below);
+"""
+            + place
+            + "\n                }"
+            if fill
+            else ""
+        )
+        # the fill pass starts after the row's earlier segments, as the count pass counted them
+        new_start = (
+            """const long long nb = new_indptr[u];
+        long long base = 0;
+        for (int t = 1; t <= segment; ++t) base += segment_kept[r - t];"""
+            if fill
+            else ""
+        )
+        counted = (
+            ""
+            if fill
+            else """if (threadIdx.x == 0) {
+            segment_kept[r] = (unsigned)nb_kept;
+            if (nb_kept) atomicAdd((unsigned long long*)&counts[u], (unsigned long long)nb_kept);
+        }"""
+        )
+        body = f"""\
+#define GR_WARPS {WARPS}
+#define GR_SEGMENT {COMPACT_SEGMENT}
+extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+    const I* __restrict__ indptr, const I* __restrict__ indices, long long n, {flag_args},
+    {out_args}, const I* __restrict__ long_rows, const int* __restrict__ long_segment,
+    const unsigned long long* __restrict__ long_count, unsigned* __restrict__ segment_kept)
+{{
+    __shared__ unsigned s_kept[GR_WARPS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned below = (1u << lane) - 1u;
+    const long long items = (long long)*long_count;
+    for (long long r = blockIdx.x; r < items; r += gridDim.x) {{
+        const long long u = long_rows[r];
+        const int segment = long_segment[r];
+        const long long row_end = indptr[u + 1], du_long = row_end - indptr[u];
+        const long long start = indptr[u] + (long long)segment * GR_SEGMENT, end = min(row_end, start + GR_SEGMENT);
+        const I du = (I)du_long;
+        {new_start}
+        long long nb_kept = 0;  // the segment's entries kept so far
+        for (long long k0 = start; k0 < end; k0 += {BLOCK} * GR_AHEAD) {{  // GR_AHEAD loads in flight a thread
+            I vs[GR_AHEAD];
+            bool flags[GR_AHEAD];
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
+                const long long k = k0 + {BLOCK} * q + threadIdx.x;
+                const I v = k < end ? indices[k] : (I)0;
+                vs[q] = v;
+                flags[q] = k < end && ({flag});
+            }}
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
+                const long long k = k0 + {BLOCK} * q + threadIdx.x;
+                const I v = vs[q];
+                const bool flag = flags[q];
+                const unsigned kept = __ballot_sync(0xffffffffu, flag);
+                if (lane == 0) s_kept[warp] = __popc(kept);
+                __syncthreads();
+                unsigned before = 0, total = 0;  // kept by the block's warps before this one, and by all
+                for (int w = 0; w < GR_WARPS; ++w) {{
+                    const unsigned x = s_kept[w];
+                    total += x;
+                    before += w < warp ? x : 0u;
+                }}
+{fill_place}
+                nb_kept += total;
+                __syncthreads();
+            }}
+        }}
+        {counted}
+    }}
 }}
 """
     return KernelSource(name, _head(index_type) + _ORDER + body)

@@ -25,7 +25,8 @@ def kernels(index_type: str):
     yield src.render_peel(index_type)
     for mode in ("orient", "keep"):
         for fill in (False, True):
-            yield src.render_compact(mode, index_type, fill)
+            for group in ("rows", "long"):
+                yield src.render_compact(mode, index_type, fill, group)
     for mode in ("total", "edge", "vertex"):
         yield src.render_intersect(mode, index_type)
     yield src.render_rank_rows(index_type, "warp")
@@ -49,7 +50,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 13 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
+    assert WEIGHTS and len(names) == 17 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
         WEIGHTS
     )  # every kernel has its own name
 
@@ -61,6 +62,8 @@ def test_bad_modes_are_refused():
         src.render_intersect("measure")
     with pytest.raises(ValueError, match="mode must be 'orient' or 'keep'"):
         src.render_compact("sort")
+    with pytest.raises(ValueError, match="group must be 'rows' or 'long'"):
+        src.render_compact("orient", group="warp")
     with pytest.raises(ValueError, match="mode must be one of"):
         src.render_probe("measure")
     with pytest.raises(ValueError, match="group must be one of"):
