@@ -76,10 +76,10 @@ def edge_rows(G: DeviceCSR):
     return launch.entry_rows(indptr, indices.size, indices.dtype)
 
 
-def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest: bool = False):
+def _compact(G: DeviceCSR, mode: str, flag: tuple, *, rows: bool, positions: bool, rest: bool = False):
     """(indptr, indices, rows or None, positions or None, rest or None) of the entries kept; ``rest``: the
     (indptr, indices) of the entries not kept (see ``render_compact``: its short rows by warps, its long rows
-    by blocks, listed by the count pass)."""
+    by blocks, listed by the count pass); ``flag``: the mode's arguments."""
     import cupy
 
     it, indptr, indices = _index(G)
@@ -91,7 +91,7 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest
     listed = (*listed, cupy.empty(items, np.uint32))
     for group in ("rows", "long"):  # the rows' pass lists the long rows for the long rows' pass
         _compact_launch(
-            src.render_compact(mode, it, group=group), group, n, (indptr, indices, np.int64(n), flag, counts, *listed)
+            src.render_compact(mode, it, group=group), group, n, (indptr, indices, np.int64(n), *flag, counts, *listed)
         )
     new_indptr = cupy.zeros(n + 1, indices.dtype)
     if n:
@@ -101,7 +101,7 @@ def _compact(G: DeviceCSR, mode: str, flag, *, rows: bool, positions: bool, rest
     new_rows = cupy.empty(total if rows else 1, indices.dtype)
     new_positions = cupy.empty(total if positions else 1, np.int64)
     rest_indices = cupy.empty(indices.size - total if rest else 1, indices.dtype)
-    args = (indptr, indices, np.int64(n), flag, new_indptr, np.int32(rows), np.int32(positions), np.int32(rest))
+    args = (indptr, indices, np.int64(n), *flag, new_indptr, np.int32(rows), np.int32(positions), np.int32(rest))
     fill_args = (*args, new_rows, new_positions, rest_indices, new_indices, *listed)
     for group in ("rows", "long"):
         _compact_launch(src.render_compact(mode, it, fill=True, group=group), group, n, fill_args)
@@ -129,19 +129,21 @@ def _compact_launch(kernel, group: str, n: int, args: tuple) -> None:
 COMPACT_LONG_BLOCKS_PER_SM = 8  # the long rows' grid: as many blocks as an SM holds at once
 
 
-def orient(G: DeviceCSR, by_degree: bool, rows: bool = True, transpose: bool = False):
+def orient(G: DeviceCSR, by_degree: bool, rows: bool = True, transpose: bool = False, ranks=None):
     """L: the entries u → v with u ≺ v, as (indptr, indices, rows or None, Lᵀ or None); Lᵀ (``transpose``) is
-    (indptr, indices) with row v holding the u ≺ v: the entries L leaves."""
-    indptr, indices, l_rows, _, lt = _compact(
-        G, "orient", np.int32(by_degree), rows=rows, positions=False, rest=transpose
-    )
+    (indptr, indices) with row v holding the u ≺ v: the entries L leaves.  ``ranks``: the degree order's
+    (``degree_order``; ``by_degree``), which then order the entries, and L's indices are ``ranks[v]``; Lᵀ's
+    stay ids."""
+    ranked = ranks is not None
+    flag = (np.int32(by_degree), ranks if ranked else G.indices, np.int32(ranked))
+    indptr, indices, l_rows, _, lt = _compact(G, "orient", flag, rows=rows, positions=False, rest=transpose)
     return indptr, indices, l_rows, lt
 
 
 def compact_graph(G: DeviceCSR, keep):
     """The subgraph of the kept entries, and their positions in G."""
     flags = keep.astype(np.uint8)
-    indptr, indices, _, positions, _ = _compact(G, "keep", flags, rows=False, positions=True)
+    indptr, indices, _, positions, _ = _compact(G, "keep", (flags,), rows=False, positions=True)
     return DeviceCSR(indptr, indices, G.data[positions], G.shape), positions
 
 
@@ -292,49 +294,51 @@ def degree_order(G: DeviceCSR):
 
 
 def ranked_orient(G: DeviceCSR, rows: bool):
-    """The degree-oriented L with each row holding its vertices' ranks, ascending (``rank_rows``): (indptr,
+    """The degree-oriented L with each row holding its vertices' ranks, ascending (``sort_rows``): (indptr,
     ranks, rows or None, Lᵀ, (rank, order)), ``order[r]`` the vertex of rank r.  Ranks rather than ids: an
-    in-neighbour's list is searched for v's rank without a lookup a step."""
-    lp, li, lrows, lt = orient(G, True, rows=rows, transpose=True)
+    in-neighbour's list is searched for v's rank without a lookup a step.  The orientation compares and writes
+    the ranks (``ranks``): no gather of them apart."""
     rank, order = degree_order(G)
-    return lp, rank_rows(lp, li, rank), lrows, lt, (rank, order)
+    lp, keys, lrows, lt = orient(G, True, rows=rows, transpose=True, ranks=rank)
+    return lp, sort_rows(lp, keys), lrows, lt, (rank, order)
 
 
-def rank_rows(indptr, indices, rank):
-    """Each row's ranks (``rank[]`` of its entries), sorted ascending, in place of its entries
-    (``render_rank_rows``; its rows past a block's room by one CuPy sort of their entries)."""
+def sort_rows(indptr, keys):
+    """Each row of ``keys`` sorted ascending, in a new array (``render_sort_rows``: rows of up to 32 keys in a
+    warp's registers, up to ``RANK_ROWS_WARP`` in its shared memory, up to ``RANK_ROWS_BLOCK`` in a block's;
+    longer rows by one CuPy sort of their entries)."""
     import cupy
 
-    it = "int32" if indices.dtype == np.int32 else "int64"
-    out = cupy.empty_like(indices)
+    it = "int32" if keys.dtype == np.int32 else "int64"
+    out = cupy.empty_like(keys)
     rows, degree = indptr.size - 1, cupy.diff(indptr)
-    if rows <= 0 or not indices.size:
+    if rows <= 0 or not keys.size:
         return out
     warp = src.RANK_ROWS_WARP
     blocks = min(-(-rows // src.WARPS), PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
-    fn = launch.function(src.render_rank_rows(it, "warp", warp))
-    launch.run(fn, (blocks,), (src.BLOCK,), (indptr, indices, rank, indptr, np.int64(rows), out))
-    long = cupy.nonzero(degree > warp)[0].astype(indices.dtype)
+    fn = launch.function(src.render_sort_rows(it, "warp", warp))
+    launch.run(fn, (blocks,), (src.BLOCK,), (indptr, keys, indptr, np.int64(rows), out))
+    long = cupy.nonzero(degree > warp)[0].astype(keys.dtype)
     if not long.size:
         return out
     longest = int(degree[long].max())
     within = long[degree[long] <= src.RANK_ROWS_BLOCK] if longest > src.RANK_ROWS_BLOCK else long
     if within.size:
         slots = 1 << max(5, (min(longest, src.RANK_ROWS_BLOCK) - 1).bit_length())
-        fn = launch.function(src.render_rank_rows(it, "block", slots))
+        fn = launch.function(src.render_sort_rows(it, "block", slots))
         blocks = min(int(within.size), PROBE_BLOCKS_PER_SM * launch.multiprocessor_count())
-        launch.run(fn, (blocks,), (src.BLOCK,), (indptr, indices, rank, within, np.int64(within.size), out))
+        launch.run(fn, (blocks,), (src.BLOCK,), (indptr, keys, within, np.int64(within.size), out))
     beyond = long[degree[long] > src.RANK_ROWS_BLOCK]
-    if beyond.size:  # their entries' positions, row by row; sorted by (row, rank) they keep that order
+    if beyond.size:  # their entries' positions, row by row; sorted by (row, key) they keep that order
         lengths = degree[beyond].astype(np.int64)
         first = cupy.cumsum(lengths) - lengths
         at = cupy.arange(int(lengths.sum()), dtype=np.int64) + cupy.repeat(
             indptr[beyond].astype(np.int64) - first, lengths
         )
-        n = int(rank.size)
-        keys = cupy.repeat(cupy.arange(beyond.size, dtype=np.int64), lengths) * n + rank[indices[at]]
-        keys.sort()
-        out[at] = (keys % n).astype(out.dtype)
+        n = int(keys.max()) + 1
+        order = cupy.repeat(cupy.arange(beyond.size, dtype=np.int64), lengths) * n + keys[at]
+        order.sort()
+        out[at] = (order % n).astype(out.dtype)
     return out
 
 

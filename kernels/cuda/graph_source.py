@@ -242,8 +242,9 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False, gro
     """Keep the entries ``u ≺ v`` (``mode="orient"``) or flagged (``mode="keep"``), in two passes.
 
     ``fill=False``: ``counts[u]`` = entries kept in row u.  ``fill=True``: with
-    ``new_indptr`` (the counts' exclusive scan), writes the kept column indices,
-    and their rows (``write_rows``) and old positions (``write_positions``);
+    ``new_indptr`` (the counts' exclusive scan), writes the kept column indices
+    (``"orient"`` with ``ranked``: their ranks in the degree order, ``rank[]``,
+    which order the entries: the probe's lists), and their rows (``write_rows``) and old positions (``write_positions``);
     ``write_rest`` writes the entries not kept as a CSR of their own, whose row
     pointers are ``indptr - new_indptr`` (for ``"orient"``: the transpose of L,
     row v holding the u ≺ v).  Rows stay in order: a kept entry's slot is its
@@ -266,11 +267,15 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False, gro
         raise ValueError(f"group must be 'rows' or 'long', got {group!r}")
     name = f"gr_compact_{mode}_{'fill' if fill else 'count'}_{group}_{index_type}"
     if mode == "orient":
-        flag_args = "int by_degree"
-        flag = "gr_precedes((I)u, v, du, indptr[v + 1] - indptr[v], by_degree)"
+        # ranked: u ≺ v is rank[u] < rank[v], one read a neighbour where its degree took two, and L's lists
+        # hold the ranks read
+        flag_args = "int by_degree, const I* __restrict__ rank, int ranked"
+        flag = "(ranked ? rank[u] < rank[v] : gr_precedes((I)u, v, du, indptr[v + 1] - indptr[v], by_degree))"
+        written = "ranked ? rank[v] : v"
     else:
         flag_args = "const unsigned char* __restrict__ keep"
         flag = "keep[k] != 0"
+        written = "v"
     if fill:
         out_args = (
             "const I* __restrict__ new_indptr, int write_rows, int write_positions, int write_rest,\n"
@@ -280,15 +285,15 @@ def render_compact(mode: str, index_type: str = "int32", fill: bool = False, gro
     else:
         out_args = "long long* __restrict__ counts"
     # nb: the row's new start; kb: the row's entries kept before this one
-    place = """\
-                if (flag) {
+    place = f"""\
+                if (flag) {{
                     const long long slot = nb + kb;
-                    new_indices[slot] = v;
+                    new_indices[slot] = {written};
                     if (write_rows) new_rows[slot] = (I)u;
                     if (write_positions) positions[slot] = k;
-                } else if (write_rest) {
+                }} else if (write_rest) {{
                     rest_indices[k - nb - kb] = v;
-                }"""
+                }}"""
     if group == "rows":
         placed = (
             """\
@@ -396,8 +401,11 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     else:
         fill_place = (
             """\
+                const long long k = k0 + GR_BLOCK * q + threadIdx.x;
                 if (k < end) {
-                    const long long kb = base + nb_kept + before + __popc(kept & below);
+                    const long long kb = base + nb_kept + tile + before + __popc(kept[q] & below);
+                    const I v = vs[q];
+                    const bool flag = flags[q];
 """
             + place
             + "\n                }"
@@ -422,13 +430,14 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
         )
         body = f"""\
 #define GR_WARPS {WARPS}
+#define GR_BLOCK {BLOCK}
 #define GR_SEGMENT {COMPACT_SEGMENT}
-extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
+extern "C" __global__ void __launch_bounds__(GR_BLOCK) {name}(
     const I* __restrict__ indptr, const I* __restrict__ indices, long long n, {flag_args},
     {out_args}, const I* __restrict__ long_rows, const int* __restrict__ long_segment,
     const unsigned long long* __restrict__ long_count, unsigned* __restrict__ segment_kept)
 {{
-    __shared__ unsigned s_kept[GR_WARPS];
+    __shared__ unsigned s_kept[GR_AHEAD][GR_WARPS];  // each warp's kept entries of each tile of a round
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned below = (1u << lane) - 1u;
     const long long items = (long long)*long_count;
@@ -440,34 +449,37 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
         const I du = (I)du_long;
         {new_start}
         long long nb_kept = 0;  // the segment's entries kept so far
-        for (long long k0 = start; k0 < end; k0 += {BLOCK} * GR_AHEAD) {{  // GR_AHEAD loads in flight a thread
+        for (long long k0 = start; k0 < end; k0 += GR_BLOCK * GR_AHEAD) {{  // a round: GR_AHEAD tiles of the block
             I vs[GR_AHEAD];
             bool flags[GR_AHEAD];
+            unsigned kept[GR_AHEAD];
 #pragma unroll
             for (int q = 0; q < GR_AHEAD; ++q) {{
-                const long long k = k0 + {BLOCK} * q + threadIdx.x;
+                const long long k = k0 + GR_BLOCK * q + threadIdx.x;
                 const I v = k < end ? indices[k] : (I)0;
                 vs[q] = v;
                 flags[q] = k < end && ({flag});
             }}
 #pragma unroll
             for (int q = 0; q < GR_AHEAD; ++q) {{
-                const long long k = k0 + {BLOCK} * q + threadIdx.x;
-                const I v = vs[q];
-                const bool flag = flags[q];
-                const unsigned kept = __ballot_sync(0xffffffffu, flag);
-                if (lane == 0) s_kept[warp] = __popc(kept);
-                __syncthreads();
+                kept[q] = __ballot_sync(0xffffffffu, flags[q]);
+                if (lane == 0) s_kept[q][warp] = __popc(kept[q]);
+            }}
+            __syncthreads();  // one wait a round: every tile's counts at once
+            long long tile = 0;  // kept in the round's earlier tiles
+#pragma unroll
+            for (int q = 0; q < GR_AHEAD; ++q) {{
                 unsigned before = 0, total = 0;  // kept by the block's warps before this one, and by all
                 for (int w = 0; w < GR_WARPS; ++w) {{
-                    const unsigned x = s_kept[w];
+                    const unsigned x = s_kept[q][w];
                     total += x;
                     before += w < warp ? x : 0u;
                 }}
 {fill_place}
-                nb_kept += total;
-                __syncthreads();
+                tile += total;
             }}
+            nb_kept += tile;
+            __syncthreads();
         }}
         {counted}
     }}
@@ -691,7 +703,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
     return KernelSource(name, _head(index_type) + body)
 
 
-# The degree order's lists (``render_rank_rows``): each row of L its vertices' ranks, ascending.  A row of up to
+# The degree order's lists (``render_sort_rows``): each row of L its vertices' ranks, ascending.  A row of up to
 # RANK_ROWS_WARP entries is a warp's, a longer one up to RANK_ROWS_BLOCK a block's (its shared memory holds the
 # row); a longer one still is sorted by CuPy (none on R-MAT 22, whose longest out-list in the degree order has
 # 1,032 entries: it grows as √edges).
@@ -699,22 +711,23 @@ RANK_ROWS_WARP = 256
 RANK_ROWS_BLOCK = 4096
 
 
-def render_rank_rows(index_type: str = "int32", group: str = "warp", slots: int = RANK_ROWS_WARP) -> KernelSource:
-    """``out``'s rows: the ranks of ``indices``' rows (``rank[]`` of each entry), each row sorted ascending.
+def render_sort_rows(index_type: str = "int32", group: str = "warp", slots: int = RANK_ROWS_WARP) -> KernelSource:
+    """``out``'s rows: ``keys``' rows, each sorted ascending (the oriented graph's rows of ranks).
 
-    A group (a warp, or the block) takes a row, gathers its ranks into its
-    shared memory padded to a power of two with a key after every rank, sorts
-    them by a bitonic network and writes them back.  ``group="warp"``: every
-    row of 1 to ``slots`` entries, warps striding over the rows (a single entry
-    is written as it is); ``"block"``: the ``count`` rows listed in ``rows``, up
-    to ``slots`` entries each, a block a row.  ``slots``: a power of two, 32 to
+    ``group="warp"``: every row of 1 to ``slots`` entries, warps striding over
+    the rows; a row of up to 32 (most: R-MAT 22's rows of L hold 15 on average)
+    sorted in the lanes' registers by a bitonic network of shuffles, a longer
+    one copied into the warp's shared memory padded to a power of two with a
+    key after every rank and sorted there by the same network.  ``"block"``:
+    the ``count`` rows listed in ``rows``, up to ``slots`` entries each, a block
+    a row, in shared memory.  ``slots``: a power of two, 32 to
     ``RANK_ROWS_BLOCK``.
     """
     if group not in ("warp", "block"):
         raise ValueError(f"group must be 'warp' or 'block', got {group!r}")
     if slots < 32 or slots & (slots - 1) or slots > RANK_ROWS_BLOCK:
         raise ValueError(f"slots must be a power of two from 32 to {RANK_ROWS_BLOCK}, got {slots}")
-    name = f"gr_rank_rows_{group}_{slots}_{index_type}"
+    name = f"gr_sort_rows_{group}_{slots}_{index_type}"
     G = 32 if group == "warp" else BLOCK
     sync = "__syncwarp()" if group == "warp" else "__syncthreads()"
     if group == "warp":
@@ -724,8 +737,18 @@ def render_rank_rows(index_type: str = "int32", group: str = "warp", slots: int 
     for (long long r = (long long)blockIdx.x * GR_WARPS + warp; r < count; r += (long long)gridDim.x * GR_WARPS) {
         const I row = (I)r;"""
         skip = """\
-        if (d == 1 && g == 0) out[a] = rank[indices[a]];
-        if (d <= 1 || d > GR_SLOTS) continue;"""
+        if (d <= 32) {  // in registers: lane g holds the g-th key, partners swap by shuffles
+            I x = g < d ? keys[a + g] : GR_LAST;
+            if (d > 1)
+                for (int k = 2; k <= 32; k <<= 1)
+                    for (int j = k >> 1; j > 0; j >>= 1) {
+                        const I y = __shfl_xor_sync(0xffffffffu, x, j);
+                        x = (((g & j) == 0) == ((g & k) == 0)) ? min(x, y) : max(x, y);
+                    }
+            if (g < d) out[a + g] = x;
+            continue;
+        }
+        if (d > GR_SLOTS) continue;"""
     else:
         rows = """\
     I* s = s_keys;
@@ -737,8 +760,8 @@ def render_rank_rows(index_type: str = "int32", group: str = "warp", slots: int 
 #define GR_SLOTS {slots}
 #define GR_LAST ((I)((1ull << (8 * sizeof(I) - 1)) - 1))  // the padding: after every rank
 extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
-    const I* __restrict__ indptr, const I* __restrict__ indices, const I* __restrict__ rank,
-    const I* __restrict__ rows, long long count, I* __restrict__ out)
+    const I* __restrict__ indptr, const I* __restrict__ keys, const I* __restrict__ rows, long long count,
+    I* __restrict__ out)
 {{
     __shared__ I s_keys[{WARPS if group == "warp" else 1} * GR_SLOTS];
     const int g = threadIdx.x % {G};
@@ -747,7 +770,7 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
 {skip}
         int size = 1;
         while (size < d) size <<= 1;
-        for (int i = g; i < size; i += {G}) s[i] = i < d ? rank[indices[a + i]] : GR_LAST;
+        for (int i = g; i < size; i += {G}) s[i] = i < d ? keys[a + i] : GR_LAST;
         {sync};
         for (int k = 2; k <= size; k <<= 1)
             for (int j = k >> 1; j > 0; j >>= 1) {{

@@ -88,6 +88,17 @@ def test_orientation_keeps_each_edge_once_in_order(A, by_degree):
     ):
         _same(got, want, what)
     assert li.dtype == A.indices.dtype and lp.dtype == A.indices.dtype
+    if by_degree:  # ordered by the degree order's ranks instead: the same entries, L's written as ranks
+        rank, _ = cuda_graph.degree_order(G)
+        kp, keys, krows, (up, ui) = cuda_graph.orient(G, True, rows=True, transpose=True, ranks=rank)
+        for got, want, what in (
+            (kp, indptr, "L's row pointers, ranked"),
+            (keys, rank.get()[indices], "L's ranks"),
+            (krows, rows, "L's rows, ranked"),
+            (up, rest_indptr, "Lᵀ's row pointers, ranked"),
+            (ui, rest_indices, "Lᵀ's indices, ranked"),
+        ):
+            _same(got, want, what)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

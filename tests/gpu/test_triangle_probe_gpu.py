@@ -161,9 +161,10 @@ def rank_tiers(request, monkeypatch):
 
 
 @pytest.mark.parametrize("index", [np.int32, np.int64])
-def test_rank_rows_sorts_each_row_of_ranks(index, rank_tiers, monkeypatch):
-    """The degree order's lists: each row of L its vertices' ranks, ascending, against NumPy's sort of each
-    row; then the counts made on them against networkx."""
+def test_ranked_rows_hold_each_rows_ranks_in_order(index, rank_tiers, monkeypatch):
+    """The degree order's lists: the orientation writes each kept entry's rank, then each row of L is sorted
+    (in registers, a warp's or a block's shared memory, or by CuPy): against NumPy's sort of each row's ranks
+    of L in ids; then the counts made on them against networkx."""
     import cupyx.scipy.sparse as csp
 
     from semiring.kernels.cuda import graph as cuda_graph
@@ -176,12 +177,17 @@ def test_rank_rows_sorts_each_row_of_ranks(index, rank_tiers, monkeypatch):
     want_order = np.lexsort((np.arange(degrees.size), degrees))  # by degree, ties by id
     np.testing.assert_array_equal(order.get(), want_order)
     np.testing.assert_array_equal(rank.get()[want_order], np.arange(degrees.size))
-    got = cuda_graph.rank_rows(lp, li, rank)
+    kp, keys, _, _ = cuda_graph.orient(G, True, rows=False, transpose=True, ranks=rank)
+    np.testing.assert_array_equal(kp.get(), lp.get())
+    np.testing.assert_array_equal(keys.get(), rank.get()[li.get()])  # written in place of the ids
+    got = cuda_graph.sort_rows(lp, keys)
     assert got.dtype == index
     lp, li, rank = lp.get(), li.get(), rank.get()
     assert np.diff(lp).max() > 64  # the clique's rows reach the forced tiers' last
+    assert (np.diff(lp) <= 32).any() and ((np.diff(lp) > 32) & (np.diff(lp) <= 256)).any()
     want = np.concatenate([np.sort(rank[li[a:b]]) for a, b in itertools.pairwise(lp)])
     np.testing.assert_array_equal(got.get(), want)
+    np.testing.assert_array_equal(cuda_graph.ranked_orient(G, rows=False)[1].get(), want)
     monkeypatch.setenv(cuda_graph.TRIANGLES_ENV, "probe")
     total, per_vertex = networkx_counts(A)
     D = csp.csr_matrix(A)

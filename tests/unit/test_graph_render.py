@@ -29,8 +29,8 @@ def kernels(index_type: str):
                 yield src.render_compact(mode, index_type, fill, group)
     for mode in ("total", "edge", "vertex"):
         yield src.render_intersect(mode, index_type)
-    yield src.render_rank_rows(index_type, "warp")
-    yield src.render_rank_rows(index_type, "block", src.RANK_ROWS_BLOCK)
+    yield src.render_sort_rows(index_type, "warp")
+    yield src.render_sort_rows(index_type, "block", src.RANK_ROWS_BLOCK)
     for mode in src.PROBE_MODES:  # a warp's table, and a block's as large as Hopper's shared memory holds
         yield src.render_probe(mode, index_type, "warp")
         yield src.render_probe(mode, index_type, "block", 8192)
@@ -71,9 +71,9 @@ def test_bad_modes_are_refused():
     with pytest.raises(ValueError, match="slots must be a power of two"):
         src.render_probe("total", group="block", slots=1000)
     with pytest.raises(ValueError, match="group must be 'warp' or 'block'"):
-        src.render_rank_rows("int32", "grid")
+        src.render_sort_rows("int32", "grid")
     with pytest.raises(ValueError, match="slots must be a power of two from 32"):
-        src.render_rank_rows("int32", "block", 2 * src.RANK_ROWS_BLOCK)
+        src.render_sort_rows("int32", "block", 2 * src.RANK_ROWS_BLOCK)
 
 
 def test_measure_renders_its_expression():
