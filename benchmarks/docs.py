@@ -64,6 +64,8 @@ FIGURES = (
             "graph_h200_1efff10_truss_rmat22.json",
             "graph_h200_c6b86bf.json",
             "graph_h200_c6b86bf_rmat22.json",
+            "graph_h200_b0c5412.json",
+            "graph_h200_b0c5412_rmat24_25.json",
         ),
         "graph",
         "graph",
@@ -549,20 +551,28 @@ def table_knn_host(fig: Figure) -> str:
 def _graph_rows(fig: Figure) -> list[dict]:
     """Every file's graphs, one row a graph: a later file's timings, checks and peer errors of a graph join an
     earlier file's, replacing those of the same name (a run of some measures adds them to the graph's row); a
-    peer skipped by the later run keeps the earlier one's timings."""
+    peer skipped by the later run keeps the earlier one's timings, and a peer not installed on the later run's
+    machine everything the earlier ones said of it."""
     rows: dict = {}
     for name in fig.files:
         for r in record.load(RESULTS / name).get("rows", []):
             row = rows.setdefault(r["graph"], {})
+            earlier = bool(row)  # an earlier file has this graph
             for k, v in r.items():
                 peer = k.removesuffix(" skipped")
                 if peer != k and any(t.startswith(peer) for t in row.get("timings", {})):
                     continue  # skipped here, timed by an earlier file
+                if k.endswith((" skipped", " error")) and _not_installed(v) and earlier:
+                    continue  # the peer was not on this run's machine: not a result of it
                 if isinstance(v, dict) and isinstance(row.get(k), dict):
                     row[k] = {**row[k], **v}
                 elif v is not None or k not in row:
                     row[k] = v
     return list(rows.values())
+
+
+def _not_installed(message) -> bool:
+    return isinstance(message, str) and ("ModuleNotFoundError" in message or "not installed" in message)
 
 
 def table_graph(fig: Figure) -> str:

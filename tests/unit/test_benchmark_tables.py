@@ -104,6 +104,18 @@ def test_graph_and_cpu_tables_from_their_suites(tmp_path, monkeypatch):
     assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | ktruss5 | 9.00 | — |" in text
     assert "| graphblas | triangles | 400.00 | yes |" in text and "above 17" not in text
     assert "| rmat18 | | | | graphblas ktruss5 | | error | cut off at 60 s: its first call had run 58.0 s |" in text
+    # a run on a machine without a peer says nothing of it: the earlier run's timings and errors stand
+    absent = {**later, "timings": {"ours triangles": timing(3.0)}, "graphblas skipped": None}
+    absent |= {"graphblas triangles error": "ModuleNotFoundError: No module named 'graphblas'"}
+    absent |= {"cugraph triangles skipped": "pylibcugraph not installed (No module named 'pylibcugraph')"}
+    absent.pop("graphblas ktruss5 error")
+    (tmp_path / "i.json").write_text(json.dumps({"meta": META, "rows": [absent]}))
+    files = ("g.json", "h.json", "i.json")
+    text = docs.render(docs.Figure("graph-gpu", "graph.md", files, "graph", "graph"), today("0"))
+    assert "| rmat18 | 262,144 | 3,805,913 | 82,934,318 | ours | triangles | 3.00 | yes |" in text
+    assert "| graphblas | triangles | 400.00 | yes |" in text and "No module named" not in text
+    assert "| rmat18 | | | | graphblas ktruss5 | | error | cut off at 60 s: its first call had run 58.0 s |" in text
+    assert text.count("pylibcugraph not installed") == 1  # the first run's own word, once
     cpu = {"dataset": "movielens", "measure": "cosine", "peer": "scikit-learn", "ours": timing(10.0)}
     cpu |= {"peer_timing": {**timing(50.0), "others_cpu": 0.5}}  # other processes took half the cores meanwhile
     cpu |= {"checks": {"ours": ok("ours"), "peer": ok("scikit-learn", False)}}
