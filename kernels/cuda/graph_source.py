@@ -61,6 +61,18 @@ __device__ __forceinline__ I gr_lower_bound(const I* __restrict__ a, I lo, I hi,
     }
     return lo;
 }
+// A warp's deal: each lane's items laid end to end, start[i] the first of lane i's and start[32] the warp's
+// total, which it returns (an inclusive scan by shuffles); the caller's __syncwarp() makes start readable.
+__device__ __forceinline__ long long gr_deal(long long items, long long* start, int lane) {
+    long long scan = items;
+    for (int o = 1; o < 32; o <<= 1) {
+        const long long x = __shfl_up_sync(0xffffffffu, scan, o);
+        if (lane >= o) scan += x;
+    }
+    start[lane + 1] = scan;
+    if (lane == 0) start[0] = 0;
+    return __shfl_sync(0xffffffffu, scan, 31);
+}
 """
 
 _ORDER = """\
@@ -346,17 +358,10 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
         }}
         const bool is_long = d > GR_LONG;
         {listed}
-        long long scan = is_long ? 0 : d;
-        for (int o = 1; o < 32; o <<= 1) {{
-            const long long x = __shfl_up_sync(0xffffffffu, scan, o);
-            if (lane >= o) scan += x;
-        }}
-        s_start[warp][lane + 1] = scan;
-        if (lane == 0) s_start[warp][0] = 0;
+        const long long work = gr_deal(is_long ? 0 : d, s_start[warp], lane);
         s_a[warp][lane] = a;
         s_kept[warp][lane] = 0;
         {new_start}
-        const long long work = __shfl_sync(0xffffffffu, scan, 31);
         __syncwarp();
         int r = 0;  // the row of item j: the last with s_start[r] <= j
         for (long long j0 = 0; j0 < work; j0 += 32 * GR_AHEAD) {{  // GR_AHEAD loads in flight a lane
@@ -569,18 +574,11 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) {name}(
             else {{ a = indptr[v]; b = indptr[u]; bend = indptr[u + 1]; items = dv; }}
         }}
     }}
-    long long scan = items;  // inclusive scan across the warp
-    for (int o = 1; o < 32; o <<= 1) {{
-        const long long t = __shfl_up_sync(0xffffffffu, scan, o);
-        if (lane >= o) scan += t;
-    }}
-    s_start[warp][lane + 1] = scan;
-    if (lane == 0) s_start[warp][0] = 0;
+    const long long work = gr_deal(items, s_start[warp], lane);
     s_a[warp][lane] = a;
     s_b[warp][lane] = b;
     s_bend[warp][lane] = bend;
     s_count[warp][lane] = 0;
-    const long long work = __shfl_sync(0xffffffffu, scan, 31);
     __syncwarp();
     unsigned long long found = 0;
     for (long long j = lane; j < work; j += 32) {{
@@ -891,15 +889,8 @@ def render_probe(mode: str, index_type: str = "int32", group: str = "warp", slot
     # the warp walks each list in turn, its lanes over the list (measured: dealing took 52 ms of R-MAT 22's
     # triangles where this takes 46).
     deal = """\
-            long long scan = items;
-            for (int o = 1; o < 32; o <<= 1) {
-                const long long s = __shfl_up_sync(0xffffffffu, scan, o);
-                if (lane >= o) scan += s;
-            }
-            s_start[warp][lane + 1] = scan;
-            if (lane == 0) s_start[warp][0] = 0;
+            const long long work = gr_deal(items, s_start[warp], lane);
             s_a[warp][lane] = a;
-            const long long work = __shfl_sync(0xffffffffu, scan, 31);
             __syncwarp();
             int i = 0;  // the in-neighbour of item j: the last with s_start[i] <= j
             for (long long j = lane; j < work; j += 32 * GR_AHEAD) {
