@@ -287,7 +287,7 @@ def degree_order(G: DeviceCSR):
 
     _, indptr, _ = _index(G)
     n = G.shape[0]
-    order = cupy.argsort(cupy.diff(indptr).astype(np.int64) * n + cupy.arange(n, dtype=np.int64))
+    order = cupy.argsort(cupy.diff(indptr))  # CuPy's sorts are stable: ties keep the order of ids
     rank = cupy.empty(n, indptr.dtype)
     rank[order] = cupy.arange(n, dtype=indptr.dtype)
     return rank, order.astype(indptr.dtype)
