@@ -87,8 +87,12 @@ def _compact(G: DeviceCSR, mode: str, flag: tuple, *, rows: bool, positions: boo
     counts = cupy.empty(n, np.int64)
     # the long rows' segments: at most one a row past COMPACT_LONG entries, and one every COMPACT_SEGMENT
     items = int(indices.size) // (src.COMPACT_LONG + 1) + int(indices.size) // src.COMPACT_SEGMENT + 1
-    listed = (cupy.empty(items, indices.dtype), cupy.empty(items, np.int32), cupy.zeros(1, np.uint64))
-    listed = (*listed, cupy.empty(items, np.uint32))
+    listed = (  # each segment's row and place in it, their number, each one's count of kept entries
+        cupy.empty(items, indices.dtype),
+        cupy.empty(items, np.int32),
+        cupy.zeros(1, np.uint64),
+        cupy.empty(items, np.uint32),
+    )
     for group in ("rows", "long"):  # the rows' pass lists the long rows for the long rows' pass
         _compact_launch(
             src.render_compact(mode, it, group=group), group, n, (indptr, indices, np.int64(n), *flag, counts, *listed)

@@ -7,11 +7,11 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
   self-loops, and fingerprints of symmetry; ``render_check_exact`` (one warp
   per row, a binary search per entry) counts the entries whose reverse is
   missing or weighs differently, run only when a fingerprint says so.
-* ``render_compact`` — one warp per row, in two passes (count, then fill):
-  the entries that ``u ≺ v`` in the total order keeps (``mode="orient"``,
-  giving the oriented graph L) or that a flag keeps (``mode="keep"``, the
-  k-truss loop).  Warp ballots give each kept entry its slot: no scan over the
-  edges, rows stay sorted.
+* ``render_compact`` — two passes (count, then fill), a warp 32 short rows
+  and a block each segment of a long one: the entries that ``u ≺ v`` in the
+  total order keeps (``mode="orient"``, giving the oriented graph L) or that a
+  flag keeps (``mode="keep"``, the k-truss loop).  Warp ballots give each kept
+  entry its slot: no scan over the edges, rows stay sorted.
 * ``render_intersect`` — the set-intersection kernel behind triangle counts
   and common neighbours.  One warp per 32 consecutive edges (u, v): each edge
   contributes ``min(|N(u)|, |N(v)|)`` work items (the elements of its shorter
