@@ -242,6 +242,13 @@ class NearestNeighbors:
         """Keep X (any SciPy sparse format or a dense 2-D array) as the index; ``y`` is ignored."""
         if _sdask.is_dask(X):  # the index sharded over the workers by X's row blocks (docs/dask.md)
             return self._fit_sharded(X)
+        return self._fit_local(X, known_again=True)
+
+    def _fit_local(self, X, known_again: bool) -> NearestNeighbors:
+        """``fit`` on one machine.  ``known_again``: a digest of the caller's X is kept, so that ``kneighbors``
+        of that matrix, unchanged, reads the prepared rows; a shard (a row block on a worker, asked only by
+        its own rows as ``None`` or by other blocks) takes none: the digest of a 125,000-row movielens-like
+        block took 0.25 s of its 0.39 s fit on an H200's host."""
         if self.metric == PRECOMPUTED:
             return self._fit_distances(X)
         spec, values, columns = self._resolve()
@@ -264,7 +271,7 @@ class NearestNeighbors:
         if spec.nonnegative:
             validation.check_nonnegative(X, "X", spec.name)
         self._index = _LocalIndex(X)
-        if shared:
+        if shared and known_again:
             self._index.source = _Source.of(given)
         self.effective_metric_, self.effective_metric_params_ = effective_metric(
             self.metric, self.p, self.metric_params
@@ -396,7 +403,9 @@ class NearestNeighbors:
             Q = self._dask_queries(X)
             dtype = _sdask.result_dtype(Q, self._index.X)
             pair_part = _shard_kneighbors_both if spec.symmetric else None  # each pair of shards once
-            dist, ind = self._shards().kneighbors(Q, X is None, k, spec.similarity, _shard_kneighbors, dtype, pair_part)
+            dist, ind = self._shards().kneighbors(
+                Q, X is None, k, spec.similarity, _shard_kneighbors, dtype, pair_part=pair_part, backend=self.backend
+            )
             return (dist, ind) if return_distance else ind
         k = self._query_k(X, n_neighbors)
         if self._is_precomputed():
@@ -669,7 +678,7 @@ class _LocalIndex:
 
 def _fit_shard(params: dict, rows) -> NearestNeighbors:
     """A single-machine model fitted on one row block (on the worker holding it), for the sharded index."""
-    return NearestNeighbors(**params).fit(rows)
+    return NearestNeighbors(**params)._fit_local(rows, known_again=False)
 
 
 def _shard_kneighbors(shard: NearestNeighbors, queries, k: int, offset: int):

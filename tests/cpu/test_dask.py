@@ -209,9 +209,9 @@ def test_all_pairs_kneighbors_asks_each_pair_of_shards_once(client, monkeypatch)
     asked = []
     kneighbors = dask_paths.ShardedIndex.kneighbors
 
-    def spy(self, *args):
-        asked.append(args[-1])  # pair_part: None unless each pair of shards is asked once
-        return kneighbors(self, *args)
+    def spy(self, *args, **kwargs):
+        asked.append(kwargs["pair_part"])  # None unless each pair of shards is asked once
+        return kneighbors(self, *args, **kwargs)
 
     monkeypatch.setattr(dask_paths.ShardedIndex, "kneighbors", spy)
     nn = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(blocks)

@@ -7,14 +7,19 @@ a GPU machine with ``python -m pytest -m gpu tests/gpu/test_dask_gpu.py``.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from oracles import assert_neighbors_up_to_ties
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import assert_neighbors_up_to_ties, reference_knn
 from scipy.spatial.distance import cdist
 from strategies import random_graph
 
 import semiring
+from semiring import dask as dask_paths
 from semiring import graph
 from semiring.distances import NearestNeighbors, pairwise_distances
 
@@ -31,6 +36,40 @@ def data(m, n, seed):
     X = sp.random(m, n, density=0.2, format="csr", random_state=seed)
     X.data = np.random.default_rng(seed).uniform(0.5, 2.0, X.nnz)
     return X
+
+
+@st.composite
+def shard_answers(draw):
+    """Shards' answers for a few rows full of ties, NaN and infinities: each shard's own best, global indices."""
+    m, n = draw(st.integers(0, 5)), draw(st.integers(2, 40))
+    k = draw(st.integers(1, n))
+    values = draw(
+        st.lists(st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, np.nan, np.inf, -np.inf]), min_size=m * n, max_size=m * n)
+    )
+    D = np.array(values, dtype=draw(st.sampled_from([np.float32, np.float64]))).reshape(m, n)
+    bounds = [0, *sorted(draw(st.sets(st.integers(1, n - 1), max_size=6))), n]
+    largest = draw(st.booleans())
+    parts = []
+    for c0, c1 in itertools.pairwise(bounds):
+        d, i = reference_knn(D[:, c0:c1], min(k, c1 - c0), largest=largest)
+        parts.append((d.astype(D.dtype), i + c0))
+    return D, k, parts, largest
+
+
+@settings(max_examples=80, deadline=None)
+@given(shard_answers(), st.randoms(use_true_random=False))
+def test_merge_on_the_gpu_equals_one_selection_over_all(case, random):
+    """The merge of a block's shard answers sorted by the GPU (a worker of the CUDA engine) gives the
+    single-machine order: best first, NaN last, equal values by index, whatever order the parts arrive in."""
+    D, k, parts, largest = case
+    random.shuffle(parts)
+    dist, ind = dask_paths.merge(parts, k, largest, backend="cuda")
+    want_d, want_i = reference_knn(D, k, largest=largest)
+    assert isinstance(dist, np.ndarray) and isinstance(ind, np.ndarray) and dist.dtype == D.dtype
+    np.testing.assert_array_equal(ind, want_i)
+    np.testing.assert_array_equal(dist, want_d.astype(D.dtype))
+    host = dask_paths.merge(parts, k, largest, backend="cpu")
+    np.testing.assert_array_equal(host[1], ind)
 
 
 def test_cupy_blocks_stay_on_the_gpu(client):
