@@ -86,6 +86,7 @@ FIGURES = (
             "dask_h200x2_719276a_rmat24.json",
             "dask_h200x2_526b5bf_rmat24.json",
             "dask_h200x2_ee7218a_rmat24.json",
+            "dask_h200x2_c25f638_rmat24.json",
         ),
         "dask",
         "dask",
