@@ -77,7 +77,7 @@ def assert_same_sparse(got, want) -> None:
     assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got.indptr, want.indptr)
     np.testing.assert_array_equal(got.indices, want.indices)
-    np.testing.assert_allclose(got.data, want.data, rtol=1e-15)
+    np.testing.assert_array_equal(got.data, want.data)  # the same computation: to the last bit
 
 
 @pytest.mark.parametrize("case", GRAPHS)
@@ -94,7 +94,7 @@ def test_per_edge_results_stay_on_the_workers_and_equal_one_machine(client, case
         frame = call(held, as_frame=True, compute=False)
         assert isinstance(frame, dd.DataFrame) and frame.npartitions == nblocks, name
         assert_kept_on_both_workers(client, frame, nblocks)
-        pd.testing.assert_frame_equal(frame.compute(), call(A, as_frame=True), check_exact=False, rtol=1e-15)
+        pd.testing.assert_frame_equal(frame.compute(), call(A, as_frame=True), check_exact=True)
     # compute=True with as_frame: that frame computed, the single-machine one
     pd.testing.assert_frame_equal(graph.cosine(held, as_frame=True), graph.cosine(A, as_frame=True), rtol=1e-15)
 
