@@ -13,7 +13,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from strategies import random_graph, star_graph
+from strategies import random_graph, star_graph, weighted_graph
 
 from semiring import graph
 
@@ -73,6 +73,30 @@ def test_kept_per_edge_results_on_gpu_workers(client, case):
     np.testing.assert_array_equal(
         graph.triangle_count(dA, "vertex", backend="cuda"), [per_vertex[v] for v in range(A.shape[0])]
     )
+
+
+@pytest.mark.parametrize("name", ["jaccard", "cosine"])
+def test_kept_weighted_and_neighbour_weighted_similarities_on_gpu_workers(client, name):
+    """The masked-product similarities (weighted, and Adamic-Adar's neighbour weights) kept on the workers
+    equal one GPU's to the last bit; the weighted ones within float64 rounding of SciPy's sums."""
+    W = weighted_graph(400, 3000, seed=12)
+    dW = blocks(W, 90)
+    held = graph.hold(dW, weighted=True)
+    call = getattr(graph, name)
+    kept = call(held, weighted=True, backend="cuda", compute=False)
+    assert_held_by_workers(client, kept, dW.numblocks[0])
+    got, want = kept.compute(), call(W, weighted=True, backend="cuda")
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+    if name == "jaccard":  # sum of the minima over the sum of the maxima of the two rows, in float64
+        D = W.toarray()
+        u, v = W.nonzero()
+        ref = np.minimum(D[u], D[v]).sum(axis=1) / np.maximum(D[u], D[v]).sum(axis=1)
+        np.testing.assert_allclose(got.tocsr()[u, v].A1, ref, rtol=1e-12)
+    A = random_graph(2000, 12000, seed=4)
+    dA = blocks(A, 500)
+    kept = graph.adamic_adar_index(dA, backend="cuda", compute=False)
+    np.testing.assert_array_equal(kept.compute().data, graph.adamic_adar_index(A, backend="cuda").data)
 
 
 def test_kept_cupy_blocks_stay_on_the_gpu(client):
