@@ -896,8 +896,8 @@ def _kept_sparse(held, b: int, nblocks: int, values):
     of those rows and every column in the input's form (SciPy matrix or array, CuPy)."""
     G, kind = held.value
     r0, r1 = _block_rows(G, b, nblocks)
-    B = _block_csr(G, r0, r1, np.zeros(int(G.indptr[r1] - G.indptr[r0])))
-    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(values(held, b, nblocks), B)
+    block_values = values(held, b, nblocks)
+    return _Graph(_backend.graph_engine("cpu"), G, kind).sparse(block_values, _block_csr(G, r0, r1, block_values))
 
 
 def _kept_frame(held, b: int, nblocks: int, values, column: str, starts):
