@@ -393,11 +393,11 @@ def merge(parts, k: int, largest: bool, backend: str = "cpu"):
     (array([[1., 1., 3.]]), array([[0, 4, 5]]))
     """
     parts = sorted(parts, key=lambda p: p[1].min() if p[1].size else -1)  # in the order of their shards' rows
-    xp = np
-    if sum(p[0].size for p in parts) and _backend.resolve(backend) == "cuda":
-        import cupy as xp
-    dist = xp.concatenate([xp.asarray(p[0]) for p in parts], axis=1)
-    ind = xp.concatenate([xp.asarray(p[1]) for p in parts], axis=1)
+    on_gpu = sum(p[0].size for p in parts) and _backend.resolve(backend) == "cuda"
+    load = arrays.to_cupy if on_gpu else np.asarray
+    dist, ind = ([load(p[side]) for p in parts] for side in (0, 1))
+    xp = arrays.array_module(dist[0])
+    dist, ind = xp.concatenate(dist, axis=1), xp.concatenate(ind, axis=1)
     order = xp.argsort(-dist if largest else dist, axis=1, kind="stable")[:, :k]
     best = xp.take_along_axis(dist, order, axis=1), xp.take_along_axis(ind, order, axis=1)
     return tuple(arrays.on_host(a) for a in best)
