@@ -439,15 +439,6 @@ class Held:
             self._derived[key] = make()
         return self._derived[key]
 
-    def latest(self, slot: str, key, make):
-        """``make()`` kept in ``slot`` while the calls ask the same ``key``; another key replaces it (the old
-        value dropped first): one value a slot, for values as large as the graph's (a measure at every edge)."""
-        kept = self._derived.get(slot)
-        if kept is None or kept[0] != key:
-            self._derived.pop(slot, None)
-            kept = self._derived[slot] = (key, make())
-        return kept[1]
-
     def __getstate__(self) -> dict:
         return {"value": self.value, "_derived": {}}  # derived values (device arrays) stay where they were made
 

@@ -388,7 +388,8 @@ class LastDerived:
     """A value derived from an object, kept for the next call on the same object while the object lives.
 
     The Dask path asks an engine for the parts of one graph's work in turn (``triangle_count_total(G, ...,
-    part=(b, n))``): the oriented graph is made at the first part and reused by the next.  One value is kept;
+    part=(b, n))``): the oriented graph is made at the first part and reused by the next; and a worker's per-edge
+    measure of a held graph, cut into its row blocks (``semiring.graph``).  One value is kept;
     it is dropped when its object is, or when another object's value replaces it.
 
     >>> class Graph: pass

@@ -22,7 +22,7 @@ from semiring import backend as _backend
 from semiring import dask as _sdask
 from semiring import expr as _expr
 from semiring.expr import root_of_product
-from semiring.interfaces import GRAPH_EXPANSION_VARIABLES, GraphEngine
+from semiring.interfaces import GRAPH_EXPANSION_VARIABLES, GraphEngine, LastDerived
 from semiring.ops import BUILTIN_SEMIRINGS
 
 from . import labelled
@@ -835,14 +835,17 @@ def _block_rows(G, b: int, nblocks: int) -> tuple[int, int]:
     return int(r0), int(r1)
 
 
+_EDGE_VALUES = LastDerived()  # a worker's measure at every edge of the held graph whose blocks are being asked
+
+
 def _edge_block(held, b: int, nblocks: int, engine, key, whole):
     """Block b's entries of ``whole(G on the engine's device)``, a measure at every entry of the graph by the
     single-machine call's path (unweighted, the oriented graph's triangles, each found once): made once a worker
-    for all its blocks and kept while they ask (``Held.latest``: the last measure's only, as large as the graph's
-    values).
+    for all its blocks and kept while they ask (``_EDGE_VALUES``: one value a worker, as large as the graph's
+    values, dropped with its graph or when another measure or graph replaces it).
     With each block's entries from their own two lists instead, R-MAT 24's Jaccard blocks took 10.3 s of tasks
     on one H200's worker (2.27 s this way, the blocks made on the host included)."""
-    values = held.latest("edge values", (engine.name, key), lambda: whole(_on_device(engine, held)))
+    values = _EDGE_VALUES.get(held, (engine.name, key), lambda: whole(_on_device(engine, held)))
     G = held.value[0]
     r0, r1 = _block_rows(G, b, nblocks)
     return engine.to_host(values[int(G.indptr[r0]) : int(G.indptr[r1])])

@@ -345,22 +345,3 @@ def test_graph_input_rules_hold_on_dask(client):
     assert graph.triangle_count(row_blocks(B, 10), normalize=True) == graph.triangle_count(A)
     with pytest.raises(NotImplementedError, match=r"ktruss\(A.compute\(\)"):
         graph.ktruss(row_blocks(A, 10), 3)
-
-
-def test_held_latest_keeps_one_value_a_slot():
-    """A slot keeps the value of the key last asked: the same key makes it once, another replaces it (the old
-    value no longer referenced by the slot), other slots and ``derived`` values untouched."""
-    held = dask_paths.Held("graph")
-    made = []
-
-    def make(tag):
-        made.append(tag)
-        return np.full(3, len(made))
-
-    first = held.latest("edge values", "jaccard", lambda: make("jaccard"))
-    assert held.latest("edge values", "jaccard", lambda: make("again")) is first and made == ["jaccard"]
-    kept = held.derived("device copy", lambda: "copy")
-    other = held.latest("edge values", "cosine", lambda: make("cosine"))
-    assert made == ["jaccard", "cosine"] and other[0] == 2
-    assert held.latest("edge values", "jaccard", lambda: make("jaccard"))[0] == 3  # made again: one a slot
-    assert held.derived("device copy", lambda: "another") is kept
