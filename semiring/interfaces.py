@@ -348,14 +348,12 @@ class GraphEngine(Protocol):
     def row_norm(self, G, tree) -> Any:
         """``Σ_k f(G[u, k])`` over each row (``tree`` an expression of ``x``), float64."""
 
-    def common_neighbor_counts(self, G, rows: tuple[int, int] | None = None) -> Any:
-        """``|N(u) ∩ N(v)|`` at each stored entry (u, v), in CSR order; ``rows=(r0, r1)``: at the entries of
-        rows r0 to r1 - 1 only (a row block, for one worker of a cluster)."""
+    def common_neighbor_counts(self, G) -> Any:
+        """``|N(u) ∩ N(v)|`` at each stored entry (u, v), in CSR order."""
 
-    def edge_measure(self, G, tree, rows: tuple[int, int] | None = None) -> Any:
+    def edge_measure(self, G, tree) -> Any:
         """``f(c, d(u), d(v))`` at each stored entry (``tree`` over ``GRAPH_EXPANSION_VARIABLES``, c the
-        common-neighbour count, d the degree), each undirected edge computed once; ``rows=(r0, r1)``: at the
-        entries of rows r0 to r1 - 1 only, each from its own two lists."""
+        common-neighbour count, d the degree), each undirected edge computed once."""
 
     def masked_product(self, G, P, sr) -> Any:
         """``(G ⊕.⊗ Gᵀ)`` at the stored entries of the device matrix P, in P's CSR order."""

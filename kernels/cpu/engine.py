@@ -235,19 +235,13 @@ class CpuGraphEngine:
     def row_norm(self, G, tree) -> np.ndarray:
         return _elementwise.row_norm(G, tree)
 
-    def common_neighbor_counts(self, G, rows: tuple[int, int] | None = None) -> np.ndarray:
-        """The triangles through each edge (``edge_triangles``, degree order): each counted once; for a row
-        block, each of its entries from its own two lists (``graph.entry_counts``)."""
-        if rows is not None:
-            return _graph.entry_counts(G.indptr, G.indices, rows)
+    def common_neighbor_counts(self, G) -> np.ndarray:
+        """The triangles through each edge (``edge_triangles``, degree order): each counted once."""
         return _graph.edge_support(G.indptr, G.indices, True)
 
-    def edge_measure(self, G, tree, rows: tuple[int, int] | None = None) -> np.ndarray:
-        r0, r1 = (0, G.shape[0]) if rows is None else rows
-        s0, s1 = G.indptr[r0], G.indptr[r1]
-        entry_rows = np.repeat(np.arange(r0, r1, dtype=G.indices.dtype), np.diff(G.indptr[r0 : r1 + 1]))
+    def edge_measure(self, G, tree) -> np.ndarray:
         return _graph.expand(
-            tree, entry_rows, G.indices[s0:s1], self.common_neighbor_counts(G, rows), np.diff(G.indptr)
+            tree, self.edge_rows(G), G.indices[: G.indptr[-1]], self.common_neighbor_counts(G), np.diff(G.indptr)
         )
 
     def masked_product(self, G, P, sr) -> np.ndarray:

@@ -333,44 +333,6 @@ def triangle_total(lp, li, part: tuple[int, int] | None = None) -> int:
 
 
 @njit(parallel=True, **JIT)
-def _entry_counts(indptr, indices, r0, r1, marks, out):
-    """``|N(u) ∩ N(v)|`` at each stored entry (u, v) of rows r0 to r1 - 1 (``out[k - indptr[r0]]``), each from
-    its own two lists: u's list marked in its thread's bit map and v's counted against it, or u's list looked
-    up in v's when v's is more than ``SKEW`` times longer (a hub's list is then never walked)."""
-    one = np.uint64(1)
-    s0 = indptr[r0]
-    for u in prange(r0, r1):
-        mark = marks[numba.get_thread_id()]
-        a, ae = indptr[u], indptr[u + 1]
-        for k in range(a, ae):
-            mark[indices[k] >> 6] |= one << np.uint64(indices[k] & 63)
-        for k in range(a, ae):
-            v = indices[k]
-            b, be = indptr[v], indptr[v + 1]
-            found = 0
-            if be - b > SKEW * (ae - a):
-                for j in range(a, ae):
-                    found += find(indices, b, be, indices[j]) >= 0
-            else:
-                for t in range(b, be):
-                    found += np.int64((mark[indices[t] >> 6] >> np.uint64(indices[t] & 63)) & one)
-            out[k - s0] = found
-        for k in range(a, ae):
-            mark[indices[k] >> 6] = 0
-
-
-def entry_counts(indptr, indices, rows: tuple[int, int]) -> np.ndarray:
-    """Common neighbours ``|N(u) ∩ N(v)|`` at the stored entries of rows ``rows[0]`` to ``rows[1] - 1`` (int64,
-    CSR order): a row block of the graph, its own entries computed, the rest of the graph read."""
-    r0, r1 = rows
-    out = np.zeros(int(indptr[r1] - indptr[r0]), np.int64)
-    if out.size:
-        marks = np.zeros((numba.get_num_threads(), (indptr.size + 62) // 64), np.uint64)
-        _entry_counts(indptr, indices, r0, r1, marks, out)
-    return out
-
-
-@njit(parallel=True, **JIT)
 def _support_chunks(lp, li, bounds, marks, own, shared):
     """The triangles through each edge of L, found as in ``_triangle_chunks``; each triangle u ≺ v ≺ w (found at
     u, the marks holding the positions of u's out-list) counts once at each of its three edges.

@@ -197,11 +197,11 @@ class CudaGraphEngine:
     def row_norm(self, G: DeviceCSR, tree) -> Any:
         return graph.row_norm(G, tree)
 
-    def common_neighbor_counts(self, G: DeviceCSR, rows=None) -> Any:
-        return graph.common_neighbor_counts(G, rows)
+    def common_neighbor_counts(self, G: DeviceCSR) -> Any:
+        return graph.common_neighbor_counts(G)
 
-    def edge_measure(self, G: DeviceCSR, tree, rows=None) -> Any:
-        return graph.edge_measure(G, tree, rows)
+    def edge_measure(self, G: DeviceCSR, tree) -> Any:
+        return graph.edge_measure(G, tree)
 
     def masked_product(self, G: DeviceCSR, P: DeviceCSR, sr) -> Any:
         return graph.masked_product(G, P, sr)

@@ -483,23 +483,10 @@ def edge_strategy() -> str:
     return "oriented" if chosen == "auto" else chosen
 
 
-def edge_measure(G: DeviceCSR, tree, rows: tuple[int, int] | None = None):
-    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once.
-
-    ``rows=(r0, r1)``: at the entries of rows r0 to r1 - 1 only, each from its own two lists (a row block of
-    the graph, the rest of it read but not computed).
-    """
+def edge_measure(G: DeviceCSR, tree):
+    """A measure of (|N(u) ∩ N(v)|, d(u), d(v)) at every entry, each undirected edge counted once."""
     import cupy
 
-    if rows is not None:
-        _, indptr, indices = _index(G)
-        r0, r1 = rows
-        begin, end = (int(x) for x in indptr[[r0, r1]].get())
-        block = DeviceCSR(indptr[r0 : r1 + 1] - indptr[r0], indices[begin:end], None, (r1 - r0, G.shape[1]))
-        entry_rows = edge_rows(block) + indices.dtype.type(r0)
-        out = cupy.empty(end - begin, np.float64)
-        intersect("entry", indptr, indices, entry_rows, out, tree, begin=begin)
-        return out
     if edge_strategy() == "oriented":
         return edge_triangles(G, True, tree)
     _, indptr, indices = _index(G)
@@ -511,9 +498,7 @@ def edge_measure(G: DeviceCSR, tree, rows: tuple[int, int] | None = None):
 _COUNT = expr.parse("c", GRAPH_EXPANSION_VARIABLES)[0]
 
 
-def common_neighbor_counts(G: DeviceCSR, rows: tuple[int, int] | None = None):
-    if rows is not None:
-        return edge_measure(G, _COUNT, rows).astype(np.int64)
+def common_neighbor_counts(G: DeviceCSR):
     if edge_strategy() == "oriented":
         return edge_triangles(G, True)
     return edge_measure(G, _COUNT).astype(np.int64)

@@ -26,9 +26,7 @@ The adjacency is CSR with sorted rows; ``I`` is its index type (``int`` or
   - ``"vertex"`` — per-vertex triangles: the third vertex +1 per match, the
     edge's two vertices + its count once;
   - ``"measure"`` — common neighbours of every undirected edge once (at
-    ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries;
-  - ``"entry"`` — the measure at every entry of its range, written to that
-    entry alone (a row block's values, its lists read whole).
+    ``u < v``), a measure of (c, d(u), d(v)) written to both of its entries.
 
   Every mode takes a range of entries ``[begin, end)`` (a part of the graph
   for one worker), with ``rows[e - begin]`` the row of entry e.
@@ -49,7 +47,7 @@ from semiring import expr as _expr
 
 from .source import PREAMBLE, KernelSource, _types
 
-INTERSECT_MODES = ("total", "edge", "vertex", "measure", "entry")
+INTERSECT_MODES = ("total", "edge", "vertex", "measure")
 WARPS = 8  # warps per block of the per-edge and per-row kernels
 BLOCK = 32 * WARPS
 
@@ -496,12 +494,12 @@ extern "C" __global__ void __launch_bounds__(GR_BLOCK) {name}(
 def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | None = None) -> KernelSource:
     """|N(u) ∩ N(v)| for every edge of a CSR graph, one warp per 32 edges; see the module docstring.
 
-    ``mode="measure"`` and ``"entry"`` need ``tree``, an expression of c, nu, nv (d(u), d(v)).
+    ``mode="measure"`` needs ``tree``, an expression of c, nu, nv (d(u), d(v)).
     """
     if mode not in INTERSECT_MODES:
         raise ValueError(f"mode must be one of {INTERSECT_MODES}, got {mode!r}")
-    if (mode in ("measure", "entry")) != (tree is not None):
-        raise ValueError("a tree (the measure) is given with mode='measure' or 'entry' and only then")
+    if (mode == "measure") != (tree is not None):
+        raise ValueError("a tree (the measure) is given with mode='measure' and only then")
     label = "" if tree is None else "_" + _label(tree)
     name = f"gr_intersect_{mode}{label}_{index_type}"
     take = "u < v" if mode == "measure" else "true"  # measure: each undirected edge once
@@ -510,7 +508,6 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         "edge": "unsigned int* __restrict__ counts",
         "vertex": "unsigned long long* __restrict__ counts",
         "measure": "double* __restrict__ out",
-        "entry": "double* __restrict__ out",
     }[mode]
     on_match = {
         "total": "++found;",
@@ -521,7 +518,6 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         ),
         "vertex": "atomicAdd(&s_count[warp][i], 1u);\n                atomicAdd(&counts[x], 1ull);",
         "measure": "atomicAdd(&s_count[warp][i], 1u);",
-        "entry": "atomicAdd(&s_count[warp][i], 1u);",
     }[mode]
     if mode == "total":
         finish = _TOTAL
@@ -532,13 +528,6 @@ def render_intersect(mode: str, index_type: str = "int32", tree: _expr.Node | No
         finish = """\
     const unsigned c = s_count[warp][lane];
     if (e < end && c) { atomicAdd(&counts[u], (unsigned long long)c); atomicAdd(&counts[v], (unsigned long long)c); }"""
-    elif mode == "entry":
-        f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
-        finish = f"""\
-    if (e < end) {{
-        const double c = (double)s_count[warp][lane], nu = (double)du, nv = (double)dv;
-        out[e - begin] = {f};
-    }}"""
     else:
         f = _expr.render_cuda(tree, {"c": "c", "nu": "nu", "nv": "nv"}, "double")
         finish = f"""\

@@ -36,7 +36,6 @@ def kernels(index_type: str):
         yield src.render_probe(mode, index_type, "block", 8192)
     for tree in TREES:
         yield src.render_intersect("measure", index_type, tree)
-        yield src.render_intersect("entry", index_type, tree)
         yield src.render_mirror(index_type, tree)
         yield src.render_expand(tree, index_type)
     for tree in WEIGHTS:
@@ -50,7 +49,7 @@ def test_every_graph_kernel_compiles(index_type):
         assert f'extern "C" __global__ void {kernel.name}(' in kernel.source or f") {kernel.name}(" in kernel.source
         assert len(cuda_compile.compile_cached(kernel)) > 0, kernel.name
         names.add(kernel.name)
-    assert WEIGHTS and len(names) == 17 + 2 * len(src.PROBE_MODES) + 4 * len(TREES) + len(
+    assert WEIGHTS and len(names) == 17 + 2 * len(src.PROBE_MODES) + 3 * len(TREES) + len(
         WEIGHTS
     )  # every kernel has its own name
 
@@ -58,7 +57,7 @@ def test_every_graph_kernel_compiles(index_type):
 def test_bad_modes_are_refused():
     with pytest.raises(ValueError, match="mode must be one of"):
         src.render_intersect("wedges")
-    with pytest.raises(ValueError, match="mode='measure' or 'entry' and only then"):
+    with pytest.raises(ValueError, match="mode='measure' and only then"):
         src.render_intersect("measure")
     with pytest.raises(ValueError, match="mode must be 'orient' or 'keep'"):
         src.render_compact("sort")
