@@ -225,7 +225,10 @@ class BoundMeasure:
             validation.is_nonnegative(Ap)
         Ap = self.engine.to_device(Ap)
         tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
-        return Rows(Ap, [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms])
+        norms = [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms]
+        if self.spec.row_terms:
+            norms = self.engine.row_terms(self.spec.row_term_trees, norms, Ap.shape[1])
+        return Rows(Ap, norms)
 
     @property
     def finds_sign(self) -> bool:
@@ -379,6 +382,7 @@ def _dense_form(spec: Distance) -> bool:
         and not spec.nonnegative
         and spec.on_nonnegative is None
         and (spec.refine is None or spec.refine.exact is None)
+        and not spec.row_terms  # its pass sums the norms in the kernel that checks the rows, and keeps them
     )
 
 

@@ -29,6 +29,8 @@ def measures_table() -> str:
     for d in DISTANCES:
         terms = "<br>".join(f"c{k}: {_semiring(sr)}" for k, sr in enumerate(d.terms))
         norms = ", ".join(f"{n} = Σ {NORMS[n]}" for n in d.norms) or "—"
+        if d.row_terms:  # what the expansion then reads as nx*/ny*, once a row
+            norms += "; then per row " + ", ".join(f"nx{k} ← `{t}`" for k, t in enumerate(d.row_terms))
         notes = d.note
         if d.on_nonnegative is not None:
             form = d.on_nonnegative

@@ -665,7 +665,14 @@ class _LocalIndex:
         type changes.  Pickling drops it (device arrays stay out of pickles).
         """
         scale = None if measure.scale is None else measure.scale.tobytes()
-        key = (measure.engine.name, measure.spec.prepare, measure.spec.norms, measure.acc, scale)
+        key = (
+            measure.engine.name,
+            measure.spec.prepare,
+            measure.spec.norms,
+            measure.spec.row_terms,
+            measure.acc,
+            scale,
+        )
         if self.prepared is None or self.prepared[0] != key:
             self.prepared = (key, measure.prepare(self.X))
             self.derived = DerivedCache()

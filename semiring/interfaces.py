@@ -277,6 +277,10 @@ class PairwiseEngine(Protocol):
     def row_norm(self, A, tree, dtype) -> Any:
         """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""
 
+    def row_terms(self, trees, norms, ncols: int) -> list:
+        """``g(nx0[i], nx1[i], n)`` for each of ``trees`` at every row i of ``norms`` (a measure's row norms, as
+        ``row_norm`` gives them), in their type: a measure's row-only terms (``Distance.row_terms``)."""
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         """``out[i, j] = f(c0[i, j], c1[i, j], nx*[i], ny*[j], n)`` (see ``EXPANSION_VARIABLES``); returns ``out``.
 

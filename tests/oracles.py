@@ -159,6 +159,18 @@ def oracle(name: str, Xd: np.ndarray, Yd: np.ndarray, **params) -> np.ndarray:
         return ORACLES[spec.name].reference(spec, np.asarray(Xd), np.asarray(Yd), **params)
 
 
+def correlation_rows() -> sp.csr_matrix:
+    """An ordinary row, a zero row, a constant row (every column stored alike: no spread), a mean large next to
+    its spread (its centred sums cancel), a row of one value."""
+    rng = np.random.default_rng(0)
+    A = np.zeros((5, 40))
+    A[0, ::3] = rng.random(14)
+    A[2] = 3.0
+    A[3] = 1e4 + rng.random(40)
+    A[4, 7] = -2.5
+    return sp.csr_matrix(A)
+
+
 def tolerances(name: str, dtype) -> dict:
     """How closely our result must equal the oracle's, for a result of ``dtype``."""
     return {"rtol": 1e-4 if dtype == np.float32 else 1e-9, "atol": ORACLES[get_metric(name).name].atol}

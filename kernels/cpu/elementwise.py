@@ -65,6 +65,14 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out: np
     return out
 
 
+def row_terms(trees, norms, ncols: int) -> list:
+    """``g(nx0[i], nx1[i], n)`` for each tree at every row of ``norms``, in their type (an ``m × 1`` expansion)."""
+    m = norms[0].shape[0]
+    return [
+        expand(tree, (), np.zeros(0), [], norms, [], ncols, np.empty((m, 1), norms[0].dtype)).ravel() for tree in trees
+    ]
+
+
 # --------------------------------------------------------------------------- selection and scatter
 
 

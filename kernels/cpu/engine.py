@@ -166,6 +166,9 @@ class CpuEngine:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
         return _elementwise.row_norm(A, tree, dtype)
 
+    def row_terms(self, trees, norms, ncols: int) -> list:
+        return _elementwise.row_terms(trees, norms, ncols)
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> np.ndarray:
         return _elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 

@@ -219,7 +219,7 @@ def _blas(product: Product, out_dtype, expansion=None):
     room = max(1024, product.m * product.p // (FLAGGED_SHARE * flagged.shape[0]))
     uncertain = np.zeros((flagged.shape[0], 1 + 2 * room), np.int64)
     threads, tolerance, tile = numba.get_num_threads(), _dense.FLOAT32_TOLERANCE, _dense.FLOAT32_TILE
-    mirror = Y is X and np.array_equal(xn, yn) and _symmetric(expansion)
+    mirror = Y is X and np.array_equal(xn, yn, equal_nan=True) and _symmetric(expansion)  # a row term may be NaN
     with _dense.one_blas_thread():
         kernels.float32_product_kernel(
             xd, yd, xa, ya, gamma, floor, tolerance, tile, threads, mirror, *operands, uncertain, out

@@ -48,6 +48,14 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     return out
 
 
+def row_terms(trees, norms, ncols: int) -> list:
+    """``g(nx0[i], nx1[i], n)`` for each tree at every row of ``norms``, in their type (an ``m × 1`` expansion)."""
+    import cupy
+
+    m = norms[0].shape[0]
+    return [expand(tree, (), (), [], norms, [], ncols, cupy.empty((m, 1), norms[0].dtype)).ravel() for tree in trees]
+
+
 def operands(T, terms, xnorms, ynorms) -> list:
     """c0, c1, nx0, nx1, ny0, ny1 in type T; a dummy stands for each one the expression does not read."""
     dummy = launch.empty(1, T)

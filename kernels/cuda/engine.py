@@ -111,6 +111,9 @@ class CudaEngine:
     def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
         return elementwise.row_norm(A, tree, dtype)
 
+    def row_terms(self, trees, norms, ncols: int) -> list:
+        return elementwise.row_terms(trees, norms, ncols)
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         return elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 

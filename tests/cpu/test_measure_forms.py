@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
-from oracles import assert_neighbors_up_to_ties, oracle, tolerances
+from oracles import assert_neighbors_up_to_ties, correlation_rows, oracle, tolerances
 from strategies import dense, sparse_pair
 
 from semiring import distances
@@ -58,3 +58,51 @@ def test_neighbors_take_the_form_of_index_and_queries(sign):
     assert_neighbors_up_to_ties(dist, ind, oracle("braycurtis", dense(Q), dense(X)), 4)
     dist, ind = nn.kneighbors()  # the fitted rows themselves, after a query of the other sign
     assert_neighbors_up_to_ties(dist, ind, oracle("braycurtis", dense(X), dense(X)), 4, exclude_self=True)
+
+
+# --------------------------------------------------------------------------- row terms
+
+
+def test_row_terms_take_the_places_of_the_norms():
+    """A measure's row terms (``Distance.row_terms``) replace its norms one for one; the forms without them read
+    their own norms raw."""
+    from semiring.distances.specs import DISTANCES
+
+    for d in DISTANCES:
+        assert not d.row_terms or len(d.row_terms) == len(d.norms), d.name
+    spec = get_metric("correlation")
+    assert spec.row_terms and len(spec.row_term_trees) == 2
+
+
+def test_correlation_row_terms_against_numpy():
+    """The CPU engine's row terms of correlation against NumPy in float64: Σx/√n and the centred sum of squares,
+    0 for the zero row, NaN where it cancels (the constant row, the large mean) so their pairs are flagged."""
+    from semiring.distances.specs import NORMS, expression
+    from semiring.kernels.cpu import ENGINE
+
+    spec, A = get_metric("correlation"), correlation_rows()
+    n = A.shape[1]
+    norms = [ENGINE.row_norm(A, expression(NORMS[name], ("x",)), np.float64) for name in spec.norms]
+    a, v = ENGINE.row_terms(spec.row_term_trees, norms, n)
+    dense_rows = A.toarray()
+    np.testing.assert_allclose(a, dense_rows.sum(axis=1) / np.sqrt(n), rtol=1e-15)
+    centred = ((dense_rows - dense_rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    np.testing.assert_allclose(v[[0, 4]], centred[[0, 4]], rtol=1e-12)
+    assert v[1] == 0.0 and np.isnan(v[2]) and np.isnan(v[3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_correlation_of_awkward_rows_equals_scipy_and_a_row_against_itself_is_0(dtype, monkeypatch):
+    """Through the public call: the rows above against themselves equal SciPy (NaN for the zero and the constant
+    row, the cancelling ones recomputed exactly), and each ordinary row's distance to itself is exactly 0 on the
+    sparse kernels (its product summed as its Σx² is: the covariance is the row term itself)."""
+    import semiring.settings
+
+    monkeypatch.setenv(semiring.settings.CPU_DENSE.name, "never")
+    A = correlation_rows().astype(dtype)
+    got = distances.pairwise_distances(A, metric="correlation", backend="cpu")
+    with np.errstate(all="ignore"):
+        ref = oracle("correlation", dense(A).astype(np.float64), dense(A).astype(np.float64))
+    np.testing.assert_allclose(got, ref, **tolerances("correlation", got.dtype), equal_nan=True)
+    assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
+    assert got[0, 0] == 0.0 and got[4, 4] == 0.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from oracles import NONNEGATIVE, ill_posed, offset_rows, offset_tolerance, oracle
+from oracles import NONNEGATIVE, correlation_rows, ill_posed, offset_rows, offset_tolerance, oracle
 
 from semiring import distances
 from semiring.distances.specs import DISTANCES
@@ -35,6 +35,30 @@ def test_correlation_of_rows_with_a_large_mean(strategy, offset):
         Ad, Bd = np.asarray(sp.csr_matrix(A).toarray()), np.asarray(sp.csr_matrix(B).toarray())
         got = distances.pairwise_distances(A, B, metric="correlation", backend="cuda")
         np.testing.assert_allclose(got, oracle("correlation", Ad, Bd), rtol=1e-9, atol=1e-12 + 1e-15 * offset)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_correlation_row_terms_equal_the_cpu_engines(strategy, dtype):
+    """Correlation's row terms (``Distance.row_terms``) on the GPU engine against the CPU engine's (float64:
+    equal to rounding; NaN and 0 where those are), and the awkward rows through every strategy against SciPy."""
+    import cupy
+
+    from semiring.distances.specs import NORMS, expression, get_metric
+    from semiring.kernels.cpu import ENGINE as CPU
+    from semiring.kernels.cuda import ENGINE as GPU
+
+    spec, A = get_metric("correlation"), correlation_rows().astype(dtype)
+    n, sums = A.shape[1], [expression(NORMS[name], ("x",)) for name in spec.norms]
+    want = CPU.row_terms(spec.row_term_trees, [CPU.row_norm(A, t, np.float64) for t in sums], n)
+    G = GPU.to_device(A)
+    got = GPU.row_terms(spec.row_term_trees, [GPU.row_norm(G, t, dtype) for t in sums], n)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(cupy.asnumpy(g), w, rtol=1e-6 if dtype == np.float32 else 1e-13, equal_nan=True)
+    D = distances.pairwise_distances(A, metric="correlation", backend="cuda")
+    with np.errstate(all="ignore"):
+        ref = oracle("correlation", A.toarray().astype(np.float64), A.toarray().astype(np.float64))
+    np.testing.assert_allclose(D, ref, rtol=1e-4 if dtype == np.float32 else 1e-9, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-100, 1e150, 1e300])

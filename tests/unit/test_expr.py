@@ -157,18 +157,17 @@ def test_cuda_form_equals_python_form(tmp_path):
 
 
 def test_shared_locals_declare_each_repeated_subexpression_once():
-    """Correlation's clip holds its value three times and its refinement test repeats the spreads and the root:
-    declared once each, 12 square roots and 41 divisions become 3 and 4 (the test's |nx0·ny0/n| is the
-    expansion's nx0·ny0/n inside abs)."""
+    """Correlation's clip holds its value three times and its refinement test repeats the product of the row
+    terms and the root: declared once each, 12 square roots and 3 divisions become 3 and 1."""
     d = next(d for d in DISTANCES if d.name == "correlation")
     when = E.parse(d.refine.when, EXPANSION_VARIABLES)[0]
     names = {v: v for v in EXPANSION_VARIABLES}
     inline = E.render_cuda(d.expansion_tree, names) + E.render_cuda(when, names)
     locals_, (value, test) = E.render_cuda_shared([d.expansion_tree, when], names)
-    assert inline.count("sqrt(") == 12 and inline.count(" / ") == 41, (inline.count("sqrt("), inline.count(" / "))
+    assert inline.count("sqrt(") == 12 and inline.count(" / ") == 3, (inline.count("sqrt("), inline.count(" / "))
     shared = locals_ + value + test
     assert shared.count("sqrt(") == 3  # √q, else √vx·√vy
-    assert shared.count(" / ") == 4  # nx0²/n, ny0²/n, nx0·ny0/n, cov / root
+    assert shared.count(" / ") == 1  # cov / root: the row terms hold the rest (Distance.row_terms)
     assert locals_.count("const T sr_e") == len(set(locals_.split("const T ")[1:]))
 
 
