@@ -404,7 +404,15 @@ class NearestNeighbors:
             dtype = _sdask.result_dtype(Q, self._index.X)
             pair_part = _shard_kneighbors_both if spec.symmetric else None  # each pair of shards once
             dist, ind = self._shards().kneighbors(
-                Q, X is None, k, spec.similarity, _shard_kneighbors, dtype, pair_part=pair_part, backend=self.backend
+                Q,
+                X is None,
+                k,
+                spec.similarity,
+                _shard_kneighbors,
+                dtype,
+                pair_part=pair_part,
+                pair_rows=_shard_rows,
+                backend=self.backend,
             )
             return (dist, ind) if return_distance else ind
         k = self._query_k(X, n_neighbors)
@@ -701,6 +709,12 @@ def _shard_kneighbors_both(shard: NearestNeighbors, rows, k: int, offset: int, r
     (rows_best, shard_best), where, _, _ = shard._search(rows, _kneighbors_both, int(k))
     (d0, i0), (d1, i1) = rows_best, shard_best
     return (where.give(d0), where.give(i0) + offset), (where.give(d1), where.give(i1) + rows_offset)
+
+
+def _shard_rows(shard: NearestNeighbors):
+    """The shard's fitted rows as its fit checked them, carrying what the check proved (``validation.Facts``): a
+    pair's queries, so no pair checks them again (``ShardedIndex.kneighbors``)."""
+    return shard._index.X
 
 
 def _shard_within(shard: NearestNeighbors, queries, radius: float, offset: int) -> tuple:

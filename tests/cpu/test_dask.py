@@ -195,9 +195,9 @@ def _planned(nn, client) -> list:
         kk = min(4, size - 1) if own else min(4, size)
         return (kk, offset) if kk > 0 or not own else None
 
-    pairs = ("_shard_kneighbors_both", lambda a, b: ())
+    pairs = ("_shard_kneighbors_both", lambda a, b: (), None)
     jobs, _ = index._plan(index.X, True, "_shard_kneighbors", args_of, holders, pairs)
-    return [(f, i, q, holders[i]) for f, i, q, _, _ in jobs]
+    return [(f, i, q, holders[i]) for f, i, q, _ in jobs]
 
 
 def test_all_pairs_kneighbors_asks_each_pair_of_shards_once(client, monkeypatch):
@@ -245,22 +245,24 @@ def test_pairs_of_shards_are_placed_on_the_less_busy_worker():
     def args_of(size, own, offset):
         return (3, offset)
 
-    jobs, uses = index._plan(X, True, "part", args_of, ["w0", "w0", "w1", "w1"], ("pair", lambda a, b: (a, b)))
+    pairs = ("pair", lambda a, b: (a, b), None)
+    jobs, uses = index._plan(X, True, "part", args_of, ["w0", "w0", "w1", "w1"], pairs)
     own = [j for j in jobs if j[0] == "part"]
     pairs = [j for j in jobs if j[0] == "pair"]
-    assert [(i, q, o) for _, i, q, o, _ in own] == [(i, i, True) for i in range(4)]
-    assert sorted(tuple(sorted((i, q))) for _, i, q, _, _ in pairs) == list(itertools.combinations(range(4), 2))
+    assert [(i, q) for _, i, q, _ in own] == [(i, None) for i in range(4)]  # each shard's own rows
+    assert all(q[0] == "rows" for _, _, q, _ in pairs)  # the other shard's rows, as its fit checked them
+    assert sorted(tuple(sorted((i, q[1]))) for _, i, q, _ in pairs) == list(itertools.combinations(range(4), 2))
     holder = {0: "w0", 1: "w0", 2: "w1", 3: "w1"}
     work = {"w0": 0, "w1": 0}
-    for _, i, q, _, args in pairs:
-        assert args == (i, q)  # pair_args(shard run, shard whose rows are asked)
+    for _, i, q, args in pairs:
+        assert args == (i, q[1])  # pair_args(shard run, shard whose rows are asked)
         work[holder[i]] += 1
     assert work == {"w0": 3, "w1": 3}
     for q, use in enumerate(uses):  # its own rows, then three pairs, each the side that answers block q
         assert len(use) == 4 and use[0] == (q, None)
         for j, side in use[1:]:
-            _, i, asked, _, _ = jobs[j]
-            assert (asked, i)[side] == q
+            _, i, asked, _ = jobs[j]
+            assert (asked[1], i)[side] == q
 
 
 def test_radius_neighbors_on_a_sharded_index(client):

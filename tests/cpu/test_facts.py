@@ -83,9 +83,9 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
     before = dict(getattr(given_, "__dict__", {}))
     checked = validation.check_matrix(given_, "X", verdicts=ENGINE.csr_verdicts)
     # the one pass finds the values' magnitudes too, where it reads the values, not where rows came out of order
-    # (the repeats are summed after it); a dense array's are found from its nonzeros, either way
+    # (the repeats are summed after it); NumPy's check finds them from the values it checked, every time
     magnitudes = np.abs(A.data)
-    read = one_pass and form != "scrambled" or form == "dense"
+    read = not (one_pass and form == "scrambled")
     found = (magnitudes[magnitudes > 0].min(), magnitudes.max()) if read else None
     # the one pass also reads indptr's end (the stored entries), kept so no later step reads it again
     stored = A.nnz if one_pass and form != "scrambled" and form != "dense" else None
@@ -102,7 +102,9 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
 def test_finiteness_is_what_the_check_found():
     A = sp.csr_matrix(np.array([[1.0, np.inf], [0.0, 2.0]]))
     assert validation.facts_of(validation.check_matrix(A, "X", allow_inf=True)) == Facts(finite=False)
-    assert validation.facts_of(validation.check_matrix(A[1:], "X", allow_inf=True)) == Facts(finite=True)
+    assert validation.facts_of(validation.check_matrix(A[1:], "X", allow_inf=True)) == Facts(
+        finite=True, magnitudes=(2.0, 2.0)
+    )
     with pytest.raises(ValueError, match="X contains infinity; all stored values must be finite"):
         validation.check_matrix(A, "X")
     with pytest.raises(ValueError, match="X contains NaN; stored values must be numbers"):
@@ -123,8 +125,9 @@ def test_a_part_keeps_only_what_holds_of_every_part():
     assert validation.is_nonnegative(part) and validation.facts_of(part).nonnegative is True
     B = validation.check_matrix(sp.csr_matrix(np.array([[1.0, 3.0], [1.0, 2.0]])), "X")
     validation.is_nonnegative(B)
-    assert validation.facts_of(validation.row_slice(B, 0, 1)) == Facts(finite=True, nonnegative=True)
-    assert validation.facts_of(ENGINE.row_slice(B, 1, 2)) == Facts(finite=True, nonnegative=True)
+    whole = Facts(finite=True, nonnegative=True, magnitudes=(1.0, 3.0))  # a part's magnitudes: bounds, the whole's
+    assert validation.facts_of(validation.row_slice(B, 0, 1)) == whole
+    assert validation.facts_of(ENGINE.row_slice(B, 1, 2)) == whole
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -135,7 +138,8 @@ def test_a_narrower_copy_carries_nothing_a_wider_one_all():
     assert validation.facts_of(narrow) is None
     assert validation.proved(huge, "finite", huge.data.astype(np.float32)) is None
     small = validation.check_matrix(sp.csr_matrix(np.array([[1.0, -2.0]], np.float32)), "X")
-    assert validation.facts_of(validation.carry_facts(small.astype(np.float64), small)) == Facts(finite=True)
+    wider = validation.carry_facts(small.astype(np.float64), small)
+    assert validation.facts_of(wider) == Facts(finite=True, magnitudes=(1.0, 2.0))
     assert validation.proved(small, "finite", small.data.astype(np.float64)) is True
 
 
@@ -250,3 +254,19 @@ def test_a_fitted_index_reads_its_rows_sign_once(metric, monkeypatch):
         dist, _ = nn.kneighbors(Q)
         np.testing.assert_allclose(dist, np.sort(oracle(metric, Q.toarray(), X.toarray()), axis=1)[:, :3], rtol=1e-9)
     assert sum(read) == X.nnz + 2 * Q.nnz
+
+
+def test_a_checked_matrix_is_not_checked_again():
+    """A matrix the check made comes back as it is (what the check proved holds: a Dask shard's rows, checked by
+    its fit, asked by each pair of shards); one with an infinity it let through is refused where none may be."""
+    from semiring.distances import neighbors
+
+    A = validation.check_matrix(sp.csr_matrix(np.array([[1.0, 0.0, -2.0], [0.0, 0.5, 0.0]])), "X")
+    assert validation.check_matrix(A, "X") is A
+    nn = NearestNeighbors(n_neighbors=1, metric="cosine").fit(A)
+    rows = neighbors._shard_rows(nn)
+    assert validation.facts_of(rows).magnitudes == (0.5, 2.0) and validation.check_matrix(rows, "X") is rows
+    infinite = validation.check_matrix(sp.csr_matrix(np.array([[1.0, np.inf]])), "X", allow_inf=True)
+    assert validation.check_matrix(infinite, "X", allow_inf=True) is infinite
+    with pytest.raises(ValueError, match="X contains infinity; all stored values must be finite"):
+        validation.check_matrix(infinite, "X")
