@@ -46,6 +46,8 @@ DISTANCES_GPU = (
     "distances_h200_21472d4_cells.json",
     "distances_h200_ce6ae5d_chebyshev.json",
     "distances_h200_a1caf27_edgar.json",
+    "distances_h200_09b8814_edgar.json",
+    "distances_h200_09b8814_edgar_cells.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
