@@ -68,6 +68,7 @@ FIGURES = (
             "graph_h200_c6b86bf_rmat22.json",
             "graph_h200_b0c5412.json",
             "graph_h200_b0c5412_rmat24_25.json",
+            "graph_h200_6adaf25_cugraph.json",
         ),
         "graph",
         "graph",
