@@ -14,6 +14,7 @@ product), top-k, and the masked ``plus_pair`` product of the graph measures.
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 import networkx as nx
@@ -263,6 +264,28 @@ def test_pairs_of_shards_are_placed_on_the_less_busy_worker():
         for j, side in use[1:]:
             _, i, asked, _ = jobs[j]
             assert (asked[1], i)[side] == q
+
+
+@pytest.mark.parametrize(
+    "holders",
+    [
+        ["w0", "w0", "w1", "w1", "w2", "w2", "w3", "w3"],  # blocks placed in row order, two a worker
+        ["w0", "w1", "w2", "w3", "w0", "w1", "w2", "w3"],
+        ["w2", "w0", "w3", "w1", "w1", "w3", "w0", "w2"],
+    ],
+)
+def test_pairs_of_eight_shards_are_dealt_evenly_over_four_workers(holders):
+    """Each unordered pair of eight equal shards once, on a worker holding one of the two, seven a worker
+    whatever the shards' layout (the greedy pass alone gave the first layout's workers 4, 7, 8 and 9)."""
+    X = da.zeros((80, 3), chunks=(10, 3))
+    index = dask_paths.ShardedIndex(X, [(None, 10 * i, 10) for i in range(8)], held=True)
+    jobs, _ = index._plan(
+        X, True, "part", lambda size, own, offset: (3, offset), holders, ("pair", lambda a, b: (), None)
+    )
+    pairs = [(i, q[1]) for f, i, q, _ in jobs if f == "pair"]
+    assert sorted(tuple(sorted(p)) for p in pairs) == list(itertools.combinations(range(8), 2))
+    per_worker = collections.Counter(holders[i] for i, _ in pairs)
+    assert per_worker == {"w0": 7, "w1": 7, "w2": 7, "w3": 7}
 
 
 def test_radius_neighbors_on_a_sharded_index(client):
