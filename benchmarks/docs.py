@@ -86,6 +86,7 @@ FIGURES = (
             "dask_h200x4_51a821a_knn_1m.json",
             "dask_h200x4_fa12db8_knn_1m.json",
             "dask_h200x4_1426bec_knn_1m.json",
+            "dask_h200x4_4bb65bc_knn_1m.json",
             "dask_h200x2_b7a2a6e_knn_1m.json",
             "dask_h200x2_719276a_rmat24.json",
             "dask_h200x2_526b5bf_rmat24.json",
