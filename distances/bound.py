@@ -86,11 +86,7 @@ def rows_in_range(A, acc):
     facts = validation.facts_of(A)  # bounds found by the check's one pass: where they hold, no value is read
     if facts is not None and facts.magnitudes is not None and in_range(*facts.magnitudes):
         return A
-    high = max(float(A.data[:nnz].max()), -float(A.data[:nnz].min()))
-    low = np.inf
-    for e0, e1 in validation.entry_chunks(nnz):  # the smallest nonzero magnitude, a bounded copy at a time
-        magnitudes = xp.abs(A.data[e0:e1])
-        low = min(low, float(xp.where(magnitudes > 0, magnitudes, xp.inf).min()))
+    low, high = validation.stored_magnitudes(A)
     if in_range(low, high):
         return A
     indptr, indices = arrays.on_host(A.indptr), arrays.on_host(A.indices[:nnz])
