@@ -80,14 +80,14 @@ def rows_in_range(A, acc):
     if nnz == 0:
         return A
 
-    def in_range(low, high):
-        return magnitudes_in_range(low, high, acc)
-
-    facts = validation.facts_of(A)  # bounds found by the check's one pass: where they hold, no value is read
-    if facts is not None and facts.magnitudes is not None and in_range(*facts.magnitudes):
-        return A
-    low, high = validation.stored_magnitudes(A)
-    if in_range(low, high):
+    facts = validation.facts_of(A)
+    if facts is not None and facts.magnitudes is not None:  # found by the check's one pass, or asked before
+        if magnitudes_in_range(*facts.magnitudes, acc):
+            return A
+        found = validation.stored_magnitudes(A)  # a part's facts hold its whole's bounds, maybe wider than its own
+    else:
+        found = validation.magnitudes_of(A)  # kept in A's facts: a fitted index's rows, found at fit
+    if magnitudes_in_range(*found, acc):
         return A
     indptr, indices = arrays.on_host(A.indptr), arrays.on_host(A.indices[:nnz])
     data = arrays.on_host(A.data[:nnz])

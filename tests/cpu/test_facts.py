@@ -83,9 +83,9 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
     before = dict(getattr(given_, "__dict__", {}))
     checked = validation.check_matrix(given_, "X", verdicts=ENGINE.csr_verdicts)
     # the one pass finds the values' magnitudes too, where it reads the values, not where rows came out of order
-    # (the repeats are summed after it); NumPy's check finds them from the values it checked, every time
+    # (the repeats are summed after it); a dense array's are found from its nonzeros, either way
     magnitudes = np.abs(A.data)
-    read = not (one_pass and form == "scrambled")
+    read = one_pass and form != "scrambled" or form == "dense"
     found = (magnitudes[magnitudes > 0].min(), magnitudes.max()) if read else None
     # the one pass also reads indptr's end (the stored entries), kept so no later step reads it again
     stored = A.nnz if one_pass and form != "scrambled" and form != "dense" else None
@@ -102,9 +102,7 @@ def test_a_check_carries_what_it_proved_and_never_writes_the_callers_matrix(form
 def test_finiteness_is_what_the_check_found():
     A = sp.csr_matrix(np.array([[1.0, np.inf], [0.0, 2.0]]))
     assert validation.facts_of(validation.check_matrix(A, "X", allow_inf=True)) == Facts(finite=False)
-    assert validation.facts_of(validation.check_matrix(A[1:], "X", allow_inf=True)) == Facts(
-        finite=True, magnitudes=(2.0, 2.0)
-    )
+    assert validation.facts_of(validation.check_matrix(A[1:], "X", allow_inf=True)) == Facts(finite=True)
     with pytest.raises(ValueError, match="X contains infinity; all stored values must be finite"):
         validation.check_matrix(A, "X")
     with pytest.raises(ValueError, match="X contains NaN; stored values must be numbers"):
@@ -125,9 +123,8 @@ def test_a_part_keeps_only_what_holds_of_every_part():
     assert validation.is_nonnegative(part) and validation.facts_of(part).nonnegative is True
     B = validation.check_matrix(sp.csr_matrix(np.array([[1.0, 3.0], [1.0, 2.0]])), "X")
     validation.is_nonnegative(B)
-    whole = Facts(finite=True, nonnegative=True, magnitudes=(1.0, 3.0))  # a part's magnitudes: bounds, the whole's
-    assert validation.facts_of(validation.row_slice(B, 0, 1)) == whole
-    assert validation.facts_of(ENGINE.row_slice(B, 1, 2)) == whole
+    assert validation.facts_of(validation.row_slice(B, 0, 1)) == Facts(finite=True, nonnegative=True)
+    assert validation.facts_of(ENGINE.row_slice(B, 1, 2)) == Facts(finite=True, nonnegative=True)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -138,8 +135,7 @@ def test_a_narrower_copy_carries_nothing_a_wider_one_all():
     assert validation.facts_of(narrow) is None
     assert validation.proved(huge, "finite", huge.data.astype(np.float32)) is None
     small = validation.check_matrix(sp.csr_matrix(np.array([[1.0, -2.0]], np.float32)), "X")
-    wider = validation.carry_facts(small.astype(np.float64), small)
-    assert validation.facts_of(wider) == Facts(finite=True, magnitudes=(1.0, 2.0))
+    assert validation.facts_of(validation.carry_facts(small.astype(np.float64), small)) == Facts(finite=True)
     assert validation.proved(small, "finite", small.data.astype(np.float64)) is True
 
 
@@ -263,10 +259,27 @@ def test_a_checked_matrix_is_not_checked_again():
 
     A = validation.check_matrix(sp.csr_matrix(np.array([[1.0, 0.0, -2.0], [0.0, 0.5, 0.0]])), "X")
     assert validation.check_matrix(A, "X") is A
-    nn = NearestNeighbors(n_neighbors=1, metric="cosine").fit(A)
-    rows = neighbors._shard_rows(nn)
-    assert validation.facts_of(rows).magnitudes == (0.5, 2.0) and validation.check_matrix(rows, "X") is rows
     infinite = validation.check_matrix(sp.csr_matrix(np.array([[1.0, np.inf]])), "X", allow_inf=True)
     assert validation.check_matrix(infinite, "X", allow_inf=True) is infinite
     with pytest.raises(ValueError, match="X contains infinity; all stored values must be finite"):
         validation.check_matrix(infinite, "X")
+    # a fitted index's rows: their magnitudes found once, at fit (a row-scale-free measure's range check), and
+    # kept with the facts every pair of Dask shards is given
+    nn = NearestNeighbors(n_neighbors=1, metric="cosine").fit(A)
+    rows = neighbors._shard_rows(nn)
+    assert validation.facts_of(rows).magnitudes == (0.5, 2.0) and validation.check_matrix(rows, "X") is rows
+
+
+def test_magnitudes_are_found_once_and_kept():
+    """``magnitudes_of``: what the facts say, else found (a bounded chunk at a time) and kept in them; a matrix
+    that carries no facts is read every time."""
+    A = validation.check_matrix(sp.csr_matrix(np.array([[0.0, -4.0, 0.25], [0.0, 0.0, 0.0]])), "X")
+    A.data[0] = 0.0  # an explicit zero: not the smallest nonzero
+    A.data[1] = 0.25
+    assert validation.facts_of(A).magnitudes is None
+    assert validation.magnitudes_of(A) == (0.25, 0.25) == validation.facts_of(A).magnitudes
+    A.data[1] = 8.0  # the kept bounds are what is answered now (facts are what the check proved)
+    assert validation.magnitudes_of(A) == (0.25, 0.25)
+    plain = sp.csr_matrix(np.array([[3.0, 0.0, -0.5]]))
+    assert validation.magnitudes_of(plain) == (0.5, 3.0) and validation.facts_of(plain) is None
+    assert validation.magnitudes_of(sp.csr_matrix((2, 2))) == (np.inf, 0.0)
