@@ -186,6 +186,44 @@ def _ready(shard) -> bool:
     return True
 
 
+def _holders(client, blocks) -> list[list[str]]:
+    """The workers holding each of these Delayed blocks now (none for a block not yet computed)."""
+    from distributed import futures_of
+
+    futures = [futures_of(b) for b in blocks]
+    found = client.who_has([f for fs in futures for f in fs]) if any(futures) else {}
+    return [sorted({w for f in fs for w in found.get(f.key, ())}) for fs in futures]
+
+
+def deal_shards(sizes: list, holders: list, workers: list) -> list:
+    """The worker each shard is fitted on and kept by: the rows dealt evenly over the workers, each shard left
+    with a worker already holding its block while that worker stays within its even share (largest shards
+    first), the rest given to the least loaded workers, one holding the block where one ties.
+
+    Every later task of the index runs where its shards are, so the fit sets the balance of every question:
+    ``from_array(...).persist()`` once left eight blocks of a million rows on four workers one, one, two and
+    four (fits of 0.66 s against 0.3; 8 pairs of shards on one worker, 6 on another, and own-row tasks taken by
+    work stealing, their shards copied).
+
+    >>> deal_shards([5, 5, 5, 5], [["a"], ["a"], ["a"], ["b"]], ["a", "b"])
+    ['a', 'a', 'b', 'b']
+    """
+    share = sum(sizes) / max(len(workers), 1)
+    load = dict.fromkeys(workers, 0)
+    homes = [None] * len(sizes)
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    for i in order:  # kept where its block is, within the share
+        near = [w for w in holders[i] if w in load and load[w] + sizes[i] <= share]
+        if near:
+            homes[i] = min(near, key=lambda w: (load[w], w))
+            load[homes[i]] += sizes[i]
+    for i in order:
+        if homes[i] is None:
+            homes[i] = min(workers, key=lambda w: (load[w], w not in holders[i], w))
+            load[homes[i]] += sizes[i]
+    return homes
+
+
 class ShardedIndex:
     """Models fitted on the row blocks of a Dask array, each kept by the worker holding its block.
 
@@ -207,7 +245,15 @@ class ShardedIndex:
         offsets = np.concatenate([[0], np.cumsum(rows)])
         blocks = X.to_delayed()[:, 0]
         kept = [b for b, n in enumerate(rows) if n]
-        shards = dask.persist(*[dask.delayed(fit_block)(blocks[b]) for b in kept])
+        fits = [dask.delayed(fit_block)(blocks[b]) for b in kept]
+        client = distributed_client()
+        if client is None:
+            shards = dask.persist(*fits)
+        else:
+            homes = deal_shards(
+                [rows[b] for b in kept], _holders(client, [blocks[b] for b in kept]), _worker_addresses(client)
+            )
+            shards = [client.persist(f, workers=[w], allow_other_workers=True) for f, w in zip(fits, homes)]
         dask.compute(*[dask.delayed(_ready)(s) for s in shards])  # waits for the shards; raises their errors
         return cls(X, [(s, int(offsets[b]), rows[b]) for s, b in zip(shards, kept)], held=True)
 

@@ -186,6 +186,42 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         nn.kneighbors_graph(None, 4, mode="weights")
 
 
+def test_shards_are_dealt_evenly_over_the_workers_wherever_the_blocks_are(client):
+    """Blocks all persisted on one worker: the fit still keeps half the shards on each (every later task runs
+    where its shards are), the answers equal to the single machine's."""
+    X = tied_data(40, 6, 4)
+    first = sorted(client.nthreads())[0]
+    dX = client.persist(da.from_array(X, chunks=(10, -1), asarray=False), workers=[first])
+    distributed.wait(dX)
+    assert {w for ws in client.who_has(dX).values() for w in ws} == {first}
+    nn = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(dX)
+    held = client.who_has()
+    per_worker = collections.Counter(w for s, _, _ in nn._index.shards for w in held[s.key])
+    assert sorted(per_worker.values()) == [2, 2]
+    want = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(X).kneighbors()
+    for got, expected in zip(dask.compute(*nn.kneighbors()), want):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "sizes, holders, workers, want",
+    [
+        ([4, 4, 4, 4], [["a"]] * 4, ["a", "b"], ["a", "a", "b", "b"]),  # two move, to the empty worker
+        ([4, 4, 4, 4], [["a"], ["b"], ["a"], ["b"]], ["a", "b"], ["a", "b", "a", "b"]),  # already even: none moves
+        ([9, 3, 3, 3], [["a"], ["a"], ["a"], ["a"]], ["a", "b"], ["a", "b", "b", "b"]),  # rows, not shards, dealt
+        ([2, 2], [[], []], ["a", "b", "c"], ["a", "b"]),  # blocks not computed yet; more workers than shards
+        ([4, 4, 4], [["c"], ["c"], ["b"]], ["a", "b", "c"], ["c", "a", "b"]),  # the least loaded take the rest
+    ],
+)
+def test_deal_shards(sizes, holders, workers, want):
+    homes = dask_paths.deal_shards(sizes, holders, workers)
+    assert homes == want
+    load = collections.Counter()
+    for size, w in zip(sizes, homes):
+        load[w] += size
+    assert max(load.values()) - min(load[w] for w in workers if w in load) <= max(sizes)
+
+
 def _planned(nn, client) -> list:
     """The jobs the fitted model's all-pairs query runs on the cluster, as its ``kneighbors`` plans them: the
     shards' workers, then the plan (``(function name, shard, query block)``, with the shard's worker)."""
