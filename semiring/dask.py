@@ -365,23 +365,15 @@ class ShardedIndex:
     def _submitted_parts(self, client, blocks, jobs, uses, combine, held, where, rows_of=None) -> list:
         """As ``_lazy_parts``, as futures computing now on a ``distributed`` cluster: each job on the worker
         holding its shard, so the queries travel to the shards and a shard never leaves its worker (a pair's
-        rows are taken from their shard on its own worker, and travel as a block does).
-
-        One graph, each task's worker an annotation of it: a submit a task cost the scheduler one graph update
-        each (60 of them for eight shards), and the four H200s' first tasks started 0.1 s after the last."""
-        import dask
-
-        def on(i, f, *args):  # f(*args) on the worker holding shard i
-            with dask.annotate(**{k: v for k, v in where[i].items() if v is not None}):
-                return dask.delayed(f, pure=False)(*args)
-
-        rows = {q[1]: on(q[1], rows_of, held[q[1]]) for _, _, q, _ in jobs if q is not None and q[0] == "rows"}
-        given = {"block": blocks, "rows": rows}
-        done = [on(i, f, held[i], _queries(given, q), *args) for f, i, q, args in jobs]
-        parts = [
-            dask.delayed(_combined, pure=False)([done[j] for j, _ in use], [s for _, s in use], combine) for use in uses
+        rows are taken from their shard on its own worker, and travel as a block does)."""
+        asked = {q[1] for _, _, q, _ in jobs if q is not None and q[0] == "rows"}
+        rows = {b: client.submit(rows_of, held[b], pure=False, **where[b]) for b in asked}
+        given = {"block": client.compute(list(blocks)), "rows": rows}
+        done = [client.submit(f, held[i], _queries(given, q), *args, pure=False, **where[i]) for f, i, q, args in jobs]
+        return [
+            client.submit(_combined, [done[j] for j, _ in use], [s for _, s in use], combine, pure=False)
+            for use in uses
         ]
-        return client.compute(parts, optimize_graph=False)
 
     def ask(self, Q, own_queries: bool, part, combine, args_of, pairs=None) -> list:
         """Each query block's combined answer: Delayed objects (local schedulers) or futures (a cluster)."""
