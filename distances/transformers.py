@@ -44,6 +44,11 @@ class _GraphTransformer(NearestNeighbors):
         tags.transformer_tags = TransformerTags(preserves_dtype=kept)
         return tags
 
+    def fit(self, X, y=None):
+        """Keep X as the index (as :meth:`NearestNeighbors.fit`); ``mode`` is checked now."""
+        _check_mode(self.mode)
+        return super().fit(X)
+
     def fit_transform(self, X, y=None):
         """``fit(X).transform(X)``: each row's neighbours among the rows themselves, itself included."""
         return self.fit(X).transform(X)
@@ -100,11 +105,6 @@ class KNeighborsTransformer(_GraphTransformer):
     ):
         keep_params(self, locals())
 
-    def fit(self, X, y=None) -> KNeighborsTransformer:
-        """Keep X as the index (as :meth:`NearestNeighbors.fit`); ``mode`` is checked now."""
-        _check_mode(self.mode)
-        return super().fit(X)
-
     def transform(self, X) -> sp.csr_matrix:
         """The k-neighbours graph of X's rows against the fitted rows (see the class docstring)."""
         self._check_fitted()
@@ -148,11 +148,6 @@ class RadiusNeighborsTransformer(_GraphTransformer):
         verbose: bool = True,
     ):
         keep_params(self, locals())
-
-    def fit(self, X, y=None) -> RadiusNeighborsTransformer:
-        """Keep X as the index (as :meth:`NearestNeighbors.fit`); ``mode`` is checked now."""
-        _check_mode(self.mode)
-        return super().fit(X)
 
     def transform(self, X) -> sp.csr_matrix:
         """The ε-neighbours graph of X's rows against the fitted rows (see the class docstring)."""
