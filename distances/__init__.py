@@ -9,10 +9,10 @@ array([[0., 2.],
 
 from . import graph  # the old name of semiring.graph, kept
 from .chunked import pairwise_distances_chunked
-from .neighbors import NearestNeighbors, radius_neighbors_graph
+from .neighbors import NearestNeighbors
 from .pairwise import pairwise_distances
 from .specs import DISTANCES, METRICS, Distance, get_metric, resolve_metric
-from .transformers import KNeighborsTransformer, RadiusNeighborsTransformer, kneighbors_graph
+from .transformers import KNeighborsTransformer, RadiusNeighborsTransformer, kneighbors_graph, radius_neighbors_graph
 
 __all__ = [
     "DISTANCES",

@@ -578,50 +578,6 @@ def _shares_arrays(A, given) -> bool:
     return any(a is not None and hasattr(b, "shape") and xp.may_share_memory(a, b) for a in mine for b in theirs)
 
 
-def radius_neighbors_graph(
-    X,
-    radius: float,
-    *,
-    mode: str = "connectivity",
-    metric: str = "euclidean",
-    p: float = 2,
-    metric_params: dict | None = None,
-    include_self: bool = False,
-    n_jobs: int | None = None,
-    backend: str = "auto",
-    working_memory: float | None = None,
-) -> sp.csr_matrix:
-    """The ε-graph of X's rows: a sparse ``(n, n)`` CSR matrix of the pairs within ``radius``.
-
-    As ``sklearn.neighbors.radius_neighbors_graph``: ``mode="connectivity"``
-    stores ones, ``"distance"`` the distances; a row is its own neighbour only
-    with ``include_self=True``.  For a similarity measure, within the radius
-    means a similarity of at least ``radius`` (a threshold).  Memory follows
-    the number of pairs found: tiles of the distances are thresholded on the
-    engine's device.  For a graph of given pairs instead, see
-    ``pairwise_distances(mask=)``.
-
-    >>> import numpy as np
-    >>> from semiring import distances
-    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
-    >>> distances.radius_neighbors_graph(X, 1.5).toarray()
-    array([[0., 1., 0.],
-           [1., 0., 0.],
-           [0., 0., 0.]])
-    """
-    nn = NearestNeighbors(
-        metric=metric,
-        radius=radius,
-        p=p,
-        metric_params=metric_params,
-        n_jobs=n_jobs,
-        backend=backend,
-        working_memory=working_memory,
-        verbose=False,
-    ).fit(X)
-    return nn.radius_neighbors_graph(nn._index.X if include_self else None, mode=mode)
-
-
 class _Source:
     """The caller's matrix a model was fitted on (weakly held) and a digest of its arrays then: ``kneighbors``
     of that very matrix, unchanged, reads the fitted rows' prepared copy instead of preparing them again."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .neighbors import NearestNeighbors, _check_mode, keep_params, radius_neighbors_graph
+from .neighbors import NearestNeighbors, _check_mode, keep_params
 
 __all__ = ["KNeighborsTransformer", "RadiusNeighborsTransformer", "kneighbors_graph", "radius_neighbors_graph"]
 
@@ -185,20 +185,54 @@ def kneighbors_graph(
            [1., 0., 0.],
            [0., 2., 0.]])
     """
-    if isinstance(X, NearestNeighbors):
-        nn = X
-        nn._check_fitted()
-    else:
-        nn = NearestNeighbors(
-            n_neighbors=n_neighbors,
-            metric=metric,
-            p=p,
-            metric_params=metric_params,
-            n_jobs=n_jobs,
-            backend=backend,
-            working_memory=working_memory,
-            verbose=False,
-        ).fit(X)
+    params = {"metric": metric, "p": p, "metric_params": metric_params, "n_jobs": n_jobs, "backend": backend}
+    nn = _fitted(X, include_self, n_neighbors=n_neighbors, working_memory=working_memory, **params)
+    return nn.kneighbors_graph(nn._fit_X if include_self else None, n_neighbors, mode=mode)
+
+
+def radius_neighbors_graph(
+    X,
+    radius: float,
+    *,
+    mode: str = "connectivity",
+    metric: str = "euclidean",
+    p: float = 2,
+    metric_params: dict | None = None,
+    include_self: bool = False,
+    n_jobs: int | None = None,
+    backend: str = "auto",
+    working_memory: float | None = None,
+) -> sp.csr_matrix:
+    """The ε-graph of X's rows: a sparse ``(n, n)`` CSR matrix of the pairs within ``radius``.
+
+    As ``sklearn.neighbors.radius_neighbors_graph``: ``mode="connectivity"``
+    stores ones, ``"distance"`` the distances; a row is its own neighbour only
+    with ``include_self=True``.  X may also be a fitted :class:`NearestNeighbors`
+    (its fitted rows and measure, asked at this ``radius``).  For a similarity
+    measure, within the radius means a similarity of at least ``radius`` (a
+    threshold).  Memory follows the number of pairs found: tiles of the
+    distances are thresholded on the engine's device.  For a graph of given
+    pairs instead, see ``pairwise_distances(mask=)``.
+
+    >>> import numpy as np
+    >>> from semiring import distances
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    >>> distances.radius_neighbors_graph(X, 1.5).toarray()
+    array([[0., 1., 0.],
+           [1., 0., 0.],
+           [0., 0., 0.]])
+    """
+    params = {"metric": metric, "p": p, "metric_params": metric_params, "n_jobs": n_jobs, "backend": backend}
+    nn = _fitted(X, include_self, radius=radius, working_memory=working_memory, **params)
+    return nn.radius_neighbors_graph(nn._fit_X if include_self else None, radius, mode=mode)
+
+
+def _fitted(X, include_self, **params) -> NearestNeighbors:
+    """The model the graph functions ask: X itself where it is a fitted :class:`NearestNeighbors` (as
+    scikit-learn's functions take a fitted estimator), else one fitted on X with ``params``."""
     if not isinstance(include_self, (bool, np.bool_)):
         raise TypeError(f"include_self must be True or False, got {include_self!r}")
-    return nn.kneighbors_graph(nn._fit_X if include_self else None, n_neighbors, mode=mode)
+    if isinstance(X, NearestNeighbors):
+        X._check_fitted()
+        return X
+    return NearestNeighbors(**params, verbose=False).fit(X)

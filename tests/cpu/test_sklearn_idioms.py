@@ -235,9 +235,25 @@ def test_kneighbors_graph_function(points, include_self, mode):
     assert_same_graph(got, want)
 
 
-def test_kneighbors_graph_of_an_unfitted_estimator():
+@pytest.mark.parametrize("include_self", [False, True])
+@pytest.mark.parametrize("mode", ["connectivity", "distance"])
+def test_radius_neighbors_graph_function_takes_a_fitted_estimator(points, include_self, mode):
+    """As scikit-learn's: the fitted model's rows and measure, asked at the function's radius."""
+    fitted = distances.NearestNeighbors(metric="manhattan", radius=0.1, backend="cpu").fit(points)
+    got = distances.radius_neighbors_graph(fitted, 1.5, mode=mode, include_self=include_self)
+    theirs = skn.NearestNeighbors(metric="manhattan", radius=0.1).fit(points)
+    want = skn.radius_neighbors_graph(theirs, 1.5, mode=mode, metric="manhattan", include_self=include_self)
+    assert want.nnz > points.shape[0]  # the radius given reaches beyond each point itself
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("function", [distances.kneighbors_graph, distances.radius_neighbors_graph])
+def test_graph_functions_refuse_an_unfitted_estimator_and_a_non_boolean_include_self(points, function):
     with pytest.raises(neighbors.NotFittedError):
-        distances.kneighbors_graph(distances.NearestNeighbors(), 2)
+        function(distances.NearestNeighbors(), 2)
+    with pytest.raises(TypeError, match="include_self must be True or False, got 'auto'"):
+        function(points, 2, include_self="auto")
 
 
 # --------------------------------------------------------------------------- pairwise_distances_chunked
