@@ -186,14 +186,17 @@ def test_kneighbors_on_a_sharded_index(client, metric):
         nn.kneighbors_graph(None, 4, mode="weights")
 
 
-def test_shards_are_dealt_evenly_over_the_workers_wherever_the_blocks_are(client):
-    """Blocks all persisted on one worker: the fit still keeps half the shards on each (every later task runs
-    where its shards are), the answers equal to the single machine's."""
+@pytest.mark.parametrize("persisted", [True, False])
+def test_shards_are_dealt_evenly_over_the_workers_wherever_the_blocks_are(client, persisted):
+    """Blocks all persisted on one worker, or not computed yet: the fit keeps half the shards on each worker
+    (every later task runs where its shards are), the answers equal to the single machine's."""
     X = tied_data(40, 6, 4)
-    first = sorted(client.nthreads())[0]
-    dX = client.persist(da.from_array(X, chunks=(10, -1), asarray=False), workers=[first])
-    distributed.wait(dX)
-    assert {w for ws in client.who_has(dX).values() for w in ws} == {first}
+    dX = da.from_array(X, chunks=(10, -1), asarray=False)
+    if persisted:
+        first = sorted(client.nthreads())[0]
+        dX = client.persist(dX, workers=[first])
+        distributed.wait(dX)
+        assert {w for ws in client.who_has(dX).values() for w in ws} == {first}
     nn = NearestNeighbors(n_neighbors=4, metric="cityblock").fit(dX)
     held = client.who_has()
     per_worker = collections.Counter(w for s, _, _ in nn._index.shards for w in held[s.key])
