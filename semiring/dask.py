@@ -187,7 +187,8 @@ def _ready(shard) -> bool:
 
 
 def _holders(client, blocks) -> list[list[str]]:
-    """The workers holding each of these Delayed blocks now (none for a block not yet computed)."""
+    """The workers holding each of these blocks (Delayed objects or futures) now, sorted, asked of the scheduler
+    once (none for a block not yet computed)."""
     from distributed import futures_of
 
     futures = [futures_of(b) for b in blocks]
@@ -363,7 +364,7 @@ class ShardedIndex:
             (futures_of(shard) or [client.scatter(dask.compute(shard, scheduler="sync")[0])])[0]
             for shard, _, _ in self.shards
         ]
-        found = [sorted(client.who_has(held).get(f.key, ())) for f in held]
+        found = _holders(client, held)
         where = [{"workers": w or None, "allow_other_workers": True} for w in found]
         return held, where, [w[0] if w else f"shard {i}" for i, w in enumerate(found)]
 
