@@ -220,11 +220,10 @@ class BoundMeasure:
         if self.finds_sign and validation.facts_of(Ap) is not None:  # kept there: no tile's product scans again
             validation.is_nonnegative(Ap)
         Ap = self.engine.to_device(Ap)
-        tree = {name: expression(NORMS[name], ("x",)) for name in self.spec.norms}
-        norms = [self.engine.row_norm(Ap, tree[name], self.acc) for name in self.spec.norms]
-        if self.spec.row_terms:
-            norms = self.engine.row_terms(self.spec.row_term_trees, norms, Ap.shape[1])
-        return Rows(Ap, norms)
+        if not self.spec.norms:
+            return Rows(Ap, [])
+        trees = [expression(NORMS[name], ("x",)) for name in self.spec.norms]
+        return Rows(Ap, self.engine.row_norms(Ap, trees, self.acc, self.spec.row_term_trees))
 
     @property
     def finds_sign(self) -> bool:

@@ -277,9 +277,10 @@ class PairwiseEngine(Protocol):
     def row_norm(self, A, tree, dtype) -> Any:
         """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""
 
-    def row_terms(self, trees, norms, ncols: int) -> list:
-        """``g(nx0[i], nx1[i], n)`` for each of ``trees`` at every row i of ``norms`` (a measure's row norms, as
-        ``row_norm`` gives them), in their type: a measure's row-only terms (``Distance.row_terms``)."""
+    def row_norms(self, A, trees, dtype, terms=()) -> list:
+        """A measure's norms: ``row_norm`` of each of ``trees``, in their type.  With ``terms`` (its row-only
+        terms, ``Distance.row_terms``: trees of ``nx0``, ``nx1`` and ``n``) ``g(nx0[i], nx1[i], n)`` for each of
+        them instead, the norms as ``nx0`` and ``nx1`` and A's columns as ``n``."""
 
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         """``out[i, j] = f(c0[i, j], c1[i, j], nx*[i], ny*[j], n)`` (see ``EXPANSION_VARIABLES``); returns ``out``.

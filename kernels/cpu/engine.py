@@ -166,8 +166,10 @@ class CpuEngine:
         """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
         return _elementwise.row_norm(A, tree, dtype)
 
-    def row_terms(self, trees, norms, ncols: int) -> list:
-        return _elementwise.row_terms(trees, norms, ncols)
+    def row_norms(self, A, trees, dtype, terms=()) -> list:
+        """Each norm a pass of its own (``row_norm``), the terms an ``m × 1`` expansion of them."""
+        norms = [_elementwise.row_norm(A, tree, dtype) for tree in trees]
+        return _elementwise.row_terms(terms, norms, A.shape[1]) if terms else norms
 
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> np.ndarray:
         return _elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)

@@ -48,12 +48,21 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     return out
 
 
-def row_terms(trees, norms, ncols: int) -> list:
-    """``g(nx0[i], nx1[i], n)`` for each tree at every row of ``norms``, in their type (an ``m × 1`` expansion)."""
+def row_norms(A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
+    """``Σ_k f(A[i, k])`` for each of ``trees`` over each row's stored values, in ``dtype``; with ``terms`` (a
+    measure's row terms) ``g(nx0[i], nx1[i], n)`` for each of them instead, the sums as ``nx0``, ``nx1`` and A's
+    columns as ``n``: one kernel, one pass over the values (``source.render_row_norms``)."""
     import cupy
 
-    m = norms[0].shape[0]
-    return [expand(tree, (), (), [], norms, [], ncols, cupy.empty((m, 1), norms[0].dtype)).ravel() for tree in trees]
+    value_name, T = value_type(dtype)
+    data_name, D = value_type(A.data.dtype)
+    index_type, (indptr,) = common_index(A.indptr)
+    trees, terms = tuple(trees), tuple(terms)
+    m = A.shape[0]
+    out = cupy.empty((len(terms) or len(trees), m), dtype=T)
+    kernel = source.render_row_norms(trees, terms, label((trees, terms)), value_name, index_type, data_name)
+    launch.launch(kernel, m * 32, (indptr, A.data.astype(D, copy=False), np.int64(m), np.int64(A.shape[1]), out))
+    return list(out)
 
 
 def operands(T, terms, xnorms, ynorms) -> list:

@@ -111,8 +111,8 @@ class CudaEngine:
     def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
         return elementwise.row_norm(A, tree, dtype)
 
-    def row_terms(self, trees, norms, ncols: int) -> list:
-        return elementwise.row_terms(trees, norms, ncols)
+    def row_norms(self, A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
+        return elementwise.row_norms(A, trees, dtype, terms)
 
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         return elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)

@@ -82,8 +82,8 @@ def test_correlation_row_terms_against_numpy():
 
     spec, A = get_metric("correlation"), correlation_rows()
     n = A.shape[1]
-    norms = [ENGINE.row_norm(A, expression(NORMS[name], ("x",)), np.float64) for name in spec.norms]
-    a, v = ENGINE.row_terms(spec.row_term_trees, norms, n)
+    trees = [expression(NORMS[name], ("x",)) for name in spec.norms]
+    a, v = ENGINE.row_norms(A, trees, np.float64, spec.row_term_trees)
     dense_rows = A.toarray()
     np.testing.assert_allclose(a, dense_rows.sum(axis=1) / np.sqrt(n), rtol=1e-15)
     centred = ((dense_rows - dense_rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)

@@ -116,18 +116,18 @@ def test_row_batches_reach_the_engine_in_the_callers_index_type(monkeypatch):
     X = int64(sp.random(12, 9, density=0.4, format="csr", random_state=5, dtype=np.float64))
     Y = int64(sp.random(10, 9, density=0.4, format="csr", random_state=6, dtype=np.float64))
     seen = []
-    real_pairwise, real_row_norm = CpuEngine.pairwise, CpuEngine.row_norm
+    real_pairwise, real_row_norms = CpuEngine.pairwise, CpuEngine.row_norms
 
     def pairwise(self, A, B, *rest, **kw):
         seen.append({A.indptr.dtype, A.indices.dtype})
         return real_pairwise(self, A, B, *rest, **kw)
 
-    def row_norm(self, A, *rest):
+    def row_norms(self, A, *rest):
         seen.append({A.indptr.dtype, A.indices.dtype})
-        return real_row_norm(self, A, *rest)
+        return real_row_norms(self, A, *rest)
 
     monkeypatch.setattr(CpuEngine, "pairwise", pairwise)
-    monkeypatch.setattr(CpuEngine, "row_norm", row_norm)
+    monkeypatch.setattr(CpuEngine, "row_norms", row_norms)
     batches = 3 * 10 * 8 / 2**20  # three rows of float64 results against Y's ten
     got = semiring.pairwise(X, Y, semiring.plus_times, backend="cpu", working_memory=batches)
     np.testing.assert_allclose(got, (X @ Y.T).toarray(), rtol=1e-12, atol=1e-15)

@@ -49,9 +49,10 @@ def test_correlation_row_terms_equal_the_cpu_engines(strategy, dtype):
 
     spec, A = get_metric("correlation"), correlation_rows().astype(dtype)
     n, sums = A.shape[1], [expression(NORMS[name], ("x",)) for name in spec.norms]
-    want = CPU.row_terms(spec.row_term_trees, [CPU.row_norm(A, t, np.float64) for t in sums], n)
+    want = CPU.row_norms(A, sums, np.float64, spec.row_term_trees)
     G = GPU.to_device(A)
-    got = GPU.row_terms(spec.row_term_trees, [GPU.row_norm(G, t, dtype) for t in sums], n)
+    got = GPU.row_norms(G, sums, dtype, spec.row_term_trees)
+    assert len(got) == len(want) == 2 and n == A.shape[1]
     for g, w in zip(got, want):
         assert g.dtype == dtype
         np.testing.assert_allclose(cupy.asnumpy(g), w, rtol=1e-6 if dtype == np.float32 else 1e-13, equal_nan=True)
@@ -59,6 +60,31 @@ def test_correlation_row_terms_equal_the_cpu_engines(strategy, dtype):
     with np.errstate(all="ignore"):
         ref = oracle("correlation", A.toarray().astype(np.float64), A.toarray().astype(np.float64))
     np.testing.assert_allclose(D, ref, rtol=1e-4 if dtype == np.float32 else 1e-9, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype, data", [(np.float64, np.float64), (np.float32, np.float32), (np.float64, np.float32)])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_row_norms_in_one_pass_against_numpy(dtype, data, index):
+    """The GPU's norms of a measure in one kernel (``row_norms``): Σx and Σx² of each row against NumPy's float64
+    sums, empty rows 0, float32 values read into float64 norms, both index types."""
+    import cupy
+
+    from semiring.distances.specs import NORMS, expression
+    from semiring.kernels.cuda import ENGINE as GPU
+
+    A = sp.random(70, 33, density=0.2, format="csr", random_state=4, dtype=np.float64)
+    A = sp.vstack([sp.csr_matrix((2, 33)), A, sp.csr_matrix((1, 33))], format="csr").astype(data)
+    A.indptr, A.indices = A.indptr.astype(index), A.indices.astype(index)
+    dense_rows = A.toarray().astype(np.float64)
+    trees = [expression(NORMS[name], ("x",)) for name in ("sum", "sumsq")]
+    got = GPU.row_norms(GPU.to_device(A), trees, dtype)
+    rtol = 1e-6 if dtype == np.float32 else 1e-13
+    for g, want in zip(got, (dense_rows.sum(axis=1), (dense_rows**2).sum(axis=1)), strict=True):
+        assert g.dtype == dtype and g.shape == (A.shape[0],)
+        np.testing.assert_allclose(cupy.asnumpy(g), want, rtol=rtol, atol=0)
+    assert not cupy.asnumpy(got[0][[0, 1, -1]]).any()
+    empty = GPU.row_norms(GPU.to_device(sp.csr_matrix((0, 33), dtype=data)), trees, dtype)
+    assert [e.shape for e in empty] == [(0,), (0,)]
 
 
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-100, 1e150, 1e300])

@@ -74,6 +74,18 @@ def test_row_norm_kernel_compiles(name, value_type, index_type, data_type):
     assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
+@pytest.mark.parametrize("d", [d for d in DISTANCES if d.norms], ids=lambda d: d.name)
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+@pytest.mark.parametrize("data_type", [None, "float32"])
+def test_row_norms_kernel_compiles(d, value_type, index_type, data_type):
+    """A measure's norms in one pass, and its row terms from them where it has them (correlation's)."""
+    trees = tuple(E.parse(NORMS[name], ("x",))[0] for name in d.norms)
+    terms = tuple(E.parse(t, tuple(cuda_source.EXPANSION_ARGS))[0] for t in d.row_terms)
+    kernel = cuda_source.render_row_norms(trees, terms, d.name, value_type, index_type, data_type)
+    assert kernel.source.count("__shfl_down_sync") == len(trees)
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
 def test_compile_error_shows_numbered_source_and_log():
     bad = cuda_source.KernelSource("broken", 'extern "C" __global__ void broken() {\n  int x = ;\n}\n')
     with pytest.raises(cuda_compile.CompileError) as info:
