@@ -278,7 +278,7 @@ def render_row_norms(
     ``trees`` (a measure's norms); with ``terms`` (a measure's row terms, trees of ``nx0``, ``nx1`` and ``n``)
     ``out[k, i] = g_k(Σ f_0, Σ f_1, n)`` instead, the sums read as ``nx0`` and ``nx1``.  Each sum is
     ``render_row_norm``'s, in the same order; a term is ``render_expansion``'s of those sums: the same values
-    as the norms' kernels and an expansion over them, from one launch where they took four or six (about
+    as the norms' kernels and an expansion over them, from one launch where they took up to four (about
     0.3 ms of host work in an EDGAR-like correlation call)."""
     T, I = _types(value_type, index_type)
     D = _types(data_type or value_type, index_type)[0]
