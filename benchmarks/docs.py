@@ -48,6 +48,7 @@ DISTANCES_GPU = (
     "distances_h200_a1caf27_edgar.json",
     "distances_h200_09b8814_edgar.json",
     "distances_h200_09b8814_edgar_cells.json",
+    "distances_h200_f27fdef_edgar.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
