@@ -7,13 +7,13 @@ norms, expansion) is the spec's business (``semiring.distances.specs``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from semiring import arrays, validation
+from semiring import backend as _backend
 from semiring.expr import Node, substitute
 from semiring.interfaces import EXPANSION_VARIABLES, Entries, Expansion, PairwiseEngine
 from semiring.ops import Semiring
@@ -43,15 +43,13 @@ def prepare(A, how: str):
     """
     if how == "none":
         return A
-    xp = arrays.array_module(A)
-    nnz = int(A.indptr[-1])
+    nnz = validation.stored_entries(A)
     values = A.data[:nnz]
     if how == "binary":
         data = (values != 0).astype(A.dtype)
-    elif how in ("l1", "sqrt_l1"):
-        data = _divided_by_row_sums(xp, A.indptr, values, A.shape[0], A.dtype)
-        if how == "sqrt_l1":
-            xp.sqrt(data, out=data)
+    elif how in ("l1", "sqrt_l1"):  # by the engine of the device holding them, host rows by the CPU engine's
+        engine = _backend.engine_of(values) if arrays.backend_of(values) else _backend.engine("cpu")
+        data = engine.row_shares(A.indptr, values, root=how == "sqrt_l1")
     else:
         raise ValueError(f"unknown row preparation {how!r}")
     B = type(A)((data, A.indices[:nnz], A.indptr), shape=A.shape, copy=False)
@@ -104,39 +102,6 @@ def magnitudes_in_range(low: float, high: float, acc) -> bool:
     measure's squares and products in ``acc``'s normal range (see ``ROW_RANGE_TERMS_BITS``)."""
     exponent = (np.finfo(acc).maxexp - ROW_RANGE_TERMS_BITS) // 2
     return 2.0**-exponent <= low and high <= 2.0**exponent or high == 0
-
-
-def _divided_by_row_sums(xp, indptr, values, nrows: int, dtype):
-    """Each value divided by its row's sum (0 where the sum is 0), in ``dtype``, a chunk of entries at a time.
-
-    Each entry's row comes from the row starts: the same in NumPy and CuPy (``cupy.repeat`` takes no array
-    counts).  Sums accumulate in float64; they are gathered and divided in A's type, so float32 rows stay
-    float32, half the bytes on the device.
-    """
-    nnz = values.size
-
-    def chunks():
-        for e0, e1 in validation.entry_chunks(nnz):
-            yield e0, e1, xp.searchsorted(indptr, xp.arange(e0, e1), side="right") - 1
-
-    def row_sums(scale):
-        sums = xp.zeros(nrows, np.float64)
-        for e0, e1, rows in chunks():
-            weights = values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
-            sums += xp.bincount(rows, weights=weights, minlength=nrows)
-        return sums.astype(dtype)
-
-    sums, scale = row_sums(None), None
-    overflowed = xp.isinf(sums)  # values finite, so the sum left the type's range (near 1e308; 3.4e38 in float32)
-    if bool(overflowed.any()):  # those rows scaled by a power of two first (exact), so their sums fit
-        longest = int(xp.diff(indptr).max())
-        scale = xp.where(overflowed, dtype.type(2.0 ** -(1 + math.ceil(math.log2(longest)))), dtype.type(1))
-        sums = row_sums(scale)
-    data = xp.empty(nnz, dtype)
-    for e0, e1, rows in chunks():
-        s, v = sums[rows], values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
-        data[e0:e1] = xp.where(s != 0, v / xp.where(s != 0, s, 1), 0)
-    return data
 
 
 @dataclass

@@ -282,6 +282,11 @@ class PairwiseEngine(Protocol):
         terms, ``Distance.row_terms``: trees of ``nx0``, ``nx1`` and ``n``) ``g(nx0[i], nx1[i], n)`` for each of
         them instead, the norms as ``nx0`` and ``nx1`` and A's columns as ``n``."""
 
+    def row_shares(self, indptr, values, root: bool = False) -> Any:
+        """Each of the stored ``values`` of the CSR rows ``indptr`` (on this engine's device; finite and
+        non-negative) divided by its row's sum, accumulated in float64 (0 where the sum is 0), in the values'
+        type, its square root with ``root``: jensenshannon's and hellinger's rows (``Distance.prepare``)."""
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         """``out[i, j] = f(c0[i, j], c1[i, j], nx*[i], ny*[j], n)`` (see ``EXPANSION_VARIABLES``); returns ``out``.
 

@@ -389,3 +389,29 @@ def agree(got: dict, want: dict, bound: int) -> None:
     if want["nan"] or want["inf"]:  # the magnitudes of values not all finite mean nothing (validation reads none)
         got, want = {**got, "magnitudes": None}, {**want, "magnitudes": None}
     assert got == want
+
+
+def share_rows(dtype=np.float64) -> sp.csr_matrix:
+    """Rows for ``row_shares`` in ``dtype``: ordinary ones, an empty row, a row of zeros stored, and a row whose
+    float32 sum overflows (ten values of 1e38); in float64 also one whose float64 sum does (three of 1e308)."""
+    A = sp.random(40, 30, density=0.2, format="csr", random_state=7, dtype=np.float64)
+    dense_rows = A.toarray()
+    dense_rows[3] = 0.0
+    dense_rows[5, :10] = 1e38
+    dense_rows[6, :3] = 1e308
+    B = sp.csr_matrix(dense_rows)
+    B.data[B.indptr[8] : B.indptr[9]] = 0.0  # row 8: zeros stored explicitly
+    if dtype == np.float32:
+        B = B[[i for i in range(B.shape[0]) if i != 6]]  # 1e308 is not a float32
+    return B.astype(dtype)
+
+
+def shares_reference(A: sp.csr_matrix, root: bool) -> np.ndarray:
+    """Each stored value of A over its row's sum, in float64 from values scaled by 2^-20 (exact: sums of 1e308s
+    fit), 0 where the sum is 0; their square roots with ``root``."""
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    scaled = A.data.astype(np.float64) * 2.0**-20
+    sums = np.bincount(rows, weights=scaled, minlength=A.shape[0])[rows]
+    with np.errstate(all="ignore"):
+        want = np.where(sums > 0, scaled / sums, 0.0)
+    return np.sqrt(want) if root else want

@@ -73,6 +73,43 @@ def row_terms(trees, norms, ncols: int) -> list:
     ]
 
 
+def row_shares(indptr, values: np.ndarray, root: bool = False) -> np.ndarray:
+    """Each of the stored ``values`` (of the CSR rows ``indptr``) divided by its row's sum (0 where the sum is
+    0), its square root with ``root``, in the values' type, a chunk of entries at a time (``entry_chunks``).
+
+    Sums accumulate in float64 and are rounded to the values' type, so float32 rows stay float32; a row whose sum
+    leaves that type's range (values finite: near 3.4e38 in float32, 1e308 in float64) is scaled first by the
+    power of two 2^-(1 + ⌈log₂ length⌉) (exact), so its sum fits, as the GPU engine's kernel does."""
+    from semiring.validation import entry_chunks
+
+    dtype, nnz, nrows = values.dtype, values.size, indptr.size - 1
+
+    def chunks():
+        for e0, e1 in entry_chunks(nnz):
+            yield e0, e1, np.searchsorted(indptr, np.arange(e0, e1), side="right") - 1
+
+    def row_sums(scale):
+        sums = np.zeros(nrows, np.float64)
+        for e0, e1, rows in chunks():
+            weights = values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
+            sums += np.bincount(rows, weights=weights, minlength=nrows)
+        with np.errstate(over="ignore"):
+            return sums.astype(dtype)
+
+    sums, scale = row_sums(None), None
+    overflowed = np.isinf(sums)
+    if overflowed.any():
+        lengths = np.maximum(np.diff(indptr), 1).astype(np.float64)
+        scale = np.where(overflowed, np.ldexp(dtype.type(1), -(1 + np.ceil(np.log2(lengths))).astype(int)), 1)
+        scale = scale.astype(dtype)
+        sums = row_sums(scale)
+    data = np.empty(nnz, dtype)
+    for e0, e1, rows in chunks():
+        s, v = sums[rows], values[e0:e1] if scale is None else values[e0:e1] * scale[rows]
+        data[e0:e1] = np.where(s != 0, v / np.where(s != 0, s, 1), 0)
+    return np.sqrt(data, out=data) if root else data
+
+
 # --------------------------------------------------------------------------- selection and scatter
 
 

@@ -171,6 +171,9 @@ class CpuEngine:
         norms = [_elementwise.row_norm(A, tree, dtype) for tree in trees]
         return _elementwise.row_terms(terms, norms, A.shape[1]) if terms else norms
 
+    def row_shares(self, indptr, values, root: bool = False) -> np.ndarray:
+        return _elementwise.row_shares(indptr, values, root)
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> np.ndarray:
         return _elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 

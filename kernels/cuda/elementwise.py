@@ -65,6 +65,19 @@ def row_norms(A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
     return list(out)
 
 
+def row_shares(indptr, values, root: bool = False):
+    """Each of the stored ``values`` (of the CSR rows ``indptr``) divided by its row's sum, its square root with
+    ``root``: one kernel (``source.render_row_shares``), a new array in the values' type."""
+    import cupy
+
+    value_name, T = value_type(values.dtype)
+    index_type, (indptr,) = common_index(indptr)
+    out = cupy.empty(values.size, T)
+    m = indptr.size - 1
+    launch.launch(source.render_row_shares(value_name, index_type, root), m * 32, (indptr, values, np.int64(m), out))
+    return out
+
+
 def operands(T, terms, xnorms, ynorms) -> list:
     """c0, c1, nx0, nx1, ny0, ny1 in type T; a dummy stands for each one the expression does not read."""
     dummy = launch.empty(1, T)

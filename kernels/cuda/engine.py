@@ -114,6 +114,9 @@ class CudaEngine:
     def row_norms(self, A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
         return elementwise.row_norms(A, trees, dtype, terms)
 
+    def row_shares(self, indptr, values, root: bool = False) -> Any:
+        return elementwise.row_shares(indptr, values, root)
+
     def expand(self, tree, param_names, params, terms, xnorms, ynorms, ncols: int, out) -> Any:
         return elementwise.expand(tree, param_names, params, terms, xnorms, ynorms, ncols, out)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
-from oracles import assert_neighbors_up_to_ties, correlation_rows, oracle, tolerances
+from oracles import assert_neighbors_up_to_ties, correlation_rows, oracle, share_rows, shares_reference, tolerances
 from strategies import dense, sparse_pair
 
 from semiring import distances
@@ -106,3 +106,23 @@ def test_correlation_of_awkward_rows_equals_scipy_and_a_row_against_itself_is_0(
     np.testing.assert_allclose(got, ref, **tolerances("correlation", got.dtype), equal_nan=True)
     assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
     assert got[0, 0] == 0.0 and got[4, 4] == 0.0
+
+
+# --------------------------------------------------------------------------- rows divided by their sums
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("root", [False, True])
+def test_row_shares_against_numpy(dtype, root):
+    """The CPU engine's rows divided by their float64 sums against NumPy on the rows in float64 (and the square
+    roots): empty and zero rows give 0; a row whose sum overflows the values' type is scaled, not lost."""
+    from semiring.kernels.cpu import ENGINE
+
+    A = share_rows(dtype)
+    got = ENGINE.row_shares(A.indptr, A.data, root)
+    assert got.dtype == dtype and got.shape == A.data.shape
+    want = shares_reference(A, root)
+    # shares below the type's normal range (1e-40 beside 1e38 in a float32 row) keep fewer digits, their roots too
+    tiny = np.sqrt(np.finfo(dtype).tiny) if root else np.finfo(dtype).tiny
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=tiny)
+    assert np.isfinite(got).all() and (got > 0).any()

@@ -10,7 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from oracles import NONNEGATIVE, correlation_rows, ill_posed, offset_rows, offset_tolerance, oracle
+from oracles import (
+    NONNEGATIVE,
+    correlation_rows,
+    ill_posed,
+    offset_rows,
+    offset_tolerance,
+    oracle,
+    share_rows,
+    shares_reference,
+)
 
 from semiring import distances
 from semiring.distances.specs import DISTANCES
@@ -85,6 +94,25 @@ def test_row_norms_in_one_pass_against_numpy(dtype, data, index):
     assert not cupy.asnumpy(got[0][[0, 1, -1]]).any()
     empty = GPU.row_norms(GPU.to_device(sp.csr_matrix((0, 33), dtype=data)), trees, dtype)
     assert [e.shape for e in empty] == [(0,), (0,)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+@pytest.mark.parametrize("root", [False, True])
+def test_row_shares_in_one_pass_against_numpy(dtype, index, root):
+    """The GPU's rows divided by their sums (``row_shares``, jensenshannon's and hellinger's rows) against NumPy
+    in float64: empty and zero rows 0, a row whose sum overflows its type scaled, not lost; both index types."""
+    import cupy
+
+    from semiring.kernels.cuda import ENGINE as GPU
+
+    A = share_rows(dtype)
+    indptr = cupy.asarray(A.indptr.astype(index))
+    got = cupy.asnumpy(GPU.row_shares(indptr, cupy.asarray(A.data), root))
+    assert got.dtype == dtype and got.shape == A.data.shape
+    tiny = np.sqrt(np.finfo(dtype).tiny) if root else np.finfo(dtype).tiny  # subnormal shares keep fewer digits
+    np.testing.assert_allclose(got, shares_reference(A, root), rtol=1e-6 if dtype == np.float32 else 1e-13, atol=tiny)
+    assert np.isfinite(got).all() and (got > 0).any()
 
 
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-100, 1e150, 1e300])

@@ -86,6 +86,15 @@ def test_row_norms_kernel_compiles(d, value_type, index_type, data_type):
     assert len(cuda_compile.compile_cached(kernel)) > 0
 
 
+@pytest.mark.parametrize("value_type, index_type", TYPES)
+@pytest.mark.parametrize("root", [False, True])
+def test_row_shares_kernel_compiles(value_type, index_type, root):
+    """jensenshannon's and hellinger's rows divided by their sums (square-rooted for hellinger) in one pass."""
+    kernel = cuda_source.render_row_shares(value_type, index_type, root)
+    assert ("sqrt(v / sum)" in kernel.source) == root
+    assert len(cuda_compile.compile_cached(kernel)) > 0
+
+
 def test_compile_error_shows_numbered_source_and_log():
     bad = cuda_source.KernelSource("broken", 'extern "C" __global__ void broken() {\n  int x = ;\n}\n')
     with pytest.raises(cuda_compile.CompileError) as info:
