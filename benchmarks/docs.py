@@ -49,6 +49,8 @@ DISTANCES_GPU = (
     "distances_h200_09b8814_edgar.json",
     "distances_h200_09b8814_edgar_cells.json",
     "distances_h200_f27fdef_edgar.json",
+    "distances_h200_3f7cac3_edgar.json",
+    "distances_h200_3f7cac3_edgar_b.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
