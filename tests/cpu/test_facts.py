@@ -148,7 +148,7 @@ def test_scaled_rows_carry_nothing_prepared_ones_what_follows():
     assert not np.isfinite(scaled.matrix.data).all() and validation.facts_of(scaled.matrix) is None
     spec, values = resolve_metric("jensenshannon", {})
     shares = BoundMeasure(ENGINE, spec, values, np.float64).prepare(X)  # each row divided by its sum
-    assert validation.facts_of(shares.matrix) == Facts(finite=True, nonnegative=True)
+    assert validation.facts_of(shares.matrix) == Facts(finite=True, nonnegative=True, stored=X.nnz)
     assert np.isfinite(shares.matrix.data).all() and (shares.matrix.data >= 0).all()
 
 
