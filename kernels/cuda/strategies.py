@@ -700,14 +700,15 @@ def _postings(Y: DeviceCSR, value_name: str, index_type: str, slab: tuple[int, i
     key = (index_type, value_name)
     if whole and key in cache:
         return cache[key]
-    cursor = (colptr[c0:c1] - base).astype(I)
+    cursor = (colptr[c0:c1] - base).astype(I, copy=False)  # a new array (the kernel advances it), no second copy
     post_row, post_val = cupy.empty(end - base, I), cupy.empty(end - base, T)
     args = (Y.indptr.astype(I, copy=False), Y.indices.astype(I, copy=False), Y.data.astype(T, copy=False))
     kernel = source.render_postings(value_name, index_type)
     launch.launch(
         kernel, Y.shape[0], (*args, np.int64(Y.shape[0]), np.int64(c0), np.int64(c1), cursor, post_row, post_val)
     )
-    pointers = cupy.clip(colptr - base, 0, end - base).astype(I, copy=False)
+    # over the whole column space the pointers are colptr itself (read only); a slab's are rebased and clipped
+    pointers = colptr if whole else cupy.clip(colptr - base, 0, end - base).astype(I, copy=False)
     result = (pointers, post_row, post_val)
     if whole:
         cache[key] = result
