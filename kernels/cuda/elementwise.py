@@ -27,15 +27,7 @@ def label(tree) -> str:
 def row_norm(A: DeviceCSR, tree, dtype=np.float64, reduce: str = "sum"):
     """``Σ_k f(A[i, k])`` over each row's stored values, in ``dtype`` (float32 or float64); ``reduce="max"`` or
     ``"min"``: their maximum or minimum (∓inf for an empty row)."""
-    import cupy
-
-    value_name, T = value_type(dtype)
-    data_name, D = value_type(A.data.dtype)  # float32 values read as they are, whatever the norm's type
-    index_type, (indptr,) = common_index(A.indptr)
-    out = cupy.zeros(A.shape[0], dtype=T)
-    kernel = source.render_row_norm(tree, label(tree), value_name, index_type, reduce, data_name)
-    launch.launch(kernel, A.shape[0] * 32, (indptr, A.data.astype(D, copy=False), np.int64(A.shape[0]), out))
-    return out
+    return row_norms(A, (tree,), dtype, (), reduce)[0]
 
 
 def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
@@ -48,10 +40,11 @@ def expand(tree, param_names, params, terms, xnorms, ynorms, ncols: int, out):
     return out
 
 
-def row_norms(A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
-    """``Σ_k f(A[i, k])`` for each of ``trees`` over each row's stored values, in ``dtype``; with ``terms`` (a
-    measure's row terms) ``g(nx0[i], nx1[i], n)`` for each of them instead, the sums as ``nx0``, ``nx1`` and A's
-    columns as ``n``: one kernel, one pass over the values (``source.render_row_norms``)."""
+def row_norms(A: DeviceCSR, trees, dtype=np.float64, terms=(), reduce: str = "sum") -> list:
+    """``Σ_k f(A[i, k])`` (or the max or min, ``reduce``) for each of ``trees`` over each row's stored values, in
+    ``dtype``; with ``terms`` (a measure's row terms) ``g(nx0[i], nx1[i], n)`` for each of them instead, the sums
+    as ``nx0``, ``nx1`` and A's columns as ``n``: one kernel, one pass over the values
+    (``source.render_row_norms``; float32 values read as they are, whatever ``dtype``)."""
     import cupy
 
     value_name, T = value_type(dtype)
@@ -60,7 +53,7 @@ def row_norms(A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
     trees, terms = tuple(trees), tuple(terms)
     m = A.shape[0]
     out = cupy.empty((len(terms) or len(trees), m), dtype=T)
-    kernel = source.render_row_norms(trees, terms, label((trees, terms)), value_name, index_type, data_name)
+    kernel = source.render_row_norms(trees, terms, label((trees, terms)), value_name, index_type, data_name, reduce)
     launch.launch(kernel, m * 32, (indptr, A.data.astype(D, copy=False), np.int64(m), np.int64(A.shape[1]), out))
     return list(out)
 

@@ -237,32 +237,8 @@ def render_row_norm(
 ) -> KernelSource:
     """One warp per row: ``out[i] = Σ f(x)`` (or the max or min, ``reduce``) over row i's stored values, ``f`` a
     tree of ``x``, computed in ``value_type``; the values are read as ``data_type`` (default: ``value_type``), so
-    float32 rows give float64 norms with no float64 copy of them."""
-    T, I = _types(value_type, index_type)
-    D = _types(data_type or value_type, index_type)[0]
-    start, combine = ROW_REDUCTIONS[reduce]
-    name = f"sr_row_norm_{_suffix(label, value_type, index_type)}" + ("" if reduce == "sum" else f"_{reduce}")
-    name += "" if D == T else f"_from_{data_type}"
-    f = _expr.render_cuda(tree, {"x": "x"}, "T")
-    body = f"""\
-typedef {T} T;
-typedef {I} I;
-__device__ __forceinline__ T sr_combine(T a, T b) {{ return {combine}; }}
-extern "C" __global__ void {name}(const I* __restrict__ indptr, const {D}* __restrict__ data, long long m, T* __restrict__ out)
-{{
-    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= m) return;
-    T acc = {start};
-    for (I k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {{
-        const T x = (T)data[k];
-        acc = sr_combine(acc, {f});
-    }}
-    for (int offset = 16; offset > 0; offset /= 2) acc = sr_combine(acc, __shfl_down_sync(0xffffffffu, acc, offset));
-    if (lane == 0) out[row] = acc;
-}}
-"""
-    return KernelSource(name, PREAMBLE + body)
+    float32 rows give float64 norms with no float64 copy of them.  ``render_row_norms`` of the one tree."""
+    return render_row_norms((tree,), (), label, value_type, index_type, data_type, reduce)
 
 
 @memo_by_identity
@@ -273,19 +249,22 @@ def render_row_norms(
     value_type: str = "float32",
     index_type: str = "int32",
     data_type: str | None = None,
+    reduce: str = "sum",
 ) -> KernelSource:
-    """One warp per row, one pass over its stored values: ``out[k, i] = Σ f_k(x)`` for each tree of ``x`` in
-    ``trees`` (a measure's norms); with ``terms`` (a measure's row terms, trees of ``nx0``, ``nx1`` and ``n``)
-    ``out[k, i] = g_k(Σ f_0, Σ f_1, n)`` instead, the sums read as ``nx0`` and ``nx1``.  Each sum is
-    ``render_row_norm``'s, in the same order; a term is ``render_expansion``'s of those sums: the same values
-    as the norms' kernels and an expansion over them, from one launch where they took up to four (about
-    0.3 ms of host work in an EDGAR-like correlation call)."""
+    """One warp per row, one pass over its stored values: ``out[k, i] = Σ f_k(x)`` (or the max or min,
+    ``reduce``) for each tree of ``x`` in ``trees`` (a measure's norms), in ``value_type``, the values read as
+    ``data_type`` (default: ``value_type``: float32 rows give float64 norms with no float64 copy of them); with
+    ``terms`` (a measure's row terms, trees of ``nx0``, ``nx1`` and ``n``) ``out[k, i] = g_k(Σ f_0, Σ f_1, n)``
+    instead, the sums read as ``nx0`` and ``nx1``: the values of the norms and of an expansion over them, from
+    one launch where they took up to four (about 0.3 ms of host work in an EDGAR-like correlation call)."""
     T, I = _types(value_type, index_type)
     D = _types(data_type or value_type, index_type)[0]
-    name = f"sr_row_norms_{_suffix(label, value_type, index_type)}" + ("" if D == T else f"_from_{data_type}")
+    start, combine = ROW_REDUCTIONS[reduce]
+    name = f"sr_row_norms_{_suffix(label, value_type, index_type)}" + ("" if reduce == "sum" else f"_{reduce}")
+    name += "" if D == T else f"_from_{data_type}"
     sums = [f"s{k}" for k in range(len(trees))]
-    adds = " ".join(f"{s} += {_expr.render_cuda(t, {'x': 'x'}, 'T')};" for s, t in zip(sums, trees))
-    shuffle = " ".join(f"{s} += __shfl_down_sync(0xffffffffu, {s}, offset);" for s in sums)
+    adds = " ".join(f"{s} = sr_combine({s}, {_expr.render_cuda(t, {'x': 'x'}, 'T')});" for s, t in zip(sums, trees))
+    shuffle = " ".join(f"{s} = sr_combine({s}, __shfl_down_sync(0xffffffffu, {s}, offset));" for s in sums)
     if terms:
         names = {f"nx{k}": s for k, s in enumerate(sums)} | {"n": "T(n)"}
         locals_, values = _expr.render_cuda_shared(list(terms), names)
@@ -295,13 +274,14 @@ def render_row_norms(
     body = f"""\
 typedef {T} T;
 typedef {I} I;
+__device__ __forceinline__ T sr_combine(T a, T b) {{ return {combine}; }}
 extern "C" __global__ void {name}(const I* __restrict__ indptr, const {D}* __restrict__ data, long long m, long long n,
                                  T* __restrict__ out)
 {{
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= m) return;
-    {" ".join(f"T {s} = T(0);" for s in sums)}
+    {" ".join(f"T {s} = {start};" for s in sums)}
     for (I k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {{
         const T x = (T)data[k];
         {adds}

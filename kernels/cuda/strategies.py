@@ -114,11 +114,24 @@ class Product:
         split = self.margin_split
         if split is None:
             return None
-        norms = []
-        for A, tree in ((self.X, split.x_margin), (self.Y, split.y_margin)):
-            abs_tree = _expr.Node("call", ("abs", tree))
-            norms.append([elementwise.row_norm(A, tree, self.T), elementwise.row_norm(A, abs_tree, self.T)])
+        norms = [
+            elementwise.row_norms(A, (tree, _abs(tree)), self.T)
+            for A, tree in ((self.X, split.x_margin), (self.Y, split.y_margin))
+        ]
         return norms if planner.all_finite(norms[0][1], norms[1][1]) else None
+
+
+_ABS: dict[int, tuple] = {}
+
+
+def _abs(tree):
+    """``abs(tree)``, one tree for each margin (held, so its id is never another's): the kernels' renderings are
+    kept by their trees' identity (``source.memo_by_identity``), and a new tree at every call rendered them again
+    and filled the memo, which then emptied."""
+    held = _ABS.get(id(tree))
+    if held is None or held[0] is not tree:
+        held = _ABS[id(tree)] = (tree, _expr.Node("call", ("abs", tree)))
+    return held[1]
 
 
 def _always(facts: Facts) -> bool:

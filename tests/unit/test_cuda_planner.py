@@ -571,7 +571,9 @@ def test_a_union_is_planned_once_and_its_margins_found_for_the_choice_are_the_on
     monkeypatch.setattr(launch, "max_shared_bytes", lambda: 227 * 2**10)
     norms = []
     monkeypatch.setattr(
-        elementwise, "row_norm", lambda A, tree, dtype: norms.append(1) or _host_row_norm(A, tree, dtype)
+        elementwise,
+        "row_norms",
+        lambda A, trees, dtype: [norms.append(1) or _host_row_norm(A, tree, dtype) for tree in trees],
     )
     choices, real = [], strategies.choose
     monkeypatch.setattr(strategies, "choose", lambda settings, facts: choices.append(1) or real(settings, facts))
