@@ -52,6 +52,8 @@ DISTANCES_GPU = (
     "distances_h200_3f7cac3_edgar.json",
     "distances_h200_3f7cac3_edgar_b.json",
     "distances_h200_dc3e141_edgar.json",
+    "distances_h200_15c783a_edgar.json",
+    "distances_h200_15c783a_edgar_b.json",
 )
 FIGURES = (
     Figure("distances-gpu", "benchmarks.md", DISTANCES_GPU, "distances", "distances", scope="cuda"),
