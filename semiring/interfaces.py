@@ -274,11 +274,9 @@ class PairwiseEngine(Protocol):
         sharing a stored column only (``mxm``'s result in GraphBLAS), as CSR with sorted indices; no dense
         ``m × p`` pass.  An engine that cannot raises ``NotImplementedError`` naming one that can."""
 
-    def row_norm(self, A, tree, dtype) -> Any:
-        """``Σ_k f(A[i, k])`` over each row's stored values: ``tree`` an expression of ``x``."""
-
     def row_norms(self, A, trees, dtype, terms=()) -> list:
-        """A measure's norms: ``row_norm`` of each of ``trees``, in their type.  With ``terms`` (its row-only
+        """A measure's norms: ``Σ_k f(A[i, k])`` over each row's stored values for each of ``trees`` (expressions
+        of ``x``), in their type (float64 on the CPU, for the GPU's sake).  With ``terms`` (its row-only
         terms, ``Distance.row_terms``: trees of ``nx0``, ``nx1`` and ``n``) ``g(nx0[i], nx1[i], n)`` for each of
         them instead, the norms as ``nx0`` and ``nx1`` and A's columns as ``n``."""
 

@@ -162,12 +162,8 @@ class CpuEngine:
         """Only the pairs that share a stored column, as GraphBLAS ``mxm`` (``strategies.product_sparse``)."""
         return _strategies.product_sparse(*_one_index_type(X, Y), sr, dtype)
 
-    def row_norm(self, A, tree, dtype) -> np.ndarray:
-        """Float64 whatever ``dtype`` (which is for the GPU's sake)."""
-        return _elementwise.row_norm(A, tree, dtype)
-
     def row_norms(self, A, trees, dtype, terms=()) -> list:
-        """Each norm a pass of its own (``row_norm``), the terms an ``m × 1`` expansion of them."""
+        """Each norm a pass of its own, float64 whatever ``dtype``; the terms an ``m × 1`` expansion of them."""
         norms = [_elementwise.row_norm(A, tree, dtype) for tree in trees]
         return _elementwise.row_terms(terms, norms, A.shape[1]) if terms else norms
 

@@ -108,9 +108,6 @@ class CudaEngine:
         budget = SCRATCH_BUDGET.get() or SPARSE_BAND_BYTES
         return strategies.sparse_product(X, Y, sr, dtype, budget, Settings.from_env())
 
-    def row_norm(self, A: DeviceCSR, tree, dtype=np.float64) -> Any:
-        return elementwise.row_norm(A, tree, dtype)
-
     def row_norms(self, A: DeviceCSR, trees, dtype=np.float64, terms=()) -> list:
         return elementwise.row_norms(A, trees, dtype, terms)
 
