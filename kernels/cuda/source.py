@@ -11,7 +11,9 @@ Kernels rendered here:
   the two sorted rows: the intersection, or the union with a missing entry read
   as 0.  It is the simple, always-applicable kernel (the paper's baseline for
   union measures) and the reference the faster GPU strategies are tested against.
-* ``row_norm`` — one warp per row: Σ f(x) over the row's stored values.
+* ``row_norms`` — one warp per row: a measure's norms Σ f(x) (or their maxima or minima) over the row's
+  stored values in one pass, and its row terms from them; ``row_norm`` is the one-tree case.
+* ``row_shares`` — one warp per row: each stored value over its row's sum (jensenshannon's, hellinger's rows).
 * ``expansion`` — one thread per output entry: the distance's expansion of the
   terms and row norms.
 """
